@@ -1,0 +1,36 @@
+// Register-blocked batched matmul C[b] = A[b] x B[b] (A: MxK, B: KxN, row-major; K and N
+// multiples of 4). Each invocation owns an R x (4*C4) block of C in named vec4 accumulators;
+// a workgroup of W invocations shares the same R rows of A, so A is read as vec4 along k
+// at a workgroup-uniform address (one broadcast load on CPU adapters), while B is read as
+// vec4 along n. k advances by 4 with every FMA unrolled. R, C4 and W are chosen per
+// adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs).
+struct Params { m: u32, n: u32, k: u32, a_batch: u32, b_batch: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<vec4<{{T}}>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read_write> c: array<vec4<{{T}}>>;
+
+@compute @workgroup_size({{W}})
+fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let n4 = p.n / 4u;
+    let k4 = p.k / 4u;
+    let row0 = wid.y * {{R}}u;
+    let col0 = (wid.x * {{W}}u + lid) * {{C4}}u;
+    let a_base = wid.z * (p.a_batch / 4u);
+    let b_base = wid.z * (p.b_batch / 4u);
+    let c_base = wid.z * (p.m * n4);
+    // Rows past M and columns past N read the last valid ones; their results are not stored.
+    #for r in 0..{{R}}: let arow{r} = a_base + min(row0 + {r}u, p.m - 1u) * k4;
+    #for j in 0..{{C4}}: let bcol{j} = b_base + min(col0 + {j}u, n4 - 1u);
+    #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
+    for (var kk = 0u; kk < k4; kk++) {
+        let b_row = kk * 4u * n4;
+        #for j in 0..{{C4}}: let b0_{j} = vec4<f32>(b[bcol{j} + b_row]);
+        #for j in 0..{{C4}}: let b1_{j} = vec4<f32>(b[bcol{j} + b_row + n4]);
+        #for j in 0..{{C4}}: let b2_{j} = vec4<f32>(b[bcol{j} + b_row + 2u * n4]);
+        #for j in 0..{{C4}}: let b3_{j} = vec4<f32>(b[bcol{j} + b_row + 3u * n4]);
+        #for r in 0..{{R}}: let a{r} = vec4<f32>(a[arow{r} + kk]);
+        #for r in 0..{{R}}, j in 0..{{C4}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
+    }
+    #for r in 0..{{R}}, j in 0..{{C4}}: if (row0 + {r}u < p.m && col0 + {j}u < n4) { c[c_base + (row0 + {r}u) * n4 + col0 + {j}u] = vec4<{{T}}>(acc{r}_{j}); }
+}

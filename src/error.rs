@@ -1,0 +1,44 @@
+//! The library's error type: every failure names what went wrong and, where there is one,
+//! the fix (a package to install, a flag to pass, a shape to change).
+
+use thiserror::Error;
+
+/// Everything the engine can fail with.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// No adapter matched the requested backend/name, or none exists at all.
+    #[error("{0}")]
+    NoAdapter(String),
+    /// The adapter refused to create a device.
+    #[error("could not open a device on adapter \"{adapter}\": {reason}")]
+    RequestDevice { adapter: String, reason: String },
+    /// Operands whose shapes or dtypes do not fit the operation.
+    #[error("{op}: {msg}")]
+    Shape { op: &'static str, msg: String },
+    /// A buffer larger than the device allows for one binding.
+    #[error("{what} needs {bytes} bytes but this device allows at most {limit} bytes per storage binding; use smaller batches or shapes")]
+    TooLarge {
+        what: String,
+        bytes: u64,
+        limit: u64,
+    },
+    /// Reading a buffer back from the device failed.
+    #[error("reading back {what} failed: {reason}")]
+    Readback { what: String, reason: String },
+    /// An operation that needs gradients found none.
+    #[error("{0}")]
+    Autograd(String),
+}
+
+/// Result with the engine's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for a shape/dtype error of an op.
+    pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::Shape {
+            op,
+            msg: msg.into(),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Dispatch batching: kernels are recorded into one open compute pass and submitted
+//! together; their small parameter blocks share one uniform buffer per submit.
+
+use super::Kernel;
+
+/// Dispatches recorded before a submit is forced.
+const MAX_DISPATCHES: u32 = 1024;
+/// Size of the shared parameter buffer.
+const PARAMS_BYTES: u64 = 256 * 1024;
+
+pub(super) struct Batch {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    dispatches: u32,
+    params: Vec<u8>,
+    params_buffer: wgpu::Buffer,
+    align: usize,
+}
+
+impl Batch {
+    pub(super) fn new(device: &wgpu::Device, align: u32) -> Self {
+        Batch {
+            encoder: None,
+            pass: None,
+            dispatches: 0,
+            params: Vec::with_capacity(PARAMS_BYTES as usize),
+            params_buffer: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgdiff params"),
+                size: PARAMS_BYTES,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            align: align.max(16) as usize,
+        }
+    }
+
+    fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgdiff batch"),
+            })
+        })
+    }
+
+    fn end_pass(&mut self) {
+        self.pass = None;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dispatch(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+    ) {
+        let param_bytes = (params.len() * 4).max(16).div_ceil(16) * 16;
+        let slot = param_bytes.div_ceil(self.align) * self.align;
+        if self.dispatches >= MAX_DISPATCHES || self.params.len() + slot > PARAMS_BYTES as usize {
+            self.flush(device, queue);
+        }
+        let offset = self.params.len();
+        self.params.extend_from_slice(bytemuck::cast_slice(params));
+        self.params.resize(offset + slot, 0);
+
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params_buffer,
+                offset: offset as u64,
+                size: wgpu::BufferSize::new(param_bytes as u64),
+            }),
+        }];
+        for (i, b) in inputs.iter().chain(outputs).enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: 1 + i as u32,
+                resource: b.as_entire_binding(),
+            });
+        }
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &kernel.layout,
+            entries: &entries,
+        });
+        if self.pass.is_none() {
+            let pass = self
+                .encoder(device)
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgdiff kernels"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            self.pass = Some(pass);
+        }
+        let pass = self.pass.as_mut().unwrap();
+        pass.set_pipeline(&kernel.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        self.dispatches += 1;
+    }
+
+    pub(super) fn copy(
+        &mut self,
+        device: &wgpu::Device,
+        src: &wgpu::Buffer,
+        src_offset: u64,
+        dst: &wgpu::Buffer,
+        dst_offset: u64,
+        bytes: u64,
+    ) {
+        self.end_pass();
+        self.encoder(device)
+            .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
+    }
+
+    pub(super) fn flush(&mut self, _device: &wgpu::Device, queue: &wgpu::Queue) {
+        self.end_pass();
+        if let Some(encoder) = self.encoder.take() {
+            if !self.params.is_empty() {
+                queue.write_buffer(&self.params_buffer, 0, &self.params);
+            }
+            queue.submit([encoder.finish()]);
+        }
+        self.params.clear();
+        self.dispatches = 0;
+    }
+}

@@ -1,0 +1,315 @@
+//! The device: one `Gpu` handle owns instance, adapter, device, queue, buffer pool and
+//! pipeline cache, and batches kernel dispatches into few submits.
+
+mod autotune;
+mod batch;
+mod pipelines;
+mod pool;
+mod select;
+
+pub use autotune::Autotuner;
+pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
+pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
+pub use select::{describe, rank, AdapterChoice};
+
+use crate::{Error, Result};
+use batch::Batch;
+use pipelines::PipelineCache;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Optional features the engine uses when the adapter offers them.
+pub const WANTED_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
+    .union(wgpu::Features::SUBGROUP);
+
+/// Shared handle to the compute device (cheap to clone).
+#[derive(Clone)]
+pub struct Gpu(Arc<GpuInner>);
+
+/// What a [`Gpu`] holds.
+pub struct GpuInner {
+    pub instance: wgpu::Instance,
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub features: wgpu::Features,
+    pub limits: wgpu::Limits,
+    pool: BufferPool,
+    pipelines: PipelineCache,
+    batch: Mutex<Batch>,
+    errors: Arc<Mutex<Vec<String>>>,
+    tuner: Autotuner,
+    poison: AtomicBool,
+}
+
+impl std::ops::Deref for Gpu {
+    type Target = GpuInner;
+    fn deref(&self) -> &GpuInner {
+        &self.0
+    }
+}
+
+/// Instance over the backends `choice` allows.
+pub fn instance_for(choice: &AdapterChoice) -> Result<wgpu::Instance> {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = choice.backends()?;
+    desc.flags = wgpu::InstanceFlags::empty().with_env();
+    Ok(wgpu::Instance::new(desc))
+}
+
+/// Every adapter the instance can see (on the web: the one the browser offers).
+pub async fn list_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        instance.enumerate_adapters(wgpu::Backends::all()).await
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let opts = wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        };
+        instance.request_adapter(&opts).await.into_iter().collect()
+    }
+}
+
+impl Gpu {
+    /// Opens the best adapter allowed by `choice` (flags, then WGPU_BACKEND/WGPU_ADAPTER_NAME).
+    pub async fn new(choice: AdapterChoice) -> Result<Gpu> {
+        let choice = choice.or_env();
+        let instance = instance_for(&choice)?;
+        let adapter = select::pick(list_adapters(&instance).await, &choice)?;
+        let info = adapter.get_info();
+        let features = adapter.features() & WANTED_FEATURES & !choice.without;
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgdiff"),
+                required_features: features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::RequestDevice {
+                adapter: describe(&info),
+                reason: e.to_string(),
+            })?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock().unwrap().push(e.to_string());
+        }));
+        let batch = Batch::new(&device, limits.min_uniform_buffer_offset_alignment);
+        Ok(Gpu(Arc::new(GpuInner {
+            instance,
+            adapter,
+            features: device.features(),
+            limits: device.limits(),
+            device,
+            queue,
+            info,
+            pool: BufferPool::default(),
+            pipelines: PipelineCache::default(),
+            batch: Mutex::new(batch),
+            errors,
+            tuner: Autotuner::default(),
+            poison: AtomicBool::new(false),
+        })))
+    }
+
+    /// Blocking [`Gpu::new`] for native programs and tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_blocking(choice: AdapterChoice) -> Result<Gpu> {
+        pollster::block_on(Self::new(choice))
+    }
+
+    /// True when kernels may use `f16` storage and arithmetic.
+    pub fn has_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    /// True when kernels may use subgroup operations.
+    pub fn has_subgroups(&self) -> bool {
+        self.features.contains(wgpu::Features::SUBGROUP)
+    }
+
+    /// True on software/CPU adapters such as lavapipe, which want different kernel shapes.
+    pub fn is_cpu(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// With poison on, every new tensor is filled with NaN bits first, so a kernel that
+    /// leaves an element unwritten shows up as NaN (tests turn this on).
+    pub fn set_poison(&self, on: bool) {
+        self.poison.store(on, Ordering::Relaxed);
+    }
+
+    /// True when new tensors are poisoned.
+    pub fn poison_enabled(&self) -> bool {
+        self.poison.load(Ordering::Relaxed)
+    }
+
+    /// The buffer pool.
+    pub fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    /// Per-shape kernel choices made by measurement.
+    pub fn tuner(&self) -> &Autotuner {
+        &self.tuner
+    }
+
+    /// Number of compiled pipelines.
+    pub fn pipeline_count(&self) -> usize {
+        self.pipelines.len()
+    }
+
+    /// Largest buffer one storage binding may cover.
+    pub fn max_binding_bytes(&self) -> u64 {
+        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+    }
+
+    /// A pooled storage buffer of `bytes` bytes; `what` names it in the error when too big.
+    pub fn alloc(&self, bytes: u64, what: &str) -> Result<PooledBuffer> {
+        let limit = self.max_binding_bytes();
+        if bytes > limit {
+            return Err(Error::TooLarge {
+                what: what.to_string(),
+                bytes,
+                limit,
+            });
+        }
+        Ok(self.pool.take(&self.device, bytes))
+    }
+
+    /// Compiles (once) and returns the kernel for `spec`.
+    pub fn kernel(&self, spec: &KernelSpec) -> Kernel {
+        self.pipelines.get(&self.device, spec)
+    }
+
+    /// Records one dispatch: `params` go to the uniform at binding 0, then `inputs`
+    /// (read-only) and `outputs` (read-write) in binding order.
+    pub fn dispatch(
+        &self,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+    ) {
+        assert_eq!(
+            (inputs.len(), outputs.len()),
+            (kernel.inputs, kernel.outputs),
+            "binding count of {}",
+            kernel.label
+        );
+        if groups.contains(&0) {
+            return;
+        }
+        let mut batch = self.batch.lock().unwrap();
+        batch.dispatch(&self.device, &self.queue, kernel, params, inputs, outputs, groups);
+    }
+
+    /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;
+    /// kernels rebuild the flat index as `wid.x + wid.y * nwg.x`.
+    pub fn grid(&self, n: u32) -> [u32; 3] {
+        let max = self.limits.max_compute_workgroups_per_dimension.max(1);
+        if n <= max {
+            [n, 1, 1]
+        } else {
+            let y = n.div_ceil(max);
+            [n.div_ceil(y), y, 1]
+        }
+    }
+
+    /// Writes `data` into `dst` after every dispatch recorded so far.
+    pub fn write(&self, dst: &wgpu::Buffer, data: &[u8]) {
+        let mut batch = self.batch.lock().unwrap();
+        batch.flush(&self.device, &self.queue);
+        let padded;
+        let bytes = if data.len() % 4 == 0 {
+            data
+        } else {
+            padded = [data, &[0u8; 3][..4 - data.len() % 4]].concat();
+            &padded
+        };
+        self.queue.write_buffer(dst, 0, bytes);
+    }
+
+    /// Records a buffer-to-buffer copy in order with the dispatches.
+    pub fn copy(&self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, bytes: u64) {
+        let mut batch = self.batch.lock().unwrap();
+        batch.copy(&self.device, src, src_offset, dst, dst_offset, bytes);
+    }
+
+    /// Submits everything recorded so far.
+    pub fn flush(&self) {
+        self.batch.lock().unwrap().flush(&self.device, &self.queue);
+    }
+
+    /// Submits and waits until the device is idle (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn sync(&self) -> Result<()> {
+        self.flush();
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.take_errors()
+    }
+
+    /// Returns (and clears) device errors reported since the last call.
+    pub fn take_errors(&self) -> Result<()> {
+        let mut errors = self.errors.lock().unwrap();
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let all = errors.drain(..).collect::<Vec<_>>().join("\n");
+        Err(Error::Readback {
+            what: "device".into(),
+            reason: all,
+        })
+    }
+
+    /// Reads `bytes` bytes of `src` back after all recorded work (async; never blocks on the web).
+    pub async fn read(&self, src: &wgpu::Buffer, bytes: u64, what: &str) -> Result<Vec<u8>> {
+        let size = bytes.div_ceil(4) * 4;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgdiff readback"),
+            size: size.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        {
+            let mut batch = self.batch.lock().unwrap();
+            batch.copy(&self.device, src, 0, &staging, 0, size);
+            batch.flush(&self.device, &self.queue);
+        }
+        let (tx, rx) = futures_channel::oneshot::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let mapped = rx.await.map_err(|_| Error::Readback {
+            what: what.to_string(),
+            reason: "the device was lost before the data arrived".into(),
+        })?;
+        mapped.map_err(|e| Error::Readback {
+            what: what.to_string(),
+            reason: e.to_string(),
+        })?;
+        self.take_errors()?;
+        let data = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Readback {
+                what: what.to_string(),
+                reason: e.to_string(),
+            })?[..bytes as usize]
+            .to_vec();
+        staging.unmap();
+        Ok(data)
+    }
+}

@@ -1,0 +1,181 @@
+//! Pipeline cache: compiles each (shader, entry point, template values) once and keeps the
+//! compute pipeline; also owns the tiny `{{NAME}}` template substitution used by shaders/.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A WGSL source file from `shaders/` and the name it is cached under.
+#[derive(Clone, Copy, Debug)]
+pub struct ShaderSource {
+    pub name: &'static str,
+    pub wgsl: &'static str,
+}
+
+/// Includes `shaders/<name>.wgsl` as a [`ShaderSource`].
+#[macro_export]
+macro_rules! shader {
+    ($name:literal) => {
+        $crate::gpu::ShaderSource {
+            name: $name,
+            wgsl: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/", $name, ".wgsl")),
+        }
+    };
+}
+
+/// A compiled kernel: pipeline plus the binding layout it was built with.
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
+    pub(crate) layout: Arc<wgpu::BindGroupLayout>,
+    pub(crate) inputs: usize,
+    pub(crate) outputs: usize,
+    pub(crate) label: Arc<str>,
+}
+
+/// Everything that identifies a pipeline.
+#[derive(Clone, Debug)]
+pub struct KernelSpec<'a> {
+    pub source: ShaderSource,
+    pub entry: &'a str,
+    /// `{{NAME}}` substitutions; `T = f16` also turns on `enable f16;`.
+    pub defines: &'a [(&'a str, String)],
+    /// Number of read-only storage bindings (1..) after the uniform at binding 0.
+    pub inputs: usize,
+    /// Number of read-write storage bindings after the inputs.
+    pub outputs: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    kernels: Mutex<HashMap<String, Kernel>>,
+    layouts: Mutex<HashMap<(usize, usize), Arc<wgpu::BindGroupLayout>>>,
+}
+
+/// Substitutes `{{NAME}}` placeholders and unrolls `#for` lines; panics on an unresolved
+/// placeholder (a bug in the caller).
+///
+/// `#for r in 0..4, c in 0..2: acc{r}_{c} += x{r};` repeats its body for every (r, c),
+/// replacing `{r}` and `{c}`; bounds may be template values (`0..{{R}}`).
+pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
+    let mut out = src.to_string();
+    for (k, v) in defines {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    out = out.lines().map(unroll_line).collect::<Vec<_>>().join("\n");
+    if let Some(pos) = out.find("{{") {
+        let end = out[pos..].find("}}").map_or(out.len(), |e| pos + e + 2);
+        panic!("unresolved template value {} in shader", &out[pos..end]);
+    }
+    if defines.iter().any(|(k, v)| v == "f16" && k.starts_with('T')) {
+        out = format!("enable f16;\n{out}");
+    }
+    out
+}
+
+/// Expands one `#for` line (other lines pass through).
+fn unroll_line(line: &str) -> String {
+    let trimmed = line.trim_start();
+    let Some(rest) = trimmed.strip_prefix("#for ") else {
+        return line.to_string();
+    };
+    let indent = &line[..line.len() - trimmed.len()];
+    let (header, body) = rest.split_once(':').expect("#for line needs ':' before its body");
+    let loops: Vec<(String, usize)> = header
+        .split(',')
+        .map(|l| {
+            let (var, range) = l.trim().split_once(" in 0..").expect("#for var in 0..N");
+            (var.trim().to_string(), range.trim().parse().expect("#for bound must be a number"))
+        })
+        .collect();
+    let mut bodies = vec![body.trim().to_string()];
+    for (var, n) in &loops {
+        let pat = format!("{{{var}}}");
+        bodies = bodies
+            .iter()
+            .flat_map(|b| (0..*n).map(|i| b.replace(&pat, &i.to_string())).collect::<Vec<_>>())
+            .collect();
+    }
+    bodies.iter().map(|b| format!("{indent}{b}")).collect::<Vec<_>>().join("\n")
+}
+
+impl PipelineCache {
+    fn bind_layout(&self, device: &wgpu::Device, inputs: usize, outputs: usize) -> Arc<wgpu::BindGroupLayout> {
+        let mut layouts = self.layouts.lock().unwrap();
+        layouts
+            .entry((inputs, outputs))
+            .or_insert_with(|| {
+                let mut entries = vec![wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                }];
+                for i in 0..inputs + outputs {
+                    entries.push(wgpu::BindGroupLayoutEntry {
+                        binding: 1 + i as u32,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty: wgpu::BufferBindingType::Storage {
+                                read_only: i < inputs,
+                            },
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    });
+                }
+                Arc::new(device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("wgdiff bindings"),
+                    entries: &entries,
+                }))
+            })
+            .clone()
+    }
+
+    /// Returns the cached kernel for `spec`, compiling it on first use.
+    pub(crate) fn get(&self, device: &wgpu::Device, spec: &KernelSpec) -> Kernel {
+        let key = format!(
+            "{}:{}:{:?}:{}:{}",
+            spec.source.name, spec.entry, spec.defines, spec.inputs, spec.outputs
+        );
+        if let Some(k) = self.kernels.lock().unwrap().get(&key) {
+            return k.clone();
+        }
+        let wgsl = expand_template(spec.source.wgsl, spec.defines);
+        let layout = self.bind_layout(device, spec.inputs, spec.outputs);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(spec.source.name),
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(spec.source.name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&key),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(spec.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let kernel = Kernel {
+            pipeline: Arc::new(pipeline),
+            layout,
+            inputs: spec.inputs,
+            outputs: spec.outputs,
+            label: format!("{}::{}", spec.source.name, spec.entry).into(),
+        };
+        self.kernels.lock().unwrap().insert(key, kernel.clone());
+        kernel
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.kernels.lock().unwrap().len()
+    }
+}

@@ -1,0 +1,140 @@
+//! Buffer pool: storage buffers are reused by size class instead of being re-created,
+//! and the pool keeps statistics of live and pooled bytes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Usage every engine storage buffer has.
+pub const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// Counters describing the pool's memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes held by buffers currently owned by tensors.
+    pub live_bytes: u64,
+    /// Bytes held by idle buffers waiting for reuse.
+    pub pooled_bytes: u64,
+    /// Highest `live_bytes` seen.
+    pub peak_live_bytes: u64,
+    /// Buffers created from the device (pool misses).
+    pub created: u64,
+    /// Buffers served from the pool (hits).
+    pub reused: u64,
+}
+
+#[derive(Default)]
+struct PoolState {
+    free: HashMap<u64, Vec<wgpu::Buffer>>,
+    stats: PoolStats,
+}
+
+/// Size-classed free lists of storage buffers.
+#[derive(Clone, Default)]
+pub struct BufferPool {
+    state: Arc<Mutex<PoolState>>,
+}
+
+/// Rounds `bytes` up to its size class: multiples of 256 bytes up to 4 KiB, then four
+/// classes per power of two (at most 25% waste).
+pub fn size_class(bytes: u64) -> u64 {
+    let bytes = bytes.max(16);
+    if bytes <= 4096 {
+        return bytes.div_ceil(256) * 256;
+    }
+    let pow = 63 - bytes.leading_zeros() as u64; // 2^pow <= bytes
+    let step = 1u64 << (pow - 2);
+    bytes.div_ceil(step) * step
+}
+
+impl BufferPool {
+    /// A buffer of at least `bytes` bytes, reused when one of its class is free.
+    pub fn take(&self, device: &wgpu::Device, bytes: u64) -> PooledBuffer {
+        let class = size_class(bytes);
+        let mut st = self.state.lock().unwrap();
+        let reused = st.free.get_mut(&class).and_then(|v| v.pop());
+        let buffer = match reused {
+            Some(b) => {
+                st.stats.reused += 1;
+                st.stats.pooled_bytes -= class;
+                b
+            }
+            None => {
+                st.stats.created += 1;
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgdiff tensor"),
+                    size: class,
+                    usage: STORAGE_USAGE,
+                    mapped_at_creation: false,
+                })
+            }
+        };
+        st.stats.live_bytes += class;
+        st.stats.peak_live_bytes = st.stats.peak_live_bytes.max(st.stats.live_bytes);
+        PooledBuffer {
+            buffer: Some(buffer),
+            pool: self.clone(),
+        }
+    }
+
+    fn give_back(&self, buffer: wgpu::Buffer) {
+        let class = buffer.size();
+        let mut st = self.state.lock().unwrap();
+        st.stats.live_bytes -= class;
+        st.stats.pooled_bytes += class;
+        st.free.entry(class).or_default().push(buffer);
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> PoolStats {
+        self.state.lock().unwrap().stats
+    }
+
+    /// Destroys every idle buffer (returns the memory to the driver).
+    pub fn trim(&self) {
+        let mut st = self.state.lock().unwrap();
+        for (_, list) in st.free.drain() {
+            for b in list {
+                b.destroy();
+            }
+        }
+        st.stats.pooled_bytes = 0;
+    }
+}
+
+/// A storage buffer that returns to its pool when dropped.
+pub struct PooledBuffer {
+    buffer: Option<wgpu::Buffer>,
+    pool: BufferPool,
+}
+
+impl PooledBuffer {
+    /// The underlying wgpu buffer.
+    pub fn raw(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.pool.give_back(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn size_classes_cover_request_with_bounded_waste() {
+        for bytes in [1u64, 16, 255, 256, 257, 4096, 4097, 5000, 1 << 20, (1 << 20) + 1, 3_000_000] {
+            let c = size_class(bytes);
+            assert!(c >= bytes, "{bytes} -> {c}");
+            assert!(c as f64 <= (bytes.max(256) as f64) * 1.25 + 256.0, "{bytes} -> {c}");
+            assert_eq!(c % 4, 0);
+        }
+    }
+}

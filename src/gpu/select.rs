@@ -1,0 +1,130 @@
+//! Adapter selection: which backend and which adapter the engine runs on, from flags or
+//! environment, Vulkan first, with an error that names the fix when nothing is found.
+
+use crate::{Error, Result};
+
+/// What the user asked for: a backend name and/or an adapter-name substring.
+#[derive(Clone, Debug, Default)]
+pub struct AdapterChoice {
+    /// `vulkan`, `metal`, `dx12`, `gl` or `webgpu` (comma-separated list allowed).
+    pub backend: Option<String>,
+    /// Case-insensitive substring of the adapter name, e.g. `llvmpipe`.
+    pub adapter: Option<String>,
+    /// Optional features not to request even when offered (tests of the fallback paths).
+    pub without: wgpu::Features,
+}
+
+impl AdapterChoice {
+    /// Reads `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|s| !s.trim().is_empty());
+        Self {
+            backend: var("WGPU_BACKEND"),
+            adapter: var("WGPU_ADAPTER_NAME"),
+            without: wgpu::Features::empty(),
+        }
+    }
+
+    /// Flags win over the environment, field by field.
+    pub fn or_env(self) -> Self {
+        let env = Self::from_env();
+        Self {
+            backend: self.backend.or(env.backend),
+            adapter: self.adapter.or(env.adapter),
+            without: self.without,
+        }
+    }
+
+    /// The backends this choice allows.
+    pub fn backends(&self) -> Result<wgpu::Backends> {
+        let Some(list) = &self.backend else {
+            return Ok(wgpu::Backends::all());
+        };
+        let mut backends = wgpu::Backends::empty();
+        for name in list.split(',').map(|s| s.trim().to_ascii_lowercase()) {
+            backends |= match name.as_str() {
+                "vulkan" | "vk" => wgpu::Backends::VULKAN,
+                "metal" | "mtl" => wgpu::Backends::METAL,
+                "dx12" | "d3d12" => wgpu::Backends::DX12,
+                "gl" | "gles" | "opengl" => wgpu::Backends::GL,
+                "webgpu" | "browser" => wgpu::Backends::BROWSER_WEBGPU,
+                other => {
+                    return Err(Error::NoAdapter(format!(
+                        "unknown backend \"{other}\"; use one of vulkan, metal, dx12, gl, webgpu"
+                    )))
+                }
+            };
+        }
+        Ok(backends)
+    }
+}
+
+/// Preference order: Vulkan, Metal, DX12, browser WebGPU, GL; then discrete before integrated
+/// before virtual before CPU adapters.
+pub fn rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
+    let backend = match info.backend {
+        wgpu::Backend::Vulkan => 0,
+        wgpu::Backend::Metal => 1,
+        wgpu::Backend::Dx12 => 2,
+        wgpu::Backend::BrowserWebGpu => 3,
+        wgpu::Backend::Gl => 4,
+        _ => 5,
+    };
+    let kind = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    };
+    (backend, kind)
+}
+
+/// Picks the best adapter among `found` for `choice`, or explains what to do.
+pub fn pick(found: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<wgpu::Adapter> {
+    let names: Vec<String> = found.iter().map(|a| describe(&a.get_info())).collect();
+    let mut matching: Vec<wgpu::Adapter> = found
+        .into_iter()
+        .filter(|a| match &choice.adapter {
+            Some(sub) => a
+                .get_info()
+                .name
+                .to_ascii_lowercase()
+                .contains(&sub.to_ascii_lowercase()),
+            None => true,
+        })
+        .collect();
+    matching.sort_by_key(|a| rank(&a.get_info()));
+    if let Some(best) = matching.into_iter().next() {
+        return Ok(best);
+    }
+    Err(Error::NoAdapter(no_adapter_message(choice, &names)))
+}
+
+/// One line naming an adapter: name, backend and device type.
+pub fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!(
+        "{} ({:?}, {:?})",
+        info.name, info.backend, info.device_type
+    )
+}
+
+fn no_adapter_message(choice: &AdapterChoice, found: &[String]) -> String {
+    let wanted = match (&choice.backend, &choice.adapter) {
+        (Some(b), Some(a)) => format!("no {b} adapter whose name contains \"{a}\""),
+        (Some(b), None) => format!("no {b} adapter"),
+        (None, Some(a)) => format!("no adapter whose name contains \"{a}\""),
+        (None, None) => "no GPU adapter at all".to_string(),
+    };
+    let seen = if found.is_empty() {
+        "none were found".to_string()
+    } else {
+        format!("found: {}", found.join("; "))
+    };
+    format!(
+        "{wanted} ({seen}).\nFix: install a Vulkan driver; on a machine without a GPU, Debian/Ubuntu's \
+         software Vulkan works: `sudo apt-get install mesa-vulkan-drivers`. Or choose another \
+         backend/adapter with --backend/--adapter or WGPU_BACKEND/WGPU_ADAPTER_NAME \
+         (`wgdiff info` lists what this machine has)."
+    )
+}

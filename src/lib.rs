@@ -1,0 +1,15 @@
+//! wgdiff: a portable diffusion-model lab built on a hand-written WGSL tensor engine.
+//! This file re-exports the public API: the device, tensors, ops, autograd and optimisers.
+
+pub mod autograd;
+pub mod bench;
+pub mod error;
+pub mod gpu;
+pub mod ops;
+pub mod optim;
+pub mod tensor;
+
+pub use autograd::{backward, no_grad, NoGradGuard};
+pub use error::{Error, Result};
+pub use gpu::{AdapterChoice, Gpu};
+pub use tensor::{DType, Tensor};

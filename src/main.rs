@@ -1,0 +1,154 @@
+//! The `wgdiff` command line: device info and benchmarks (training, sampling and the
+//! experiments arrive as further subcommands).
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use wgdiff::gpu::{describe, instance_for, list_adapters, rank};
+use wgdiff::{AdapterChoice, Gpu};
+
+#[derive(Parser)]
+#[command(name = "wgdiff", version, about = "A portable diffusion-model lab on wgpu compute shaders", long_about = None)]
+struct Cli {
+    /// Graphics backend: vulkan, metal, dx12, gl or webgpu (default: best available; also WGPU_BACKEND)
+    #[arg(long, global = true)]
+    backend: Option<String>,
+    /// Use the adapter whose name contains this text, e.g. llvmpipe (also WGPU_ADAPTER_NAME)
+    #[arg(long, global = true)]
+    adapter: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every adapter found, the one chosen, its features and limits
+    Info,
+    /// Measure kernel speed (medians of interleaved runs; a table, or JSON lines with --json)
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
+    Matmul {
+        /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
+        #[arg(long, value_delimiter = ',')]
+        shapes: Vec<String>,
+        /// Timed repetitions per variant (the median is reported)
+        #[arg(long, default_value_t = 7)]
+        reps: usize,
+        /// Untimed runs per variant before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let choice = AdapterChoice {
+        backend: cli.backend.clone(),
+        adapter: cli.adapter.clone(),
+        without: wgpu::Features::empty(),
+    }
+    .or_env();
+    match run(cli.command, choice) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command, choice: AdapterChoice) -> Result<()> {
+    match command {
+        Command::Info => info(choice),
+        Command::Bench { what } => {
+            let gpu = Gpu::new_blocking(choice)?;
+            match what {
+                BenchCommand::Matmul { shapes, reps, warmup, json } => {
+                    let shapes = if shapes.is_empty() {
+                        wgdiff::bench::matmul::DEFAULT_SHAPES.to_vec()
+                    } else {
+                        shapes.iter().map(|s| parse_mnk(s)).collect::<Result<_>>()?
+                    };
+                    if !json {
+                        eprintln!("device: {}", describe(&gpu.info));
+                    }
+                    let rows = wgdiff::bench::matmul::run(&gpu, &shapes, warmup, reps)?;
+                    print_rows(&rows, json);
+                    if !json {
+                        for w in rows.windows(2).filter(|w| w[0].shape == w[1].shape && w[0].variant == "naive") {
+                            println!("{}: blocked is {:.1}x naive", w[0].shape, w[0].median_ms / w[1].median_ms);
+                        }
+                    }
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+fn print_rows(rows: &[wgdiff::bench::Measurement], json: bool) {
+    if json {
+        println!("{}", wgdiff::bench::json_lines(rows));
+    } else {
+        print!("{}", wgdiff::bench::table(rows));
+    }
+}
+
+fn parse_mnk(s: &str) -> Result<(usize, usize, usize)> {
+    let parts: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("shape \"{s}\" should look like 1024x1024x1024 (MxNxK)"))?;
+    match parts[..] {
+        [m, n, k] => Ok((m, n, k)),
+        [s] => Ok((s, s, s)),
+        _ => anyhow::bail!("shape \"{s}\" should look like 1024x1024x1024 (MxNxK)"),
+    }
+}
+
+fn info(choice: AdapterChoice) -> Result<()> {
+    let instance = instance_for(&choice)?;
+    let mut adapters = pollster::block_on(list_adapters(&instance));
+    adapters.sort_by_key(|a| rank(&a.get_info()));
+    println!("adapters found ({}):", adapters.len());
+    for a in &adapters {
+        let i = a.get_info();
+        println!("  - {}  driver: {} {}", describe(&i), i.driver, i.driver_info);
+    }
+    let gpu = Gpu::new_blocking(choice)?;
+    println!("\nchosen: {}", describe(&gpu.info));
+    println!("features used by wgdiff:");
+    for (name, f) in [
+        ("SHADER_F16", wgpu::Features::SHADER_F16),
+        ("TIMESTAMP_QUERY", wgpu::Features::TIMESTAMP_QUERY),
+        ("TIMESTAMP_QUERY_INSIDE_PASSES", wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+        ("SUBGROUP", wgpu::Features::SUBGROUP),
+    ] {
+        println!("  {:<30} {}", name, if gpu.features.contains(f) { "yes" } else { "no (fallback path)" });
+    }
+    println!("  subgroup size                  {}..{}", gpu.info.subgroup_min_size, gpu.info.subgroup_max_size);
+    let l = &gpu.limits;
+    println!("limits:");
+    for (name, v) in [
+        ("max_storage_buffer_binding_size", l.max_storage_buffer_binding_size as u64),
+        ("max_buffer_size", l.max_buffer_size),
+        ("max_storage_buffers_per_shader_stage", l.max_storage_buffers_per_shader_stage as u64),
+        ("max_compute_workgroup_storage_size", l.max_compute_workgroup_storage_size as u64),
+        ("max_compute_invocations_per_workgroup", l.max_compute_invocations_per_workgroup as u64),
+        ("max_compute_workgroups_per_dimension", l.max_compute_workgroups_per_dimension as u64),
+    ] {
+        println!("  {name:<40} {v}");
+    }
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! Elementwise ops: unary maps (neg, exp, log, sqrt, relu, silu, gelu, sigmoid, tanh, clamp,
+//! scalar pow/affine/reciprocal, abs, square) and broadcasting binary maps, with backward.
+//! Kernels: shaders/elementwise.wgsl.
+
+use super::{check_rank, check_same_dtype, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
+use crate::tensor::contiguous_strides;
+use crate::{shader, DType, Error, Result, Tensor};
+
+/// A unary map; ids match `unary()` in shaders/elementwise.wgsl.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unary {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Relu,
+    Silu,
+    /// GELU, tanh approximation (as `gelu(approximate="tanh")` in PyTorch).
+    Gelu,
+    Sigmoid,
+    Tanh,
+    Clamp(f32, f32),
+    /// x^p for a scalar p.
+    Pow(f32),
+    /// a*x + b (scalar add/sub/mul/div are special cases).
+    Affine(f32, f32),
+    /// a / x.
+    Reciprocal(f32),
+    Abs,
+    Square,
+}
+
+impl Unary {
+    fn id_and_scalars(self) -> (u32, f32, f32) {
+        match self {
+            Unary::Neg => (0, 0.0, 0.0),
+            Unary::Exp => (1, 0.0, 0.0),
+            Unary::Log => (2, 0.0, 0.0),
+            Unary::Sqrt => (3, 0.0, 0.0),
+            Unary::Relu => (4, 0.0, 0.0),
+            Unary::Silu => (5, 0.0, 0.0),
+            Unary::Gelu => (6, 0.0, 0.0),
+            Unary::Sigmoid => (7, 0.0, 0.0),
+            Unary::Tanh => (8, 0.0, 0.0),
+            Unary::Clamp(lo, hi) => (9, lo, hi),
+            Unary::Pow(p) => (10, p, 0.0),
+            Unary::Affine(a, b) => (11, a, b),
+            Unary::Reciprocal(a) => (12, a, 0.0),
+            Unary::Abs => (13, 0.0, 0.0),
+            Unary::Square => (14, 0.0, 0.0),
+        }
+    }
+}
+
+/// A broadcasting binary map; ids match `binary()` in shaders/elementwise.wgsl.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    /// 1 where equal, else 0 (no gradient).
+    Equal,
+}
+
+/// Shape two operands broadcast to (NumPy rules).
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Strides that read `shape` (right-aligned) while iterating `out`: 0 on broadcast dims.
+pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let own = contiguous_strides(shape);
+    let pad = out.len() - shape.len();
+    (0..out.len())
+        .map(|i| if i < pad || shape[i - pad] == 1 { 0 } else { own[i - pad] })
+        .collect()
+}
+
+fn elementwise_params(n: usize, a: f32, b: f32, shape: &[usize], sa: &[usize], sb: &[usize]) -> Vec<u32> {
+    let mut p = vec![n as u32, shape.len() as u32, a.to_bits(), b.to_bits()];
+    p.extend(pack8(shape, 1));
+    p.extend(pack8(sa, 0));
+    p.extend(pack8(sb, 0));
+    p
+}
+
+impl Tensor {
+    /// Applies a unary map.
+    pub fn unary(&self, op: Unary) -> Result<Tensor> {
+        if needs_f32_fallback(self.gpu(), self.dtype()) {
+            return self.to_dtype(DType::F32)?.unary(op)?.to_dtype(DType::F16);
+        }
+        let gpu = self.gpu();
+        let (id, a, b) = op.id_and_scalars();
+        let out = Tensor::empty(gpu, self.shape(), self.dtype())?;
+        let n = self.numel();
+        let kernel = kernel_for(gpu, shader!("elementwise"), "unary_forward", self.dtype(), &[("OP", id.to_string())], 1, 1);
+        let params = elementwise_params(n, a, b, &[], &[], &[]);
+        gpu.dispatch(&kernel, &params, &[self.buffer()], &[out.buffer()], gpu.grid((n as u32).div_ceil(FLAT_WG)));
+        let x = self.clone();
+        Ok(out.with_grad_fn(
+            "unary",
+            vec![self.clone()],
+            Box::new(move |g| Ok(vec![Some(unary_backward(&x, g, op)?)])),
+        ))
+    }
+
+    pub fn neg(&self) -> Result<Tensor> {
+        self.unary(Unary::Neg)
+    }
+    pub fn exp(&self) -> Result<Tensor> {
+        self.unary(Unary::Exp)
+    }
+    pub fn log(&self) -> Result<Tensor> {
+        self.unary(Unary::Log)
+    }
+    pub fn sqrt(&self) -> Result<Tensor> {
+        self.unary(Unary::Sqrt)
+    }
+    pub fn relu(&self) -> Result<Tensor> {
+        self.unary(Unary::Relu)
+    }
+    pub fn silu(&self) -> Result<Tensor> {
+        self.unary(Unary::Silu)
+    }
+    pub fn gelu(&self) -> Result<Tensor> {
+        self.unary(Unary::Gelu)
+    }
+    pub fn sigmoid(&self) -> Result<Tensor> {
+        self.unary(Unary::Sigmoid)
+    }
+    pub fn tanh(&self) -> Result<Tensor> {
+        self.unary(Unary::Tanh)
+    }
+    pub fn abs(&self) -> Result<Tensor> {
+        self.unary(Unary::Abs)
+    }
+    pub fn square(&self) -> Result<Tensor> {
+        self.unary(Unary::Square)
+    }
+    pub fn clamp(&self, lo: f32, hi: f32) -> Result<Tensor> {
+        self.unary(Unary::Clamp(lo, hi))
+    }
+    /// x^p for a scalar exponent.
+    pub fn powf(&self, p: f32) -> Result<Tensor> {
+        self.unary(Unary::Pow(p))
+    }
+    pub fn add_scalar(&self, s: f32) -> Result<Tensor> {
+        self.unary(Unary::Affine(1.0, s))
+    }
+    pub fn sub_scalar(&self, s: f32) -> Result<Tensor> {
+        self.unary(Unary::Affine(1.0, -s))
+    }
+    pub fn mul_scalar(&self, s: f32) -> Result<Tensor> {
+        self.unary(Unary::Affine(s, 0.0))
+    }
+    pub fn div_scalar(&self, s: f32) -> Result<Tensor> {
+        self.unary(Unary::Affine(1.0 / s, 0.0))
+    }
+    /// s - x.
+    pub fn rsub_scalar(&self, s: f32) -> Result<Tensor> {
+        self.unary(Unary::Affine(-1.0, s))
+    }
+    /// s / x.
+    pub fn rdiv_scalar(&self, s: f32) -> Result<Tensor> {
+        self.unary(Unary::Reciprocal(s))
+    }
+
+    /// Applies a binary map with broadcasting.
+    pub fn binary(&self, other: &Tensor, op: Binary) -> Result<Tensor> {
+        check_same_dtype("binary", self, other)?;
+        if needs_f32_fallback(self.gpu(), self.dtype()) {
+            let (a, b) = (self.to_dtype(DType::F32)?, other.to_dtype(DType::F32)?);
+            return a.binary(&b, op)?.to_dtype(DType::F16);
+        }
+        let out_shape = broadcast_shape(self.shape(), other.shape()).ok_or_else(|| {
+            Error::shape(
+                "binary",
+                format!("{op:?}: shapes {:?} and {:?} do not broadcast", self.shape(), other.shape()),
+            )
+        })?;
+        check_rank("binary", &out_shape)?;
+        let gpu = self.gpu();
+        let out = Tensor::empty(gpu, &out_shape, self.dtype())?;
+        let n = out.numel();
+        let params = if self.shape() == other.shape() {
+            elementwise_params(n, 0.0, 0.0, &[n], &[1], &[1])
+        } else {
+            let sa = broadcast_strides(self.shape(), &out_shape);
+            let sb = broadcast_strides(other.shape(), &out_shape);
+            elementwise_params(n, 0.0, 0.0, &out_shape, &sa, &sb)
+        };
+        let kernel = kernel_for(gpu, shader!("elementwise"), "binary_forward", self.dtype(), &[("OP", (op as u32).to_string())], 2, 1);
+        gpu.dispatch(
+            &kernel,
+            &params,
+            &[self.buffer(), other.buffer()],
+            &[out.buffer()],
+            gpu.grid((n as u32).div_ceil(FLAT_WG)),
+        );
+        let (a, b) = (self.clone(), other.clone());
+        Ok(out.with_grad_fn(
+            "binary",
+            vec![self.clone(), other.clone()],
+            Box::new(move |g| binary_backward(&a, &b, g, op, &params)),
+        ))
+    }
+
+    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Add)
+    }
+    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Sub)
+    }
+    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Mul)
+    }
+    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Div)
+    }
+    /// Elementwise power with a tensor exponent.
+    pub fn pow(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Pow)
+    }
+    pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Maximum)
+    }
+    pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
+        self.binary(other, Binary::Minimum)
+    }
+}
+
+fn unary_backward(x: &Tensor, g: &Tensor, op: Unary) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let (id, a, b) = op.id_and_scalars();
+    let gx = Tensor::empty(gpu, x.shape(), x.dtype())?;
+    let n = x.numel();
+    let kernel = kernel_for(gpu, shader!("elementwise"), "unary_backward", x.dtype(), &[("OP", id.to_string())], 2, 1);
+    let params = elementwise_params(n, a, b, &[], &[], &[]);
+    gpu.dispatch(&kernel, &params, &[x.buffer(), g.buffer()], &[gx.buffer()], gpu.grid((n as u32).div_ceil(FLAT_WG)));
+    Ok(gx)
+}
+
+fn binary_backward(a: &Tensor, b: &Tensor, g: &Tensor, op: Binary, params: &[u32]) -> Result<Vec<Option<Tensor>>> {
+    let (ga_full, gb_full) = match op {
+        Binary::Add => (g.clone(), g.clone()),
+        Binary::Sub => (g.clone(), g.neg()?),
+        _ => {
+            let gpu = a.gpu();
+            let ga = Tensor::empty(gpu, g.shape(), g.dtype())?;
+            let gb = Tensor::empty(gpu, g.shape(), g.dtype())?;
+            let kernel = kernel_for(gpu, shader!("elementwise"), "binary_backward", g.dtype(), &[("OP", (op as u32).to_string())], 3, 2);
+            gpu.dispatch(
+                &kernel,
+                params,
+                &[a.buffer(), b.buffer(), g.buffer()],
+                &[ga.buffer(), gb.buffer()],
+                gpu.grid((g.numel() as u32).div_ceil(FLAT_WG)),
+            );
+            (ga, gb)
+        }
+    };
+    Ok(vec![
+        a.tracks_grad().then(|| ga_full.sum_to_shape(a.shape())).transpose()?,
+        b.tracks_grad().then(|| gb_full.sum_to_shape(b.shape())).transpose()?,
+    ])
+}

@@ -1,0 +1,195 @@
+//! Batched matmul with optional transposes: a naive strided kernel (the baseline) and a
+//! register-blocked vec4 kernel whose tile shape is chosen per adapter; backward is two
+//! matmuls. Kernels: shaders/matmul.wgsl, shaders/matmul_blocked.wgsl.
+
+use super::{check_same_dtype, kernel_for, needs_f32_fallback};
+use crate::{shader, DType, Error, Gpu, Result, Tensor};
+
+/// Which matmul kernel to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulKernel {
+    /// One output per invocation, any strides.
+    Naive,
+    /// Register-blocked vec4 tiles (needs contiguous operands; pads K and N to 4).
+    Blocked,
+}
+
+/// Tile shape of the blocked kernel: rows per invocation, vec4 columns per invocation,
+/// invocations per workgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockShape {
+    pub rows: u32,
+    pub col4: u32,
+    pub lanes: u32,
+}
+
+impl BlockShape {
+    /// Measured best on lavapipe: 16x16 outputs per invocation, 8 invocations; on GPUs
+    /// the usual 4x4 per invocation, 64 invocations.
+    pub fn for_device(gpu: &Gpu) -> BlockShape {
+        if gpu.is_cpu() {
+            BlockShape { rows: 16, col4: 4, lanes: 8 }
+        } else {
+            BlockShape { rows: 4, col4: 1, lanes: 64 }
+        }
+    }
+}
+
+/// FLOPs of a (batched) matmul.
+pub fn matmul_flops(batch: usize, m: usize, n: usize, k: usize) -> f64 {
+    2.0 * batch as f64 * m as f64 * n as f64 * k as f64
+}
+
+/// Operand layout after transposes: (batch, rows, cols) of the logical matrix.
+fn dims(t: &Tensor, transposed: bool) -> Result<(usize, usize, usize)> {
+    if t.rank() < 2 {
+        return Err(Error::shape("matmul", format!("operand {:?} needs at least 2 dims", t.shape())));
+    }
+    let r = t.rank();
+    let batch = t.shape()[..r - 2].iter().product();
+    let (rows, cols) = (t.shape()[r - 2], t.shape()[r - 1]);
+    Ok(if transposed { (batch, cols, rows) } else { (batch, rows, cols) })
+}
+
+impl Tensor {
+    /// `self @ other` over the last two dims; leading dims are batch dims (equal on both
+    /// sides, or absent on one side, which is then shared by every batch).
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        self.matmul_t(other, false, false)
+    }
+
+    /// `op(self) @ op(other)` where op transposes the last two dims when asked.
+    pub fn matmul_t(&self, other: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+        self.matmul_with(other, ta, tb, MatmulKernel::Blocked)
+    }
+
+    /// [`Tensor::matmul_t`] with an explicit kernel (benchmarks, tests).
+    pub fn matmul_with(&self, other: &Tensor, ta: bool, tb: bool, kernel: MatmulKernel) -> Result<Tensor> {
+        check_same_dtype("matmul", self, other)?;
+        if needs_f32_fallback(self.gpu(), self.dtype()) {
+            let (a, b) = (self.to_dtype(DType::F32)?, other.to_dtype(DType::F32)?);
+            return a.matmul_with(&b, ta, tb, kernel)?.to_dtype(DType::F16);
+        }
+        let (ba, m, k) = dims(self, ta)?;
+        let (bb, k2, n) = dims(other, tb)?;
+        let batched = |t: &Tensor| t.rank() > 2;
+        let batch_shape = if batched(self) { &self.shape()[..self.rank() - 2] } else { &other.shape()[..other.rank() - 2] };
+        if k != k2 || (batched(self) && batched(other) && self.shape()[..self.rank() - 2] != other.shape()[..other.rank() - 2]) {
+            return Err(Error::shape(
+                "matmul",
+                format!(
+                    "cannot multiply {:?}{} by {:?}{}",
+                    self.shape(),
+                    if ta { "^T" } else { "" },
+                    other.shape(),
+                    if tb { "^T" } else { "" }
+                ),
+            ));
+        }
+        let batch = ba.max(bb);
+        let mut out_shape = batch_shape.to_vec();
+        out_shape.extend([m, n]);
+        let out = {
+            let _g = crate::no_grad();
+            match kernel {
+                MatmulKernel::Naive => matmul_naive(self, other, ta, tb, (batch, m, n, k), &out_shape)?,
+                MatmulKernel::Blocked => matmul_blocked(self, other, ta, tb, (batch, m, n, k), &out_shape)?,
+            }
+        };
+        let (a, b) = (self.clone(), other.clone());
+        Ok(out.with_grad_fn(
+            "matmul",
+            vec![self.clone(), other.clone()],
+            Box::new(move |g| {
+                // C = op(A) op(B): dop(A) = G op(B)^T, dop(B) = op(A)^T G.
+                let ga = a
+                    .tracks_grad()
+                    .then(|| if ta { b.matmul_t(g, tb, true) } else { g.matmul_t(&b, false, !tb) })
+                    .transpose()?;
+                let gb = b
+                    .tracks_grad()
+                    .then(|| if tb { g.matmul_t(&a, true, ta) } else { a.matmul_t(g, !ta, false) })
+                    .transpose()?;
+                Ok(vec![
+                    ga.map(|t| t.sum_to_shape(a.shape())).transpose()?,
+                    gb.map(|t| t.sum_to_shape(b.shape())).transpose()?,
+                ])
+            }),
+        ))
+    }
+}
+
+fn batch_stride(t: &Tensor) -> usize {
+    if t.rank() > 2 {
+        t.shape()[t.rank() - 2] * t.shape()[t.rank() - 1]
+    } else {
+        0
+    }
+}
+
+fn matmul_naive(a: &Tensor, b: &Tensor, ta: bool, tb: bool, (batch, m, n, k): (usize, usize, usize, usize), out_shape: &[usize]) -> Result<Tensor> {
+    let gpu = a.gpu();
+    let out = Tensor::empty(gpu, out_shape, a.dtype())?;
+    let a_cols = a.shape()[a.rank() - 1];
+    let b_cols = b.shape()[b.rank() - 1];
+    // (row stride, col stride) of the logical operand.
+    let (a_row, a_col) = if ta { (1, a_cols) } else { (a_cols, 1) };
+    let (b_row, b_col) = if tb { (1, b_cols) } else { (b_cols, 1) };
+    let params = [m, n, k, batch, batch_stride(a), a_row, a_col, batch_stride(b), b_row, b_col].map(|v| v as u32);
+    let kernel = kernel_for(gpu, shader!("matmul"), "matmul_naive", a.dtype(), &[], 2, 1);
+    gpu.dispatch(
+        &kernel,
+        &params,
+        &[a.buffer(), b.buffer()],
+        &[out.buffer()],
+        [(n as u32).div_ceil(8), (m as u32).div_ceil(8), batch as u32],
+    );
+    Ok(out)
+}
+
+/// Makes `t` a contiguous (.., rows, cols) operand with `cols` padded to a multiple of 4.
+fn blocked_operand(t: &Tensor, transposed: bool, pad_rows_to4: bool) -> Result<Tensor> {
+    let r = t.rank();
+    let t = if transposed { t.transpose(r - 2, r - 1)? } else { t.clone() };
+    let cols = t.shape()[r - 1];
+    let t = t.pad_axis(r - 1, 0, cols.next_multiple_of(4) - cols)?;
+    if pad_rows_to4 {
+        let rows = t.shape()[r - 2];
+        t.pad_axis(r - 2, 0, rows.next_multiple_of(4) - rows)
+    } else {
+        Ok(t)
+    }
+}
+
+fn matmul_blocked(a: &Tensor, b: &Tensor, ta: bool, tb: bool, (batch, m, n, k): (usize, usize, usize, usize), out_shape: &[usize]) -> Result<Tensor> {
+    let gpu = a.gpu();
+    let a = blocked_operand(a, ta, false)?; // (.., M, K4)
+    let b = blocked_operand(b, tb, true)?; // (.., K4, N4)
+    let (k4, n4) = (k.next_multiple_of(4), n.next_multiple_of(4));
+    let mut padded_shape = out_shape.to_vec();
+    *padded_shape.last_mut().unwrap() = n4;
+    let out = Tensor::empty(gpu, &padded_shape, a.dtype())?;
+    let shape = BlockShape::for_device(gpu);
+    let kernel = kernel_for(
+        gpu,
+        shader!("matmul_blocked"),
+        "matmul_blocked",
+        a.dtype(),
+        &[("R", shape.rows.to_string()), ("C4", shape.col4.to_string()), ("W", shape.lanes.to_string())],
+        2,
+        1,
+    );
+    let params = [m, n4, k4, batch_stride(&a), batch_stride(&b)].map(|v| v as u32);
+    let cols_per_group = (shape.lanes * shape.col4) as usize;
+    let groups = [
+        (n4 / 4).div_ceil(cols_per_group) as u32,
+        m.div_ceil(shape.rows as usize) as u32,
+        batch as u32,
+    ];
+    if groups[1] > gpu.limits.max_compute_workgroups_per_dimension {
+        return Err(Error::shape("matmul", format!("{m} rows exceed this device's dispatch limit; split the batch")));
+    }
+    gpu.dispatch(&kernel, &params, &[a.buffer(), b.buffer()], &[out.buffer()], groups);
+    let r = out.rank();
+    out.slice(r - 1, 0, n)
+}

@@ -1,0 +1,164 @@
+//! Reductions: sum, mean and max over any set of axes, and sum-to-shape for broadcast
+//! gradients. Reduced axes are moved last, then each row is reduced by the strategy the
+//! autotuner measured fastest for that shape (shaders/reduce.wgsl, reduce_subgroup.wgsl).
+
+use super::{kernel_for, needs_f32_fallback, FLAT_WG};
+use crate::tensor::numel;
+use crate::{shader, DType, Error, Result, Tensor};
+
+/// What a reduction computes per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+}
+
+/// How a row reduction is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKernel {
+    /// One row per invocation, serial loop.
+    Lane,
+    /// One row per workgroup, workgroup-memory tree.
+    Tree,
+    /// One row per workgroup, subgroup operations (needs SUBGROUP).
+    Subgroup,
+}
+
+impl ReduceKernel {
+    /// Strategies the device can run.
+    pub fn available(gpu: &crate::Gpu) -> Vec<ReduceKernel> {
+        let mut v = vec![ReduceKernel::Lane, ReduceKernel::Tree];
+        if gpu.has_subgroups() {
+            v.push(ReduceKernel::Subgroup);
+        }
+        v
+    }
+}
+
+/// Reduces each of the `rows` contiguous rows of length `len` of `x` into `out[row]`.
+pub fn reduce_rows_with(x: &Tensor, out: &Tensor, rows: usize, len: usize, op: ReduceOp, scale: f32, how: ReduceKernel) {
+    let gpu = x.gpu();
+    let op_define = [("OP", (op as u32).to_string())];
+    let (kernel, groups) = match how {
+        ReduceKernel::Lane => (
+            kernel_for(gpu, shader!("reduce"), "reduce_lane", x.dtype(), &op_define, 1, 1),
+            (rows as u32).div_ceil(FLAT_WG),
+        ),
+        ReduceKernel::Tree => (kernel_for(gpu, shader!("reduce"), "reduce_tree", x.dtype(), &op_define, 1, 1), rows as u32),
+        ReduceKernel::Subgroup => (
+            kernel_for(gpu, shader!("reduce_subgroup"), "reduce_subgroup", x.dtype(), &op_define, 1, 1),
+            rows as u32,
+        ),
+    };
+    let params = [rows as u32, len as u32, scale.to_bits()];
+    gpu.dispatch(&kernel, &params, &[x.buffer()], &[out.buffer()], gpu.grid(groups));
+}
+
+/// Picks (by measurement, once per rounded shape) and runs the fastest row reduction.
+fn reduce_rows(x: &Tensor, rows: usize, len: usize, op: ReduceOp, scale: f32) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let out = Tensor::empty(gpu, &[rows], x.dtype())?;
+    let kinds = ReduceKernel::available(gpu);
+    let key = format!(
+        "reduce:{:?}:{:?}:{}x{}",
+        op,
+        x.dtype(),
+        rows.next_power_of_two(),
+        len.next_power_of_two()
+    );
+    let fallback = if gpu.is_cpu() { 0 } else { kinds.len() - 1 };
+    let choice = gpu.tuner().choose(gpu, &key, kinds.len(), fallback, |c| {
+        let scratch = Tensor::empty(gpu, &[rows], x.dtype())?;
+        reduce_rows_with(x, &scratch, rows, len, op, scale, kinds[c]);
+        Ok(())
+    })?;
+    reduce_rows_with(x, &out, rows, len, op, scale, kinds[choice]);
+    Ok(out)
+}
+
+impl Tensor {
+    fn reduce(&self, axes: &[usize], keepdim: bool, op: ReduceOp, mean: bool) -> Result<Tensor> {
+        let rank = self.rank();
+        let mut reduced = vec![false; rank];
+        for &a in axes {
+            if a >= rank {
+                return Err(Error::shape("reduce", format!("axis {a} out of range for {:?}", self.shape())));
+            }
+            reduced[a] = true;
+        }
+        if needs_f32_fallback(self.gpu(), self.dtype()) {
+            let r = self.to_dtype(DType::F32)?.reduce(axes, keepdim, op, mean)?;
+            return r.to_dtype(DType::F16);
+        }
+        let kept: Vec<usize> = (0..rank).filter(|&d| !reduced[d]).collect();
+        let gone: Vec<usize> = (0..rank).filter(|&d| reduced[d]).collect();
+        let rows = numel(&kept.iter().map(|&d| self.shape()[d]).collect::<Vec<_>>());
+        let len = numel(&gone.iter().map(|&d| self.shape()[d]).collect::<Vec<_>>());
+        let perm: Vec<usize> = kept.iter().chain(&gone).copied().collect();
+        let keep_shape: Vec<usize> = (0..rank).map(|d| if reduced[d] { 1 } else { self.shape()[d] }).collect();
+        let out_shape: Vec<usize> = if keepdim {
+            keep_shape.clone()
+        } else {
+            kept.iter().map(|&d| self.shape()[d]).collect()
+        };
+        let scale = if mean { 1.0 / len as f32 } else { 1.0 };
+        let rows_tensor = {
+            let _g = crate::no_grad();
+            let moved = self.permute(&perm)?;
+            reduce_rows(&moved, rows, len, op, scale)?
+        };
+        let out = rows_tensor.reshape(&out_shape)?;
+        let x = self.clone();
+        let y = out.clone();
+        Ok(out.with_grad_fn(
+            "reduce",
+            vec![self.clone()],
+            Box::new(move |g| {
+                let g = g.reshape(&keep_shape)?.broadcast_to(x.shape())?;
+                let gx = match op {
+                    ReduceOp::Sum => g.mul_scalar(scale)?,
+                    ReduceOp::Max => {
+                        let hit = x.binary(&y.reshape(&keep_shape)?, crate::ops::Binary::Equal)?;
+                        g.mul(&hit)?
+                    }
+                };
+                Ok(vec![Some(gx)])
+            }),
+        ))
+    }
+
+    /// Sum over `axes`.
+    pub fn sum(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(axes, keepdim, ReduceOp::Sum, false)
+    }
+    /// Mean over `axes`.
+    pub fn mean(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(axes, keepdim, ReduceOp::Sum, true)
+    }
+    /// Maximum over `axes` (the gradient goes to every element equal to the maximum).
+    pub fn max(&self, axes: &[usize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(axes, keepdim, ReduceOp::Max, false)
+    }
+    /// Sum of all elements, shape `[1]`.
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.sum(&[0], true)
+    }
+    /// Mean of all elements, shape `[1]`.
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.mean(&[0], true)
+    }
+
+    /// Sums broadcast dims away so the result has `shape` (the gradient of broadcasting).
+    pub fn sum_to_shape(&self, shape: &[usize]) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let extra = self.rank().checked_sub(shape.len()).ok_or_else(|| {
+            Error::shape("sum_to_shape", format!("{:?} has fewer dims than {shape:?}", self.shape()))
+        })?;
+        let axes: Vec<usize> = (0..self.rank())
+            .filter(|&d| d < extra || (shape[d - extra] == 1 && self.shape()[d] != 1))
+            .collect();
+        self.sum(&axes, false)?.reshape(shape)
+    }
+}

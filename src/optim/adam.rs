@@ -1,0 +1,156 @@
+//! Adam and AdamW (decoupled weight decay) updating f32 parameters in place on the GPU,
+//! with optional global-norm gradient clipping whose factor never leaves the device.
+
+use super::LrSchedule;
+use crate::gpu::KernelSpec;
+use crate::ops::FLAT_WG;
+use crate::{shader, DType, Error, Result, Tensor};
+
+/// Hyper-parameters.
+#[derive(Clone, Debug)]
+pub struct AdamConfig {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    /// true: AdamW (decay applied to the weights); false: Adam with L2 in the gradient.
+    pub decoupled: bool,
+    /// Clip the global gradient norm to this value (None: no clipping).
+    pub max_grad_norm: Option<f32>,
+    pub schedule: LrSchedule,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            decoupled: true,
+            max_grad_norm: None,
+            schedule: LrSchedule::Constant,
+        }
+    }
+}
+
+/// Adam/AdamW state for a list of parameters.
+pub struct Adam {
+    pub config: AdamConfig,
+    params: Vec<Tensor>,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    step: u32,
+}
+
+/// sqrt(sum of squared gradients) over all parameters that have one, as a `[1]` tensor.
+pub fn global_grad_norm(params: &[Tensor]) -> Result<Option<Tensor>> {
+    let _g = crate::no_grad();
+    let mut total: Option<Tensor> = None;
+    for p in params {
+        if let Some(g) = p.grad() {
+            let sq = g.to_dtype(DType::F32)?.square()?.sum_all()?;
+            total = Some(match total {
+                Some(t) => t.add(&sq)?,
+                None => sq,
+            });
+        }
+    }
+    total.map(|t| t.sqrt()).transpose()
+}
+
+impl Adam {
+    /// Optimiser over `params` (f32 leaves with `requires_grad`).
+    pub fn new(params: Vec<Tensor>, config: AdamConfig) -> Result<Adam> {
+        let mut m = Vec::new();
+        let mut v = Vec::new();
+        for (i, p) in params.iter().enumerate() {
+            if p.dtype() != DType::F32 || !p.is_leaf() || !p.tracks_grad() {
+                return Err(Error::shape(
+                    "Adam",
+                    format!("parameter {i} {:?} must be an f32 leaf with requires_grad (keep f32 master weights)", p),
+                ));
+            }
+            m.push(Tensor::zeros(p.gpu(), p.shape(), DType::F32)?);
+            v.push(Tensor::zeros(p.gpu(), p.shape(), DType::F32)?);
+        }
+        Ok(Adam { config, params, m, v, step: 0 })
+    }
+
+    /// Number of updates taken.
+    pub fn steps(&self) -> u32 {
+        self.step
+    }
+
+    /// Learning rate the next step will use.
+    pub fn current_lr(&self) -> f32 {
+        self.config.lr * self.config.schedule.factor(self.step + 1)
+    }
+
+    /// The moment estimates (m, v) of parameter `i`.
+    pub fn moments(&self, i: usize) -> (&Tensor, &Tensor) {
+        (&self.m[i], &self.v[i])
+    }
+
+    /// Applies one update with the accumulated gradients (parameters without one are skipped).
+    pub fn step(&mut self) -> Result<()> {
+        let Some(first) = self.params.first() else { return Ok(()) };
+        let gpu = first.gpu().clone();
+        let _g = crate::no_grad();
+        let clip = self.clip_factor()?;
+        let lr = self.current_lr();
+        self.step += 1;
+        let c = &self.config;
+        let t = self.step as i32;
+        let kernel = gpu.kernel(&KernelSpec { source: shader!("optim"), entry: "adam_step", defines: &[], inputs: 2, outputs: 3 });
+        for ((p, m), v) in self.params.iter().zip(&self.m).zip(&self.v) {
+            let Some(g) = p.grad() else { continue };
+            let g = g.to_dtype(DType::F32)?;
+            let n = p.numel() as u32;
+            let params = [
+                n,
+                lr.to_bits(),
+                c.beta1.to_bits(),
+                c.beta2.to_bits(),
+                c.eps.to_bits(),
+                c.weight_decay.to_bits(),
+                (1.0 - c.beta1.powi(t)).to_bits(),
+                (1.0 - c.beta2.powi(t)).to_bits(),
+                c.decoupled as u32,
+            ];
+            gpu.dispatch(
+                &kernel,
+                &params,
+                &[g.buffer(), clip.buffer()],
+                &[p.buffer(), m.buffer(), v.buffer()],
+                gpu.grid(n.div_ceil(FLAT_WG)),
+            );
+        }
+        Ok(())
+    }
+
+    /// The factor gradients are multiplied by (1 without clipping), as a `[1]` tensor.
+    fn clip_factor(&self) -> Result<Tensor> {
+        let gpu = self.params[0].gpu();
+        let norm = match self.config.max_grad_norm {
+            Some(_) => global_grad_norm(&self.params)?,
+            None => None,
+        };
+        let factor = Tensor::full(gpu, &[1], 1.0, DType::F32)?;
+        if let (Some(norm), Some(max_norm)) = (norm, self.config.max_grad_norm) {
+            let sq = norm.square()?;
+            let kernel = gpu.kernel(&KernelSpec { source: shader!("optim"), entry: "clip_factor", defines: &[], inputs: 1, outputs: 1 });
+            gpu.dispatch(&kernel, &[max_norm.to_bits()], &[sq.buffer()], &[factor.buffer()], [1, 1, 1]);
+        }
+        Ok(factor)
+    }
+
+    /// Clears every parameter's gradient.
+    pub fn zero_grad(&self) {
+        for p in &self.params {
+            p.zero_grad();
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The tape: gradient accumulation, no_grad, shared subexpressions, error messages.
+
+use crate::common::*;
+use wgdiff::{DType, Tensor};
+
+#[test]
+fn gradients_accumulate_across_backward_calls() {
+    let x = upload(&[4], &[1.0, -2.0, 3.0, 0.5], DType::F32).requires_grad();
+    for _ in 0..2 {
+        let loss = x.square().unwrap().sum_all().unwrap();
+        wgdiff::backward(&loss).unwrap();
+    }
+    assert_close("2 * 2x", &download(&x.grad().unwrap()), &[4.0, -8.0, 12.0, 2.0], 1e-6);
+    x.zero_grad();
+    assert!(x.grad().is_none());
+}
+
+#[test]
+fn reused_tensor_gets_the_sum_of_its_paths() {
+    // y = x*x + x  =>  dy/dx = 2x + 1 (x used three times)
+    let x = upload(&[3], &[0.5, 1.5, -2.0], DType::F32).requires_grad();
+    let y = x.mul(&x).unwrap().add(&x).unwrap().sum_all().unwrap();
+    wgdiff::backward(&y).unwrap();
+    assert_close("2x+1", &download(&x.grad().unwrap()), &[2.0, 4.0, -3.0], 1e-6);
+}
+
+#[test]
+fn no_grad_records_nothing() {
+    let x = upload(&[2], &[1.0, 2.0], DType::F32).requires_grad();
+    let y = {
+        let _g = wgdiff::no_grad();
+        x.exp().unwrap().sum_all().unwrap()
+    };
+    assert!(!y.tracks_grad());
+    let err = wgdiff::backward(&y).unwrap_err().to_string();
+    assert!(err.contains("no_grad"), "{err}");
+}
+
+#[test]
+fn backward_needs_a_scalar() {
+    let x = upload(&[2], &[1.0, 2.0], DType::F32).requires_grad();
+    let y = x.exp().unwrap();
+    let err = wgdiff::backward(&y).unwrap_err().to_string();
+    assert!(err.contains("one-element"), "{err}");
+}
+
+#[test]
+fn micro_batches_accumulate_to_the_full_batch_gradient() {
+    let mut r = rng();
+    let w_init = normal_vec(&mut r, 6);
+    let data = normal_vec(&mut r, 8 * 3);
+    let loss_of = |w: &Tensor, rows: std::ops::Range<usize>| {
+        let x = upload(&[rows.len(), 3], &data[rows.start * 3..rows.end * 3], DType::F32);
+        x.matmul(w).unwrap().tanh().unwrap().sum_all().unwrap()
+    };
+    let full = upload(&[3, 2], &w_init, DType::F32).requires_grad();
+    wgdiff::backward(&loss_of(&full, 0..8)).unwrap();
+    let micro = upload(&[3, 2], &w_init, DType::F32).requires_grad();
+    wgdiff::backward(&loss_of(&micro, 0..4)).unwrap();
+    wgdiff::backward(&loss_of(&micro, 4..8)).unwrap();
+    assert_close("accumulated", &download(&micro.grad().unwrap()), &download(&full.grad().unwrap()), 1e-5);
+}

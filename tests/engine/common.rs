@@ -1,0 +1,136 @@
+//! Shared test device (poisoned allocations), random inputs, closeness checks and the
+//! finite-difference gradient checker.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::OnceLock;
+use wgdiff::{AdapterChoice, DType, Gpu, Result, Tensor};
+
+/// One device for every test in this binary; new tensors are filled with NaN first so
+/// unwritten outputs fail the comparisons.
+pub fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(|| {
+        let gpu = Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");
+        gpu.set_poison(true);
+        gpu
+    })
+}
+
+/// A fresh RNG (different inputs on every run unless WGDIFF_TEST_SEED is set).
+pub fn rng() -> StdRng {
+    let seed = std::env::var("WGDIFF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    StdRng::seed_from_u64(seed)
+}
+
+pub fn normal_vec(rng: &mut StdRng, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let (u1, u2): (f64, f64) = (rng.random::<f64>().max(1e-12), rng.random());
+            (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+        })
+        .collect()
+}
+
+pub fn uniform_vec(rng: &mut StdRng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+    (0..n).map(|_| rng.random_range(lo..hi)).collect()
+}
+
+/// Rounds values to what `dtype` can hold.
+pub fn round_to(v: &[f64], dtype: DType) -> Vec<f64> {
+    match dtype {
+        DType::F32 => v.iter().map(|&x| x as f32 as f64).collect(),
+        DType::F16 => v.iter().map(|&x| half::f16::from_f64(x).to_f64()).collect(),
+    }
+}
+
+pub fn upload(shape: &[usize], v: &[f64], dtype: DType) -> Tensor {
+    let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+    Tensor::from_slice(gpu(), shape, &f, dtype).unwrap()
+}
+
+pub fn download(t: &Tensor) -> Vec<f64> {
+    t.to_vec().unwrap().into_iter().map(f64::from).collect()
+}
+
+/// Asserts |got - want| <= rtol * (|want| + scale) elementwise, where scale is the RMS
+/// of `want` (so near-zero entries are judged against the data's magnitude).
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64).sqrt().max(1e-30);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs();
+        assert!(
+            err <= rtol * (w.abs() + rms) && g.is_finite(),
+            "{what}: element {i}: got {g}, want {w} (rel err {:.2e}, rtol {rtol:.0e})",
+            err / (w.abs() + rms)
+        );
+    }
+}
+
+/// Default tolerance of forward results per dtype.
+pub fn fwd_tol(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-4,
+        DType::F16 => 1e-2,
+    }
+}
+
+/// Checks an op end to end: forward against `cpu` on random-ish `inputs`, and the gradient
+/// of sum(out * w) (random w) against central finite differences of `cpu` in f64.
+pub fn check_op(
+    what: &str,
+    dtype: DType,
+    inputs: &[(Vec<usize>, Vec<f64>)],
+    cpu: impl Fn(&[Vec<f64>]) -> Vec<f64>,
+    op: impl Fn(&[Tensor]) -> Result<Tensor>,
+) {
+    let grad_tol = match dtype {
+        DType::F32 => 1e-3,
+        DType::F16 => 2e-2,
+    };
+    let xs: Vec<Vec<f64>> = inputs.iter().map(|(_, v)| round_to(v, dtype)).collect();
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .zip(&xs)
+        .map(|((s, _), v)| upload(s, v, dtype).requires_grad())
+        .collect();
+    let out = op(&tensors).unwrap();
+    let want = cpu(&xs);
+    assert_close(&format!("{what} forward ({dtype:?})"), &download(&out), &want, fwd_tol(dtype));
+
+    let mut r = rng();
+    let w = round_to(&uniform_vec(&mut r, out.numel(), 0.5, 1.5), dtype);
+    let loss = out.mul(&upload(out.shape(), &w, dtype)).unwrap().sum_all().unwrap();
+    wgdiff::backward(&loss).unwrap();
+    let objective = |xs: &[Vec<f64>]| cpu(xs).iter().zip(&w).map(|(a, b)| a * b).sum::<f64>();
+    for (i, t) in tensors.iter().enumerate() {
+        let grad = download(&t.grad().unwrap_or_else(|| panic!("{what}: input {i} got no gradient")));
+        // Finite differences on (at most) 40 random elements keep big shapes cheap.
+        let picks: Vec<usize> = if xs[i].len() <= 40 {
+            (0..xs[i].len()).collect()
+        } else {
+            (0..40).map(|_| r.random_range(0..xs[i].len())).collect()
+        };
+        let got: Vec<f64> = picks.iter().map(|&j| grad[j]).collect();
+        let mut fd = vec![0.0; picks.len()];
+        for (&j, d) in picks.iter().zip(fd.iter_mut()) {
+            let h = 1e-6 * xs[i][j].abs().max(1.0);
+            let mut plus = xs.to_vec();
+            plus[i][j] += h;
+            let mut minus = xs.to_vec();
+            minus[i][j] -= h;
+            *d = (objective(&plus) - objective(&minus)) / (2.0 * h);
+        }
+        assert_close(&format!("{what} gradient of input {i} ({dtype:?})"), &got, &fd, grad_tol);
+    }
+}
+
+/// The dtypes this device can run natively.
+pub fn dtypes() -> Vec<DType> {
+    if gpu().has_f16() {
+        vec![DType::F32, DType::F16]
+    } else {
+        vec![DType::F32]
+    }
+}

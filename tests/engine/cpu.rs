@@ -1,0 +1,158 @@
+//! Plain-Rust f64 reference implementations of every engine op, written for clarity.
+
+use wgdiff::ops::{Binary, Unary};
+
+pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
+    let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+    x.iter()
+        .map(|&v| match op {
+            Unary::Neg => -v,
+            Unary::Exp => v.exp(),
+            Unary::Log => v.ln(),
+            Unary::Sqrt => v.sqrt(),
+            Unary::Relu => v.max(0.0),
+            Unary::Silu => v * sig(v),
+            Unary::Gelu => 0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh()),
+            Unary::Sigmoid => sig(v),
+            Unary::Tanh => v.tanh(),
+            Unary::Clamp(lo, hi) => v.clamp(lo as f64, hi as f64),
+            Unary::Pow(p) => v.powf(p as f64),
+            Unary::Affine(a, b) => a as f64 * v + b as f64,
+            Unary::Reciprocal(a) => a as f64 / v,
+            Unary::Abs => v.abs(),
+            Unary::Square => v * v,
+        })
+        .collect()
+}
+
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Multi-index of flat index `i` in `shape`.
+pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = i % shape[d];
+        i /= shape[d];
+    }
+    idx
+}
+
+pub fn broadcast_index(out_idx: &[usize], shape: &[usize]) -> usize {
+    let pad = out_idx.len() - shape.len();
+    let st = strides(shape);
+    (0..shape.len()).map(|d| if shape[d] == 1 { 0 } else { out_idx[d + pad] * st[d] }).sum()
+}
+
+pub fn binary(op: Binary, a: &[f64], sa: &[usize], b: &[f64], sb: &[usize], out: &[usize]) -> Vec<f64> {
+    let n: usize = out.iter().product();
+    (0..n)
+        .map(|i| {
+            let idx = unravel(i, out);
+            let (l, r) = (a[broadcast_index(&idx, sa)], b[broadcast_index(&idx, sb)]);
+            match op {
+                Binary::Add => l + r,
+                Binary::Sub => l - r,
+                Binary::Mul => l * r,
+                Binary::Div => l / r,
+                Binary::Pow => l.powf(r),
+                Binary::Maximum => l.max(r),
+                Binary::Minimum => l.min(r),
+                Binary::Equal => (l == r) as u8 as f64,
+            }
+        })
+        .collect()
+}
+
+/// Sum/mean/max over `axes` (keepdim layout is the same data).
+pub fn reduce(x: &[f64], shape: &[usize], axes: &[usize], kind: &str) -> Vec<f64> {
+    let out_shape: Vec<usize> = (0..shape.len()).map(|d| if axes.contains(&d) { 1 } else { shape[d] }).collect();
+    let n_out: usize = out_shape.iter().product();
+    let init = if kind == "max" { f64::NEG_INFINITY } else { 0.0 };
+    let mut out = vec![init; n_out];
+    let len: usize = axes.iter().map(|&a| shape[a]).product();
+    for (i, &v) in x.iter().enumerate() {
+        let o = broadcast_index(&unravel(i, shape), &out_shape);
+        out[o] = if kind == "max" { out[o].max(v) } else { out[o] + v };
+    }
+    if kind == "mean" {
+        out.iter_mut().for_each(|v| *v /= len as f64);
+    }
+    out
+}
+
+/// C[b] = op(A[b]) op(B[b]); a 2-D operand is shared by every batch.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(a: &[f64], sa: &[usize], ta: bool, b: &[f64], sb: &[usize], tb: bool) -> Vec<f64> {
+    let dims = |s: &[usize], t: bool| {
+        let r = s.len();
+        let (rows, cols) = (s[r - 2], s[r - 1]);
+        let batch: usize = s[..r - 2].iter().product();
+        (batch, rows, cols, t)
+    };
+    let (ba, ra, ca, _) = dims(sa, ta);
+    let (bb, rb, cb, _) = dims(sb, tb);
+    let (m, k) = if ta { (ca, ra) } else { (ra, ca) };
+    let n = if tb { rb } else { cb };
+    let batch = ba.max(bb);
+    let mut c = vec![0.0; batch * m * n];
+    for bi in 0..batch {
+        let ao = if ba == 1 { 0 } else { bi * ra * ca };
+        let bo = if bb == 1 { 0 } else { bi * rb * cb };
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0.0;
+                for p in 0..k {
+                    let av = if ta { a[ao + p * ca + i] } else { a[ao + i * ca + p] };
+                    let bv = if tb { b[bo + j * cb + p] } else { b[bo + p * cb + j] };
+                    acc += av * bv;
+                }
+                c[(bi * m + i) * n + j] = acc;
+            }
+        }
+    }
+    c
+}
+
+pub fn softmax(x: &[f64], len: usize) -> Vec<f64> {
+    x.chunks(len)
+        .flat_map(|row| {
+            let mx = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = row.iter().map(|v| (v - mx).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.into_iter().map(move |v| v / s)
+        })
+        .collect()
+}
+
+pub fn permute(x: &[f64], shape: &[usize], perm: &[usize]) -> Vec<f64> {
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let st = strides(shape);
+    (0..x.len())
+        .map(|i| {
+            let idx = unravel(i, &out_shape);
+            x[perm.iter().enumerate().map(|(d, &p)| idx[d] * st[p]).sum::<usize>()]
+        })
+        .collect()
+}
+
+/// Philox4x32-10 block for (counter, key): the reference the GPU generator must match bit for bit.
+pub fn philox(mut c: [u32; 4], mut k: [u32; 2]) -> [u32; 4] {
+    for _ in 0..10 {
+        let p0 = 0xD2511F53u64 * c[0] as u64;
+        let p1 = 0xCD9E8D57u64 * c[2] as u64;
+        c = [
+            (p1 >> 32) as u32 ^ c[1] ^ k[0],
+            p1 as u32,
+            (p0 >> 32) as u32 ^ c[3] ^ k[1],
+            p0 as u32,
+        ];
+        k = [k[0].wrapping_add(0x9E3779B9), k[1].wrapping_add(0xBB67AE85)];
+    }
+    c
+}

@@ -1,0 +1,16 @@
+//! Integration tests of the tensor engine on the shared device (lavapipe in CI): every op
+//! against a plain-Rust CPU reference, every backward against central finite differences.
+
+mod common;
+mod cpu;
+
+mod autograd;
+mod device;
+mod elementwise;
+mod layout;
+mod matmul;
+mod optim;
+mod random;
+mod reduce;
+mod softmax;
+mod spirals;

@@ -1,0 +1,51 @@
+//! Matmul: naive and blocked kernels, odd sizes, batches, transposes, backward.
+
+use crate::common::*;
+use crate::cpu;
+use wgdiff::ops::MatmulKernel;
+
+#[test]
+fn matmul_kernels_match_cpu_on_odd_and_tile_sized_shapes() {
+    // (batch dims of A, batch dims of B, M, N, K)
+    let cases: [(&[usize], &[usize], usize, usize, usize); 8] = [
+        (&[], &[], 1, 1, 1),
+        (&[], &[], 3, 5, 7),
+        (&[], &[], 17, 33, 9),
+        (&[], &[], 64, 128, 64),
+        (&[], &[], 37, 131, 20),
+        (&[2], &[2], 5, 6, 7),
+        (&[3], &[], 9, 4, 12),
+        (&[], &[2, 2], 4, 10, 3),
+    ];
+    for dtype in dtypes() {
+        for kernel in [MatmulKernel::Naive, MatmulKernel::Blocked] {
+            for (ba, bb, m, n, k) in cases {
+                for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let mut sa = ba.to_vec();
+                    sa.extend(if ta { [k, m] } else { [m, k] });
+                    let mut sb = bb.to_vec();
+                    sb.extend(if tb { [n, k] } else { [k, n] });
+                    let mut r = rng();
+                    let a = normal_vec(&mut r, sa.iter().product());
+                    let b = normal_vec(&mut r, sb.iter().product());
+                    let (sa2, sb2) = (sa.clone(), sb.clone());
+                    check_op(
+                        &format!("{kernel:?} {sa:?}{} x {sb:?}{}", if ta { "^T" } else { "" }, if tb { "^T" } else { "" }),
+                        dtype,
+                        &[(sa, a), (sb, b)],
+                        move |xs| cpu::matmul(&xs[0], &sa2, ta, &xs[1], &sb2, tb),
+                        |ts| ts[0].matmul_with(&ts[1], ta, tb, kernel),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mismatched_inner_dims_are_reported() {
+    let a = upload(&[2, 3], &[1.0; 6], wgdiff::DType::F32);
+    let b = upload(&[4, 2], &[1.0; 8], wgdiff::DType::F32);
+    let msg = a.matmul(&b).unwrap_err().to_string();
+    assert!(msg.contains("[2, 3]") && msg.contains("[4, 2]"), "{msg}");
+}

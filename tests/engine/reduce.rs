@@ -1,0 +1,63 @@
+//! Sum, mean and max over axis sets, every row-reduction strategy, sum_to_shape.
+
+use crate::common::*;
+use crate::cpu;
+use wgdiff::ops::reduce::reduce_rows_with;
+use wgdiff::ops::{ReduceKernel, ReduceOp};
+use wgdiff::{DType, Tensor};
+
+#[test]
+fn sum_mean_max_over_axis_sets() {
+    let shape = vec![3, 4, 5];
+    let axis_sets: [&[usize]; 6] = [&[0], &[1], &[2], &[0, 2], &[1, 2], &[0, 1, 2]];
+    for dtype in dtypes() {
+        for axes in axis_sets {
+            for kind in ["sum", "mean", "max"] {
+                for keepdim in [false, true] {
+                    let x = normal_vec(&mut rng(), 60);
+                    let s2 = shape.clone();
+                    check_op(
+                        &format!("{kind} over {axes:?} keepdim={keepdim}"),
+                        dtype,
+                        &[(shape.clone(), x)],
+                        move |xs| cpu::reduce(&xs[0], &s2, axes, kind),
+                        |ts| match kind {
+                            "sum" => ts[0].sum(axes, keepdim),
+                            "mean" => ts[0].mean(axes, keepdim),
+                            _ => ts[0].max(axes, keepdim),
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_row_strategy_agrees_with_cpu() {
+    let gpu = gpu();
+    for dtype in dtypes() {
+        for (rows, len) in [(1, 1), (3, 7), (5, 64), (2, 1000), (130, 33), (7, 4099)] {
+            let x = normal_vec(&mut rng(), rows * len);
+            let t = upload(&[rows * len], &x, dtype);
+            for how in ReduceKernel::available(gpu) {
+                for (op, kind) in [(ReduceOp::Sum, "sum"), (ReduceOp::Max, "max")] {
+                    let out = Tensor::empty(gpu, &[rows], dtype).unwrap();
+                    reduce_rows_with(&t, &out, rows, len, op, 1.0, how);
+                    let want = cpu::reduce(&round_to(&x, dtype), &[rows, len], &[1], kind);
+                    let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
+                    assert_close(&format!("{how:?} {kind} {rows}x{len} {dtype:?}"), &download(&out), &want, tol);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sum_to_shape_reduces_broadcast_dims() {
+    let x = normal_vec(&mut rng(), 2 * 3 * 4);
+    let t = upload(&[2, 3, 4], &x, DType::F32);
+    let s = t.sum_to_shape(&[3, 1]).unwrap();
+    assert_eq!(s.shape(), &[3, 1]);
+    assert_close("sum_to_shape", &download(&s), &cpu::reduce(&round_to(&x, DType::F32), &[2, 3, 4], &[0, 2], "sum"), 1e-5);
+}
