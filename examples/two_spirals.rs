@@ -19,7 +19,10 @@ pub fn spirals(gpu: &Gpu, per_arm: usize) -> Result<(Tensor, Tensor)> {
         }
     }
     let n = 2 * per_arm;
-    Ok((Tensor::from_f32(gpu, &[n, 2], &xs)?, Tensor::from_f32(gpu, &[n, 1], &ys)?))
+    Ok((
+        Tensor::from_f32(gpu, &[n, 2], &xs)?,
+        Tensor::from_f32(gpu, &[n, 1], &ys)?,
+    ))
 }
 
 /// A fully connected layer's weight [fan_in, fan_out] and bias [fan_out].
@@ -32,7 +35,9 @@ impl Linear {
     fn new(gpu: &Gpu, rng: &mut Rng, fan_in: usize, fan_out: usize) -> Result<Linear> {
         let std = (1.0 / fan_in as f32).sqrt();
         Ok(Linear {
-            weight: rng.normal(gpu, &[fan_in, fan_out], 0.0, std, DType::F32)?.requires_grad(),
+            weight: rng
+                .normal(gpu, &[fan_in, fan_out], 0.0, std, DType::F32)?
+                .requires_grad(),
             bias: Tensor::zeros(gpu, &[fan_out], DType::F32)?.requires_grad(),
         })
     }
@@ -47,9 +52,21 @@ impl Linear {
 pub fn train(gpu: &Gpu, steps: u32, seed: u64) -> Result<(f32, f32)> {
     let (x, y) = spirals(gpu, 128)?;
     let mut rng = Rng::new(seed);
-    let layers = [Linear::new(gpu, &mut rng, 2, 64)?, Linear::new(gpu, &mut rng, 64, 64)?, Linear::new(gpu, &mut rng, 64, 1)?];
-    let params: Vec<Tensor> = layers.iter().flat_map(|l| [l.weight.clone(), l.bias.clone()]).collect();
-    let config = AdamConfig { lr: 1e-2, schedule: LrSchedule::Warmup { warmup: 50 }, max_grad_norm: Some(5.0), ..Default::default() };
+    let layers = [
+        Linear::new(gpu, &mut rng, 2, 64)?,
+        Linear::new(gpu, &mut rng, 64, 64)?,
+        Linear::new(gpu, &mut rng, 64, 1)?,
+    ];
+    let params: Vec<Tensor> = layers
+        .iter()
+        .flat_map(|l| [l.weight.clone(), l.bias.clone()])
+        .collect();
+    let config = AdamConfig {
+        lr: 1e-2,
+        schedule: LrSchedule::Warmup { warmup: 50 },
+        max_grad_norm: Some(5.0),
+        ..Default::default()
+    };
     let mut opt = Adam::new(params, config)?;
     let loss_of = || -> Result<Tensor> {
         let mut h = x.clone();
@@ -78,6 +95,10 @@ fn main() -> Result<()> {
     println!("device: {}", wgdiff::gpu::describe(&gpu.info));
     let start = std::time::Instant::now();
     let (first, last) = train(&gpu, 1500, 0)?;
-    println!("MSE loss {first:.4} -> {last:.4} ({:.1}x lower) in {:.1} s", first / last, start.elapsed().as_secs_f32());
+    println!(
+        "MSE loss {first:.4} -> {last:.4} ({:.1}x lower) in {:.1} s",
+        first / last,
+        start.elapsed().as_secs_f32()
+    );
     Ok(())
 }

@@ -25,12 +25,15 @@ fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
     for (var kk = 0u; kk < k4; kk++) {
         let b_row = kk * 4u * n4;
-        #for j in 0..{{C4}}: let b0_{j} = vec4<f32>(b[bcol{j} + b_row]);
-        #for j in 0..{{C4}}: let b1_{j} = vec4<f32>(b[bcol{j} + b_row + n4]);
-        #for j in 0..{{C4}}: let b2_{j} = vec4<f32>(b[bcol{j} + b_row + 2u * n4]);
-        #for j in 0..{{C4}}: let b3_{j} = vec4<f32>(b[bcol{j} + b_row + 3u * n4]);
         #for r in 0..{{R}}: let a{r} = vec4<f32>(a[arow{r} + kk]);
-        #for r in 0..{{R}}, j in 0..{{C4}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
+        // One column group at a time: its four B vectors, then every row's FMAs.
+        #for j in 0..{{C4}} {
+        let b0_{j} = vec4<f32>(b[bcol{j} + b_row]);
+        let b1_{j} = vec4<f32>(b[bcol{j} + b_row + n4]);
+        let b2_{j} = vec4<f32>(b[bcol{j} + b_row + 2u * n4]);
+        let b3_{j} = vec4<f32>(b[bcol{j} + b_row + 3u * n4]);
+        #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
+        #end
     }
     #for r in 0..{{R}}, j in 0..{{C4}}: if (row0 + {r}u < p.m && col0 + {j}u < n4) { c[c_base + (row0 + {r}u) * n4 + col0 + {j}u] = vec4<{{T}}>(acc{r}_{j}); }
 }

@@ -17,11 +17,7 @@ pub enum Error {
     Shape { op: &'static str, msg: String },
     /// A buffer larger than the device allows for one binding.
     #[error("{what} needs {bytes} bytes but this device allows at most {limit} bytes per storage binding; use smaller batches or shapes")]
-    TooLarge {
-        what: String,
-        bytes: u64,
-        limit: u64,
-    },
+    TooLarge { what: String, bytes: u64, limit: u64 },
     /// Reading a buffer back from the device failed.
     #[error("reading back {what} failed: {reason}")]
     Readback { what: String, reason: String },
@@ -36,9 +32,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Shorthand for a shape/dtype error of an op.
     pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
-        Error::Shape {
-            op,
-            msg: msg.into(),
-        }
+        Error::Shape { op, msg: msg.into() }
     }
 }

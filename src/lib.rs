@@ -2,6 +2,7 @@
 //! This file re-exports the public API: the device, tensors, ops, autograd and optimisers.
 
 pub mod autograd;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 pub mod error;
 pub mod gpu;

@@ -73,7 +73,12 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Bench { what } => {
             let gpu = Gpu::new_blocking(choice)?;
             match what {
-                BenchCommand::Matmul { shapes, reps, warmup, json } => {
+                BenchCommand::Matmul {
+                    shapes,
+                    reps,
+                    warmup,
+                    json,
+                } => {
                     let shapes = if shapes.is_empty() {
                         wgdiff::bench::matmul::DEFAULT_SHAPES.to_vec()
                     } else {
@@ -85,8 +90,19 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
                     let rows = wgdiff::bench::matmul::run(&gpu, &shapes, warmup, reps)?;
                     print_rows(&rows, json);
                     if !json {
-                        for w in rows.windows(2).filter(|w| w[0].shape == w[1].shape && w[0].variant == "naive") {
-                            println!("{}: blocked is {:.1}x naive", w[0].shape, w[0].median_ms / w[1].median_ms);
+                        for w in rows
+                            .windows(2)
+                            .filter(|w| w[0].shape == w[1].shape && w[0].variant == "naive")
+                        {
+                            println!(
+                                "{}: blocked is {:.1}x naive",
+                                w[0].shape,
+                                w[0].median_ms / w[1].median_ms
+                            );
+                        }
+                        println!("kernel choices measured by the autotuner:");
+                        for (key, choice) in gpu.tuner().snapshot() {
+                            println!("  {key:<40} {choice}");
                         }
                     }
                     Ok(())
@@ -132,21 +148,50 @@ fn info(choice: AdapterChoice) -> Result<()> {
     for (name, f) in [
         ("SHADER_F16", wgpu::Features::SHADER_F16),
         ("TIMESTAMP_QUERY", wgpu::Features::TIMESTAMP_QUERY),
-        ("TIMESTAMP_QUERY_INSIDE_PASSES", wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+        (
+            "TIMESTAMP_QUERY_INSIDE_PASSES",
+            wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES,
+        ),
         ("SUBGROUP", wgpu::Features::SUBGROUP),
     ] {
-        println!("  {:<30} {}", name, if gpu.features.contains(f) { "yes" } else { "no (fallback path)" });
+        println!(
+            "  {:<30} {}",
+            name,
+            if gpu.features.contains(f) {
+                "yes"
+            } else {
+                "no (fallback path)"
+            }
+        );
     }
-    println!("  subgroup size                  {}..{}", gpu.info.subgroup_min_size, gpu.info.subgroup_max_size);
+    println!(
+        "  subgroup size                  {}..{}",
+        gpu.info.subgroup_min_size, gpu.info.subgroup_max_size
+    );
     let l = &gpu.limits;
     println!("limits:");
     for (name, v) in [
-        ("max_storage_buffer_binding_size", l.max_storage_buffer_binding_size as u64),
+        (
+            "max_storage_buffer_binding_size",
+            l.max_storage_buffer_binding_size,
+        ),
         ("max_buffer_size", l.max_buffer_size),
-        ("max_storage_buffers_per_shader_stage", l.max_storage_buffers_per_shader_stage as u64),
-        ("max_compute_workgroup_storage_size", l.max_compute_workgroup_storage_size as u64),
-        ("max_compute_invocations_per_workgroup", l.max_compute_invocations_per_workgroup as u64),
-        ("max_compute_workgroups_per_dimension", l.max_compute_workgroups_per_dimension as u64),
+        (
+            "max_storage_buffers_per_shader_stage",
+            l.max_storage_buffers_per_shader_stage as u64,
+        ),
+        (
+            "max_compute_workgroup_storage_size",
+            l.max_compute_workgroup_storage_size as u64,
+        ),
+        (
+            "max_compute_invocations_per_workgroup",
+            l.max_compute_invocations_per_workgroup as u64,
+        ),
+        (
+            "max_compute_workgroups_per_dimension",
+            l.max_compute_workgroups_per_dimension as u64,
+        ),
     ] {
         println!("  {name:<40} {v}");
     }

@@ -67,7 +67,10 @@ pub fn backward(loss: &Tensor) -> Result<()> {
     let order = topological_order(loss);
     let _guard = no_grad();
     let mut grads: HashMap<*const (), Tensor> = HashMap::new();
-    grads.insert(key(loss), Tensor::full(loss.gpu(), loss.shape(), 1.0, loss.dtype())?);
+    grads.insert(
+        key(loss),
+        Tensor::full(loss.gpu(), loss.shape(), 1.0, loss.dtype())?,
+    );
     for t in order.iter().rev() {
         let Some(g) = grads.remove(&key(t)) else { continue };
         match &t.0.node {

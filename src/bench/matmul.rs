@@ -8,14 +8,26 @@ use crate::ops::MatmulKernel;
 use crate::{DType, Gpu, Result};
 
 /// (M, N, K) shapes measured by default.
-pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (4096, 64, 576)];
+pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [
+    (256, 256, 256),
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (4096, 64, 576),
+];
 
 /// Runs the matmul benchmark.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn run(gpu: &Gpu, shapes: &[(usize, usize, usize)], warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
+pub fn run(
+    gpu: &Gpu,
+    shapes: &[(usize, usize, usize)],
+    warmup: usize,
+    reps: usize,
+) -> Result<Vec<Measurement>> {
     let _g = crate::no_grad();
     let mut rng = Rng::new(1);
-    let mut variants = vec![("naive", MatmulKernel::Naive, DType::F32), ("blocked", MatmulKernel::Blocked, DType::F32)];
+    let mut variants = vec![
+        ("naive", MatmulKernel::Naive, DType::F32),
+        ("blocked", MatmulKernel::Blocked, DType::F32),
+    ];
     if gpu.has_f16() {
         variants.push(("blocked-f16", MatmulKernel::Blocked, DType::F16));
     }

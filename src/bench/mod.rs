@@ -45,8 +45,13 @@ pub fn median(values: &[f64]) -> f64 {
 
 /// Times every case `reps` times after `warmup` runs, cycling through the cases in each
 /// repetition so that machine noise hits all variants alike.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn run_interleaved(gpu: &Gpu, bench: &str, cases: &[Case], warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
+pub fn run_interleaved(
+    gpu: &Gpu,
+    bench: &str,
+    cases: &[Case],
+    warmup: usize,
+    reps: usize,
+) -> Result<Vec<Measurement>> {
     let reps = reps.max(1);
     for case in cases {
         for _ in 0..warmup {

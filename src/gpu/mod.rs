@@ -170,7 +170,9 @@ impl Gpu {
 
     /// Largest buffer one storage binding may cover.
     pub fn max_binding_bytes(&self) -> u64 {
-        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
     }
 
     /// A pooled storage buffer of `bytes` bytes; `what` names it in the error when too big.

@@ -54,14 +54,17 @@ pub(crate) struct PipelineCache {
 /// Substitutes `{{NAME}}` placeholders and unrolls `#for` lines; panics on an unresolved
 /// placeholder (a bug in the caller).
 ///
-/// `#for r in 0..4, c in 0..2: acc{r}_{c} += x{r};` repeats its body for every (r, c),
-/// replacing `{r}` and `{c}`; bounds may be template values (`0..{{R}}`).
+/// `#for r in 0..4, c in 0..2: acc{r}_{c} += x{r};` repeats its body for every (r, c)
+/// (the first variable outermost), replacing `{r}` and `{c}`. A line
+/// `#for j in 0..8 {` repeats every line up to the matching `#end`, which may hold further
+/// `#for` lines. Bounds may be template values (`0..{{R}}`).
 pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
     let mut out = src.to_string();
     for (k, v) in defines {
         out = out.replace(&format!("{{{{{k}}}}}"), v);
     }
-    out = out.lines().map(unroll_line).collect::<Vec<_>>().join("\n");
+    let lines: Vec<String> = out.lines().map(str::to_string).collect();
+    out = unroll(&lines).join("\n");
     if let Some(pos) = out.find("{{") {
         let end = out[pos..].find("}}").map_or(out.len(), |e| pos + e + 2);
         panic!("unresolved template value {} in shader", &out[pos..end]);
@@ -72,34 +75,83 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
     out
 }
 
-/// Expands one `#for` line (other lines pass through).
-fn unroll_line(line: &str) -> String {
-    let trimmed = line.trim_start();
-    let Some(rest) = trimmed.strip_prefix("#for ") else {
-        return line.to_string();
-    };
-    let indent = &line[..line.len() - trimmed.len()];
-    let (header, body) = rest.split_once(':').expect("#for line needs ':' before its body");
-    let loops: Vec<(String, usize)> = header
+/// Parses `r in 0..4, c in 0..2` into (variable, count) pairs.
+fn parse_loops(header: &str) -> Vec<(String, usize)> {
+    header
         .split(',')
         .map(|l| {
             let (var, range) = l.trim().split_once(" in 0..").expect("#for var in 0..N");
-            (var.trim().to_string(), range.trim().parse().expect("#for bound must be a number"))
+            (
+                var.trim().to_string(),
+                range.trim().parse().expect("#for bound must be a number"),
+            )
         })
-        .collect();
-    let mut bodies = vec![body.trim().to_string()];
-    for (var, n) in &loops {
+        .collect()
+}
+
+/// Every copy of `text` for the loop variables' values, first variable outermost.
+fn repeat(text: &str, loops: &[(String, usize)]) -> Vec<String> {
+    let mut copies = vec![text.to_string()];
+    for (var, n) in loops {
         let pat = format!("{{{var}}}");
-        bodies = bodies
+        copies = copies
             .iter()
-            .flat_map(|b| (0..*n).map(|i| b.replace(&pat, &i.to_string())).collect::<Vec<_>>())
+            .flat_map(|b| {
+                (0..*n)
+                    .map(|i| b.replace(&pat, &i.to_string()))
+                    .collect::<Vec<_>>()
+            })
             .collect();
     }
-    bodies.iter().map(|b| format!("{indent}{b}")).collect::<Vec<_>>().join("\n")
+    copies
+}
+
+/// Expands `#for` lines and `#for .. {` / `#end` blocks.
+fn unroll(lines: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = &lines[i];
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        i += 1;
+        let Some(rest) = trimmed.strip_prefix("#for ") else {
+            out.push(line.clone());
+            continue;
+        };
+        if let Some(header) = rest.trim_end().strip_suffix('{') {
+            let mut depth = 1;
+            let start = i;
+            while depth > 0 {
+                let t = lines.get(i).expect("#for block without #end").trim_start();
+                depth += t.starts_with("#for ") as i32 * t.trim_end().ends_with('{') as i32;
+                depth -= (t.trim_end() == "#end") as i32;
+                i += 1;
+            }
+            let block = lines[start..i - 1].join("\n");
+            for copy in repeat(&block, &parse_loops(header)) {
+                let copy_lines: Vec<String> = copy.lines().map(str::to_string).collect();
+                out.extend(unroll(&copy_lines));
+            }
+        } else {
+            let (header, body) = rest.split_once(':').expect("#for line needs ':' before its body");
+            out.extend(
+                repeat(body.trim(), &parse_loops(header))
+                    .into_iter()
+                    .map(|b| format!("{indent}{b}")),
+            );
+        }
+    }
+    out
 }
 
 impl PipelineCache {
-    fn bind_layout(&self, device: &wgpu::Device, inputs: usize, outputs: usize) -> Arc<wgpu::BindGroupLayout> {
+    fn bind_layout(
+        &self,
+        device: &wgpu::Device,
+        inputs: usize,
+        outputs: usize,
+    ) -> Arc<wgpu::BindGroupLayout> {
         let mut layouts = self.layouts.lock().unwrap();
         layouts
             .entry((inputs, outputs))

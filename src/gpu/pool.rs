@@ -130,10 +130,25 @@ mod tests {
 
     #[test]
     fn size_classes_cover_request_with_bounded_waste() {
-        for bytes in [1u64, 16, 255, 256, 257, 4096, 4097, 5000, 1 << 20, (1 << 20) + 1, 3_000_000] {
+        for bytes in [
+            1u64,
+            16,
+            255,
+            256,
+            257,
+            4096,
+            4097,
+            5000,
+            1 << 20,
+            (1 << 20) + 1,
+            3_000_000,
+        ] {
             let c = size_class(bytes);
             assert!(c >= bytes, "{bytes} -> {c}");
-            assert!(c as f64 <= (bytes.max(256) as f64) * 1.25 + 256.0, "{bytes} -> {c}");
+            assert!(
+                c as f64 <= (bytes.max(256) as f64) * 1.25 + 256.0,
+                "{bytes} -> {c}"
+            );
             assert_eq!(c % 4, 0);
         }
     }

@@ -103,10 +103,7 @@ pub fn pick(found: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<wgpu::A
 
 /// One line naming an adapter: name, backend and device type.
 pub fn describe(info: &wgpu::AdapterInfo) -> String {
-    format!(
-        "{} ({:?}, {:?})",
-        info.name, info.backend, info.device_type
-    )
+    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
 }
 
 fn no_adapter_message(choice: &AdapterChoice, found: &[String]) -> String {

@@ -25,8 +25,18 @@ impl Tensor {
             inputs: 1,
             outputs: 1,
         });
-        gpu.dispatch(&kernel, &[n], &[self.buffer()], &[out.buffer()], gpu.grid(invocations.div_ceil(FLAT_WG)));
+        gpu.dispatch(
+            &kernel,
+            &[n],
+            &[self.buffer()],
+            &[out.buffer()],
+            gpu.grid(invocations.div_ceil(FLAT_WG)),
+        );
         let from = self.dtype();
-        Ok(out.with_grad_fn("cast", vec![self.clone()], Box::new(move |g| Ok(vec![Some(g.to_dtype(from)?)]))))
+        Ok(out.with_grad_fn(
+            "cast",
+            vec![self.clone()],
+            Box::new(move |g| Ok(vec![Some(g.to_dtype(from)?)])),
+        ))
     }
 }

@@ -69,7 +69,13 @@ pub enum Binary {
 /// Shape two operands broadcast to (NumPy rules).
 pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let rank = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
     (0..rank)
         .map(|i| match (dim(a, i), dim(b, i)) {
             (x, y) if x == y => Some(x),
@@ -85,7 +91,13 @@ pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let own = contiguous_strides(shape);
     let pad = out.len() - shape.len();
     (0..out.len())
-        .map(|i| if i < pad || shape[i - pad] == 1 { 0 } else { own[i - pad] })
+        .map(|i| {
+            if i < pad || shape[i - pad] == 1 {
+                0
+            } else {
+                own[i - pad]
+            }
+        })
         .collect()
 }
 
@@ -107,9 +119,23 @@ impl Tensor {
         let (id, a, b) = op.id_and_scalars();
         let out = Tensor::empty(gpu, self.shape(), self.dtype())?;
         let n = self.numel();
-        let kernel = kernel_for(gpu, shader!("elementwise"), "unary_forward", self.dtype(), &[("OP", id.to_string())], 1, 1);
+        let kernel = kernel_for(
+            gpu,
+            shader!("elementwise"),
+            "unary_forward",
+            self.dtype(),
+            &[("OP", id.to_string())],
+            1,
+            1,
+        );
         let params = elementwise_params(n, a, b, &[], &[], &[]);
-        gpu.dispatch(&kernel, &params, &[self.buffer()], &[out.buffer()], gpu.grid((n as u32).div_ceil(FLAT_WG)));
+        gpu.dispatch(
+            &kernel,
+            &params,
+            &[self.buffer()],
+            &[out.buffer()],
+            gpu.grid((n as u32).div_ceil(FLAT_WG)),
+        );
         let x = self.clone();
         Ok(out.with_grad_fn(
             "unary",
@@ -189,7 +215,11 @@ impl Tensor {
         let out_shape = broadcast_shape(self.shape(), other.shape()).ok_or_else(|| {
             Error::shape(
                 "binary",
-                format!("{op:?}: shapes {:?} and {:?} do not broadcast", self.shape(), other.shape()),
+                format!(
+                    "{op:?}: shapes {:?} and {:?} do not broadcast",
+                    self.shape(),
+                    other.shape()
+                ),
             )
         })?;
         check_rank("binary", &out_shape)?;
@@ -203,7 +233,15 @@ impl Tensor {
             let sb = broadcast_strides(other.shape(), &out_shape);
             elementwise_params(n, 0.0, 0.0, &out_shape, &sa, &sb)
         };
-        let kernel = kernel_for(gpu, shader!("elementwise"), "binary_forward", self.dtype(), &[("OP", (op as u32).to_string())], 2, 1);
+        let kernel = kernel_for(
+            gpu,
+            shader!("elementwise"),
+            "binary_forward",
+            self.dtype(),
+            &[("OP", (op as u32).to_string())],
+            2,
+            1,
+        );
         gpu.dispatch(
             &kernel,
             &params,
@@ -248,13 +286,33 @@ fn unary_backward(x: &Tensor, g: &Tensor, op: Unary) -> Result<Tensor> {
     let (id, a, b) = op.id_and_scalars();
     let gx = Tensor::empty(gpu, x.shape(), x.dtype())?;
     let n = x.numel();
-    let kernel = kernel_for(gpu, shader!("elementwise"), "unary_backward", x.dtype(), &[("OP", id.to_string())], 2, 1);
+    let kernel = kernel_for(
+        gpu,
+        shader!("elementwise"),
+        "unary_backward",
+        x.dtype(),
+        &[("OP", id.to_string())],
+        2,
+        1,
+    );
     let params = elementwise_params(n, a, b, &[], &[], &[]);
-    gpu.dispatch(&kernel, &params, &[x.buffer(), g.buffer()], &[gx.buffer()], gpu.grid((n as u32).div_ceil(FLAT_WG)));
+    gpu.dispatch(
+        &kernel,
+        &params,
+        &[x.buffer(), g.buffer()],
+        &[gx.buffer()],
+        gpu.grid((n as u32).div_ceil(FLAT_WG)),
+    );
     Ok(gx)
 }
 
-fn binary_backward(a: &Tensor, b: &Tensor, g: &Tensor, op: Binary, params: &[u32]) -> Result<Vec<Option<Tensor>>> {
+fn binary_backward(
+    a: &Tensor,
+    b: &Tensor,
+    g: &Tensor,
+    op: Binary,
+    params: &[u32],
+) -> Result<Vec<Option<Tensor>>> {
     let (ga_full, gb_full) = match op {
         Binary::Add => (g.clone(), g.clone()),
         Binary::Sub => (g.clone(), g.neg()?),
@@ -262,7 +320,15 @@ fn binary_backward(a: &Tensor, b: &Tensor, g: &Tensor, op: Binary, params: &[u32
             let gpu = a.gpu();
             let ga = Tensor::empty(gpu, g.shape(), g.dtype())?;
             let gb = Tensor::empty(gpu, g.shape(), g.dtype())?;
-            let kernel = kernel_for(gpu, shader!("elementwise"), "binary_backward", g.dtype(), &[("OP", (op as u32).to_string())], 3, 2);
+            let kernel = kernel_for(
+                gpu,
+                shader!("elementwise"),
+                "binary_backward",
+                g.dtype(),
+                &[("OP", (op as u32).to_string())],
+                3,
+                2,
+            );
             gpu.dispatch(
                 &kernel,
                 params,
@@ -274,7 +340,11 @@ fn binary_backward(a: &Tensor, b: &Tensor, g: &Tensor, op: Binary, params: &[u32
         }
     };
     Ok(vec![
-        a.tracks_grad().then(|| ga_full.sum_to_shape(a.shape())).transpose()?,
-        b.tracks_grad().then(|| gb_full.sum_to_shape(b.shape())).transpose()?,
+        a.tracks_grad()
+            .then(|| ga_full.sum_to_shape(a.shape()))
+            .transpose()?,
+        b.tracks_grad()
+            .then(|| gb_full.sum_to_shape(b.shape()))
+            .transpose()?,
     ])
 }

@@ -19,12 +19,23 @@ pub(crate) fn strided_copy(src: &Tensor, dst: &Tensor, c: &StridedCopy) -> Resul
     check_rank("strided copy", c.shape)?;
     let gpu = src.gpu();
     let n = numel(c.shape);
-    let mut params = vec![n as u32, c.shape.len() as u32, c.src_offset as u32, c.dst_offset as u32];
+    let mut params = vec![
+        n as u32,
+        c.shape.len() as u32,
+        c.src_offset as u32,
+        c.dst_offset as u32,
+    ];
     params.extend(pack8(c.shape, 1));
     params.extend(pack8(c.src_strides, 0));
     params.extend(pack8(c.dst_strides, 0));
     let kernel = kernel_for(gpu, shader!("layout"), "strided_copy", src.dtype(), &[], 1, 1);
-    gpu.dispatch(&kernel, &params, &[src.buffer()], &[dst.buffer()], gpu.grid((n as u32).div_ceil(FLAT_WG)));
+    gpu.dispatch(
+        &kernel,
+        &params,
+        &[src.buffer()],
+        &[dst.buffer()],
+        gpu.grid((n as u32).div_ceil(FLAT_WG)),
+    );
     Ok(())
 }
 
@@ -39,7 +50,14 @@ impl Tensor {
         let mut sorted = perm.to_vec();
         sorted.sort_unstable();
         if sorted != (0..self.rank()).collect::<Vec<_>>() {
-            return Err(Error::shape("permute", format!("{perm:?} is not a permutation of the {} dims of {:?}", self.rank(), self.shape())));
+            return Err(Error::shape(
+                "permute",
+                format!(
+                    "{perm:?} is not a permutation of the {} dims of {:?}",
+                    self.rank(),
+                    self.shape()
+                ),
+            ));
         }
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
             return Ok(self.clone());
@@ -66,14 +84,21 @@ impl Tensor {
         for (i, &p) in perm.iter().enumerate() {
             inverse[p] = i;
         }
-        Ok(out.with_grad_fn("permute", vec![self.clone()], Box::new(move |g| Ok(vec![Some(g.permute(&inverse)?)]))))
+        Ok(out.with_grad_fn(
+            "permute",
+            vec![self.clone()],
+            Box::new(move |g| Ok(vec![Some(g.permute(&inverse)?)])),
+        ))
     }
 
     /// Swaps two dims.
     pub fn transpose(&self, d0: usize, d1: usize) -> Result<Tensor> {
         let mut perm: Vec<usize> = (0..self.rank()).collect();
         if d0 >= perm.len() || d1 >= perm.len() {
-            return Err(Error::shape("transpose", format!("dims {d0},{d1} out of range for {:?}", self.shape())));
+            return Err(Error::shape(
+                "transpose",
+                format!("dims {d0},{d1} out of range for {:?}", self.shape()),
+            ));
         }
         perm.swap(d0, d1);
         self.permute(&perm)
@@ -86,7 +111,10 @@ impl Tensor {
         }
         let fits = super::elementwise::broadcast_shape(self.shape(), shape).is_some_and(|s| s == shape);
         if !fits {
-            return Err(Error::shape("broadcast_to", format!("{:?} cannot broadcast to {shape:?}", self.shape())));
+            return Err(Error::shape(
+                "broadcast_to",
+                format!("{:?} cannot broadcast to {shape:?}", self.shape()),
+            ));
         }
         if let Some(r) = with_fallback(self, |t| t.broadcast_to(shape)) {
             return r;
@@ -104,13 +132,20 @@ impl Tensor {
             },
         )?;
         let in_shape = self.shape().to_vec();
-        Ok(out.with_grad_fn("broadcast_to", vec![self.clone()], Box::new(move |g| Ok(vec![Some(g.sum_to_shape(&in_shape)?)]))))
+        Ok(out.with_grad_fn(
+            "broadcast_to",
+            vec![self.clone()],
+            Box::new(move |g| Ok(vec![Some(g.sum_to_shape(&in_shape)?)])),
+        ))
     }
 
     /// Elements `start..start+len` along `axis`.
     pub fn slice(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
         if axis >= self.rank() || start + len > self.shape()[axis] {
-            return Err(Error::shape("slice", format!("{start}..{} on axis {axis} of {:?}", start + len, self.shape())));
+            return Err(Error::shape(
+                "slice",
+                format!("{start}..{} on axis {axis} of {:?}", start + len, self.shape()),
+            ));
         }
         if start == 0 && len == self.shape()[axis] {
             return Ok(self.clone());
@@ -144,7 +179,10 @@ impl Tensor {
     /// Adds `before` and `after` zeros along `axis`.
     pub fn pad_axis(&self, axis: usize, before: usize, after: usize) -> Result<Tensor> {
         if axis >= self.rank() {
-            return Err(Error::shape("pad", format!("axis {axis} out of range for {:?}", self.shape())));
+            return Err(Error::shape(
+                "pad",
+                format!("axis {axis} out of range for {:?}", self.shape()),
+            ));
         }
         if before == 0 && after == 0 {
             return Ok(self.clone());
@@ -168,27 +206,48 @@ impl Tensor {
             },
         )?;
         let len = self.shape()[axis];
-        Ok(out.with_grad_fn("pad", vec![self.clone()], Box::new(move |g| Ok(vec![Some(g.slice(axis, before, len)?)]))))
+        Ok(out.with_grad_fn(
+            "pad",
+            vec![self.clone()],
+            Box::new(move |g| Ok(vec![Some(g.slice(axis, before, len)?)])),
+        ))
     }
 
     /// Joins tensors along `axis` (all other dims equal).
     pub fn concat(parts: &[Tensor], axis: usize) -> Result<Tensor> {
-        let first = parts.first().ok_or_else(|| Error::shape("concat", "no tensors given"))?;
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::shape("concat", "no tensors given"))?;
         let mut out_shape = first.shape().to_vec();
         if axis >= out_shape.len() {
-            return Err(Error::shape("concat", format!("axis {axis} out of range for {out_shape:?}")));
+            return Err(Error::shape(
+                "concat",
+                format!("axis {axis} out of range for {out_shape:?}"),
+            ));
         }
         out_shape[axis] = 0;
         for p in parts {
             let same_other_dims = p.rank() == first.rank()
                 && (0..p.rank()).all(|d| d == axis || p.shape()[d] == first.shape()[d]);
             if !same_other_dims || p.dtype() != first.dtype() {
-                return Err(Error::shape("concat", format!("{:?} ({:?}) does not fit {:?} ({:?}) along axis {axis}", p.shape(), p.dtype(), first.shape(), first.dtype())));
+                return Err(Error::shape(
+                    "concat",
+                    format!(
+                        "{:?} ({:?}) does not fit {:?} ({:?}) along axis {axis}",
+                        p.shape(),
+                        p.dtype(),
+                        first.shape(),
+                        first.dtype()
+                    ),
+                ));
             }
             out_shape[axis] += p.shape()[axis];
         }
         if needs_f32_fallback(first.gpu(), first.dtype()) {
-            let f32_parts = parts.iter().map(|p| p.to_dtype(DType::F32)).collect::<Result<Vec<_>>>()?;
+            let f32_parts = parts
+                .iter()
+                .map(|p| p.to_dtype(DType::F32))
+                .collect::<Result<Vec<_>>>()?;
             return Tensor::concat(&f32_parts, axis)?.to_dtype(DType::F16);
         }
         let out = Tensor::empty(first.gpu(), &out_shape, first.dtype())?;
@@ -213,7 +272,12 @@ impl Tensor {
         Ok(out.with_grad_fn(
             "concat",
             parts.to_vec(),
-            Box::new(move |g| starts.iter().map(|&(s, len)| g.slice(axis, s, len).map(Some)).collect()),
+            Box::new(move |g| {
+                starts
+                    .iter()
+                    .map(|&(s, len)| g.slice(axis, s, len).map(Some))
+                    .collect()
+            }),
         ))
     }
 }

@@ -10,8 +10,10 @@ use crate::{shader, DType, Error, Gpu, Result, Tensor};
 pub enum MatmulKernel {
     /// One output per invocation, any strides.
     Naive,
-    /// Register-blocked vec4 tiles (needs contiguous operands; pads K and N to 4).
+    /// Register-blocked vec4 tiles (pads K and N to 4), tile shape chosen by measurement.
     Blocked,
+    /// The blocked kernel with a fixed tile shape (tests, experiments).
+    BlockedWith(BlockShape),
 }
 
 /// Tile shape of the blocked kernel: rows per invocation, vec4 columns per invocation,
@@ -24,14 +26,83 @@ pub struct BlockShape {
 }
 
 impl BlockShape {
-    /// Measured best on lavapipe: 16x16 outputs per invocation, 8 invocations; on GPUs
-    /// the usual 4x4 per invocation, 64 invocations.
-    pub fn for_device(gpu: &Gpu) -> BlockShape {
-        if gpu.is_cpu() {
-            BlockShape { rows: 16, col4: 4, lanes: 8 }
+    const fn new(rows: u32, col4: u32, lanes: u32) -> BlockShape {
+        BlockShape { rows, col4, lanes }
+    }
+
+    /// Tiles worth measuring for an `m x n` output. On CPU adapters (lavapipe) big register
+    /// tiles and 8 invocations win (16..32 rows x 16..32 columns per invocation measured
+    /// best at 1024^3); on GPUs the usual 4x4..8x4 per invocation with 64 invocations.
+    /// Tiles much wider or taller than the output are dropped.
+    pub fn candidates(gpu: &Gpu, m: usize, n: usize) -> Vec<BlockShape> {
+        let all: &[BlockShape] = if gpu.is_cpu() {
+            &[
+                Self::new(32, 8, 8),
+                Self::new(24, 8, 8),
+                Self::new(16, 8, 8),
+                Self::new(32, 4, 8),
+                Self::new(16, 4, 8),
+                Self::new(32, 2, 8),
+            ]
         } else {
-            BlockShape { rows: 4, col4: 1, lanes: 64 }
+            &[Self::new(4, 1, 64), Self::new(8, 1, 64), Self::new(4, 2, 32)]
+        };
+        let fits = |s: &&BlockShape| {
+            (s.lanes * s.col4 * 4) as usize <= 2 * n.max(32) && s.rows as usize <= 2 * m.max(8)
+        };
+        let kept: Vec<BlockShape> = all.iter().filter(fits).copied().collect();
+        if kept.is_empty() {
+            vec![*all.last().unwrap()]
+        } else {
+            kept
         }
+    }
+
+    /// Tiles tried on CPU adapters (lavapipe).
+    pub const CPU_TILES: [BlockShape; 6] = [
+        BlockShape::new(32, 8, 8),
+        BlockShape::new(24, 8, 8),
+        BlockShape::new(16, 8, 8),
+        BlockShape::new(32, 4, 8),
+        BlockShape::new(16, 4, 8),
+        BlockShape::new(32, 2, 8),
+    ];
+    /// Tiles tried on GPUs.
+    pub const GPU_TILES: [BlockShape; 3] = [
+        BlockShape::new(4, 1, 64),
+        BlockShape::new(8, 1, 64),
+        BlockShape::new(4, 2, 32),
+    ];
+
+    /// Every tile shape tried on this kind of adapter.
+    pub fn all(gpu: &Gpu) -> &'static [BlockShape] {
+        if gpu.is_cpu() {
+            &Self::CPU_TILES
+        } else {
+            &Self::GPU_TILES
+        }
+    }
+
+    /// Columns one invocation covers.
+    pub fn columns_per_invocation(self) -> u32 {
+        self.col4 * 4
+    }
+
+    /// Columns one workgroup covers.
+    fn columns(self) -> usize {
+        (self.lanes * self.col4 * 4) as usize
+    }
+}
+
+impl std::fmt::Display for BlockShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{} per invocation, {} invocations",
+            self.rows,
+            self.columns_per_invocation(),
+            self.lanes
+        )
     }
 }
 
@@ -43,12 +114,19 @@ pub fn matmul_flops(batch: usize, m: usize, n: usize, k: usize) -> f64 {
 /// Operand layout after transposes: (batch, rows, cols) of the logical matrix.
 fn dims(t: &Tensor, transposed: bool) -> Result<(usize, usize, usize)> {
     if t.rank() < 2 {
-        return Err(Error::shape("matmul", format!("operand {:?} needs at least 2 dims", t.shape())));
+        return Err(Error::shape(
+            "matmul",
+            format!("operand {:?} needs at least 2 dims", t.shape()),
+        ));
     }
     let r = t.rank();
     let batch = t.shape()[..r - 2].iter().product();
     let (rows, cols) = (t.shape()[r - 2], t.shape()[r - 1]);
-    Ok(if transposed { (batch, cols, rows) } else { (batch, rows, cols) })
+    Ok(if transposed {
+        (batch, cols, rows)
+    } else {
+        (batch, rows, cols)
+    })
 }
 
 impl Tensor {
@@ -73,8 +151,16 @@ impl Tensor {
         let (ba, m, k) = dims(self, ta)?;
         let (bb, k2, n) = dims(other, tb)?;
         let batched = |t: &Tensor| t.rank() > 2;
-        let batch_shape = if batched(self) { &self.shape()[..self.rank() - 2] } else { &other.shape()[..other.rank() - 2] };
-        if k != k2 || (batched(self) && batched(other) && self.shape()[..self.rank() - 2] != other.shape()[..other.rank() - 2]) {
+        let batch_shape = if batched(self) {
+            &self.shape()[..self.rank() - 2]
+        } else {
+            &other.shape()[..other.rank() - 2]
+        };
+        if k != k2
+            || (batched(self)
+                && batched(other)
+                && self.shape()[..self.rank() - 2] != other.shape()[..other.rank() - 2])
+        {
             return Err(Error::shape(
                 "matmul",
                 format!(
@@ -93,7 +179,12 @@ impl Tensor {
             let _g = crate::no_grad();
             match kernel {
                 MatmulKernel::Naive => matmul_naive(self, other, ta, tb, (batch, m, n, k), &out_shape)?,
-                MatmulKernel::Blocked => matmul_blocked(self, other, ta, tb, (batch, m, n, k), &out_shape)?,
+                MatmulKernel::Blocked => {
+                    matmul_blocked(self, other, ta, tb, (batch, m, n, k), &out_shape, None)?
+                }
+                MatmulKernel::BlockedWith(tile) => {
+                    matmul_blocked(self, other, ta, tb, (batch, m, n, k), &out_shape, Some(tile))?
+                }
             }
         };
         let (a, b) = (self.clone(), other.clone());
@@ -104,11 +195,23 @@ impl Tensor {
                 // C = op(A) op(B): dop(A) = G op(B)^T, dop(B) = op(A)^T G.
                 let ga = a
                     .tracks_grad()
-                    .then(|| if ta { b.matmul_t(g, tb, true) } else { g.matmul_t(&b, false, !tb) })
+                    .then(|| {
+                        if ta {
+                            b.matmul_t(g, tb, true)
+                        } else {
+                            g.matmul_t(&b, false, !tb)
+                        }
+                    })
                     .transpose()?;
                 let gb = b
                     .tracks_grad()
-                    .then(|| if tb { g.matmul_t(&a, true, ta) } else { a.matmul_t(g, !ta, false) })
+                    .then(|| {
+                        if tb {
+                            g.matmul_t(&a, true, ta)
+                        } else {
+                            a.matmul_t(g, !ta, false)
+                        }
+                    })
                     .transpose()?;
                 Ok(vec![
                     ga.map(|t| t.sum_to_shape(a.shape())).transpose()?,
@@ -127,7 +230,14 @@ fn batch_stride(t: &Tensor) -> usize {
     }
 }
 
-fn matmul_naive(a: &Tensor, b: &Tensor, ta: bool, tb: bool, (batch, m, n, k): (usize, usize, usize, usize), out_shape: &[usize]) -> Result<Tensor> {
+fn matmul_naive(
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    (batch, m, n, k): (usize, usize, usize, usize),
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let gpu = a.gpu();
     let out = Tensor::empty(gpu, out_shape, a.dtype())?;
     let a_cols = a.shape()[a.rank() - 1];
@@ -135,7 +245,19 @@ fn matmul_naive(a: &Tensor, b: &Tensor, ta: bool, tb: bool, (batch, m, n, k): (u
     // (row stride, col stride) of the logical operand.
     let (a_row, a_col) = if ta { (1, a_cols) } else { (a_cols, 1) };
     let (b_row, b_col) = if tb { (1, b_cols) } else { (b_cols, 1) };
-    let params = [m, n, k, batch, batch_stride(a), a_row, a_col, batch_stride(b), b_row, b_col].map(|v| v as u32);
+    let params = [
+        m,
+        n,
+        k,
+        batch,
+        batch_stride(a),
+        a_row,
+        a_col,
+        batch_stride(b),
+        b_row,
+        b_col,
+    ]
+    .map(|v| v as u32);
     let kernel = kernel_for(gpu, shader!("matmul"), "matmul_naive", a.dtype(), &[], 2, 1);
     gpu.dispatch(
         &kernel,
@@ -150,7 +272,11 @@ fn matmul_naive(a: &Tensor, b: &Tensor, ta: bool, tb: bool, (batch, m, n, k): (u
 /// Makes `t` a contiguous (.., rows, cols) operand with `cols` padded to a multiple of 4.
 fn blocked_operand(t: &Tensor, transposed: bool, pad_rows_to4: bool) -> Result<Tensor> {
     let r = t.rank();
-    let t = if transposed { t.transpose(r - 2, r - 1)? } else { t.clone() };
+    let t = if transposed {
+        t.transpose(r - 2, r - 1)?
+    } else {
+        t.clone()
+    };
     let cols = t.shape()[r - 1];
     let t = t.pad_axis(r - 1, 0, cols.next_multiple_of(4) - cols)?;
     if pad_rows_to4 {
@@ -161,35 +287,94 @@ fn blocked_operand(t: &Tensor, transposed: bool, pad_rows_to4: bool) -> Result<T
     }
 }
 
-fn matmul_blocked(a: &Tensor, b: &Tensor, ta: bool, tb: bool, (batch, m, n, k): (usize, usize, usize, usize), out_shape: &[usize]) -> Result<Tensor> {
+fn matmul_blocked(
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    (batch, m, n, k): (usize, usize, usize, usize),
+    out_shape: &[usize],
+    fixed_tile: Option<BlockShape>,
+) -> Result<Tensor> {
     let gpu = a.gpu();
     let a = blocked_operand(a, ta, false)?; // (.., M, K4)
     let b = blocked_operand(b, tb, true)?; // (.., K4, N4)
-    let (k4, n4) = (k.next_multiple_of(4), n.next_multiple_of(4));
+    let n4 = n.next_multiple_of(4);
     let mut padded_shape = out_shape.to_vec();
     *padded_shape.last_mut().unwrap() = n4;
+    let dims = (batch, m, n4, k.next_multiple_of(4));
+    let tiles = match fixed_tile {
+        Some(t) => vec![t],
+        None => BlockShape::candidates(gpu, m, n4),
+    };
+    let key = format!(
+        "matmul:{:?}:{}x{}x{}:{}:{}",
+        a.dtype(),
+        m.next_power_of_two(),
+        n4.next_power_of_two(),
+        k.next_power_of_two(),
+        batch > 1,
+        labels_key(&tiles)
+    );
+    let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
+    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+        let scratch = Tensor::empty(gpu, &padded_shape, a.dtype())?;
+        dispatch_blocked(&a, &b, &scratch, dims, tiles[c])
+    })?;
     let out = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-    let shape = BlockShape::for_device(gpu);
+    dispatch_blocked(&a, &b, &out, dims, tiles[choice])?;
+    let r = out.rank();
+    out.slice(r - 1, 0, n)
+}
+
+fn labels_key(tiles: &[BlockShape]) -> String {
+    if tiles.len() == 1 {
+        tiles[0].to_string()
+    } else {
+        "auto".into()
+    }
+}
+
+/// Records the blocked kernel with tile `shape` for padded operands (K, N multiples of 4).
+fn dispatch_blocked(
+    a: &Tensor,
+    b: &Tensor,
+    out: &Tensor,
+    (batch, m, n4, k4): (usize, usize, usize, usize),
+    shape: BlockShape,
+) -> Result<()> {
+    let gpu = a.gpu();
     let kernel = kernel_for(
         gpu,
         shader!("matmul_blocked"),
         "matmul_blocked",
         a.dtype(),
-        &[("R", shape.rows.to_string()), ("C4", shape.col4.to_string()), ("W", shape.lanes.to_string())],
+        &[
+            ("R", shape.rows.to_string()),
+            ("C4", shape.col4.to_string()),
+            ("W", shape.lanes.to_string()),
+        ],
         2,
         1,
     );
-    let params = [m, n4, k4, batch_stride(&a), batch_stride(&b)].map(|v| v as u32);
-    let cols_per_group = (shape.lanes * shape.col4) as usize;
+    let params = [m, n4, k4, batch_stride(a), batch_stride(b)].map(|v| v as u32);
     let groups = [
-        (n4 / 4).div_ceil(cols_per_group) as u32,
+        n4.div_ceil(shape.columns()) as u32,
         m.div_ceil(shape.rows as usize) as u32,
         batch as u32,
     ];
     if groups[1] > gpu.limits.max_compute_workgroups_per_dimension {
-        return Err(Error::shape("matmul", format!("{m} rows exceed this device's dispatch limit; split the batch")));
+        return Err(Error::shape(
+            "matmul",
+            format!("{m} rows exceed this device's dispatch limit; split the batch"),
+        ));
     }
-    gpu.dispatch(&kernel, &params, &[a.buffer(), b.buffer()], &[out.buffer()], groups);
-    let r = out.rank();
-    out.slice(r - 1, 0, n)
+    gpu.dispatch(
+        &kernel,
+        &params,
+        &[a.buffer(), b.buffer()],
+        &[out.buffer()],
+        groups,
+    );
+    Ok(())
 }

@@ -78,7 +78,10 @@ pub(crate) fn pack8(values: &[usize], fill: u32) -> [u32; 8] {
 /// Errors unless `t` has at most [`MAX_RANK`] dims.
 pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> Result<()> {
     if shape.len() > MAX_RANK {
-        return Err(Error::shape(op, format!("shape {shape:?} has more than {MAX_RANK} dims")));
+        return Err(Error::shape(
+            op,
+            format!("shape {shape:?} has more than {MAX_RANK} dims"),
+        ));
     }
     Ok(())
 }
@@ -86,7 +89,10 @@ pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> Result<()> {
 /// Errors unless both tensors share a dtype.
 pub(crate) fn check_same_dtype(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.dtype() != b.dtype() {
-        return Err(Error::shape(op, format!("dtypes differ: {:?} vs {:?}", a.dtype(), b.dtype())));
+        return Err(Error::shape(
+            op,
+            format!("dtypes differ: {:?} vs {:?}", a.dtype(), b.dtype()),
+        ));
     }
     Ok(())
 }

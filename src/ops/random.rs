@@ -27,23 +27,61 @@ impl Rng {
             Dist::Uniform { lo, hi } => (0, lo, hi),
             Dist::Normal { mean, std } => (1, mean, std),
         };
-        let kernel = kernel_for(gpu, shader!("random"), "random_fill", dtype, &[("DIST", id.to_string())], 0, 1);
+        let kernel = kernel_for(
+            gpu,
+            shader!("random"),
+            "random_fill",
+            dtype,
+            &[("DIST", id.to_string())],
+            0,
+            1,
+        );
         let n = out.numel() as u32;
-        let params = [n, self.seed as u32, (self.seed >> 32) as u32, self.stream, a.to_bits(), b.to_bits()];
-        gpu.dispatch(&kernel, &params, &[], &[out.buffer()], gpu.grid(n.div_ceil(4).div_ceil(64)));
+        let params = [
+            n,
+            self.seed as u32,
+            (self.seed >> 32) as u32,
+            self.stream,
+            a.to_bits(),
+            b.to_bits(),
+        ];
+        gpu.dispatch(
+            &kernel,
+            &params,
+            &[],
+            &[out.buffer()],
+            gpu.grid(n.div_ceil(4).div_ceil(64)),
+        );
         self.stream = self.stream.wrapping_add(1);
         Ok(out)
     }
 
     /// Uniform values in [lo, hi).
     pub fn uniform(&mut self, gpu: &Gpu, shape: &[usize], lo: f32, hi: f32, dtype: DType) -> Result<Tensor> {
-        let dtype_run = if super::needs_f32_fallback(gpu, dtype) { DType::F32 } else { dtype };
-        self.fill(gpu, shape, dtype_run, Dist::Uniform { lo, hi })?.to_dtype(dtype)
+        let dtype_run = if super::needs_f32_fallback(gpu, dtype) {
+            DType::F32
+        } else {
+            dtype
+        };
+        self.fill(gpu, shape, dtype_run, Dist::Uniform { lo, hi })?
+            .to_dtype(dtype)
     }
 
     /// Normal values with the given mean and standard deviation.
-    pub fn normal(&mut self, gpu: &Gpu, shape: &[usize], mean: f32, std: f32, dtype: DType) -> Result<Tensor> {
-        let dtype_run = if super::needs_f32_fallback(gpu, dtype) { DType::F32 } else { dtype };
-        self.fill(gpu, shape, dtype_run, Dist::Normal { mean, std })?.to_dtype(dtype)
+    pub fn normal(
+        &mut self,
+        gpu: &Gpu,
+        shape: &[usize],
+        mean: f32,
+        std: f32,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let dtype_run = if super::needs_f32_fallback(gpu, dtype) {
+            DType::F32
+        } else {
+            dtype
+        };
+        self.fill(gpu, shape, dtype_run, Dist::Normal { mean, std })?
+            .to_dtype(dtype)
     }
 }

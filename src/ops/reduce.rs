@@ -36,7 +36,15 @@ impl ReduceKernel {
 }
 
 /// Reduces each of the `rows` contiguous rows of length `len` of `x` into `out[row]`.
-pub fn reduce_rows_with(x: &Tensor, out: &Tensor, rows: usize, len: usize, op: ReduceOp, scale: f32, how: ReduceKernel) {
+pub fn reduce_rows_with(
+    x: &Tensor,
+    out: &Tensor,
+    rows: usize,
+    len: usize,
+    op: ReduceOp,
+    scale: f32,
+    how: ReduceKernel,
+) {
     let gpu = x.gpu();
     let op_define = [("OP", (op as u32).to_string())];
     let (kernel, groups) = match how {
@@ -44,9 +52,20 @@ pub fn reduce_rows_with(x: &Tensor, out: &Tensor, rows: usize, len: usize, op: R
             kernel_for(gpu, shader!("reduce"), "reduce_lane", x.dtype(), &op_define, 1, 1),
             (rows as u32).div_ceil(FLAT_WG),
         ),
-        ReduceKernel::Tree => (kernel_for(gpu, shader!("reduce"), "reduce_tree", x.dtype(), &op_define, 1, 1), rows as u32),
+        ReduceKernel::Tree => (
+            kernel_for(gpu, shader!("reduce"), "reduce_tree", x.dtype(), &op_define, 1, 1),
+            rows as u32,
+        ),
         ReduceKernel::Subgroup => (
-            kernel_for(gpu, shader!("reduce_subgroup"), "reduce_subgroup", x.dtype(), &op_define, 1, 1),
+            kernel_for(
+                gpu,
+                shader!("reduce_subgroup"),
+                "reduce_subgroup",
+                x.dtype(),
+                &op_define,
+                1,
+                1,
+            ),
             rows as u32,
         ),
     };
@@ -67,7 +86,8 @@ fn reduce_rows(x: &Tensor, rows: usize, len: usize, op: ReduceOp, scale: f32) ->
         len.next_power_of_two()
     );
     let fallback = if gpu.is_cpu() { 0 } else { kinds.len() - 1 };
-    let choice = gpu.tuner().choose(gpu, &key, kinds.len(), fallback, |c| {
+    let labels: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
+    let choice = gpu.tuner().choose(gpu, &key, &labels, fallback, |c| {
         let scratch = Tensor::empty(gpu, &[rows], x.dtype())?;
         reduce_rows_with(x, &scratch, rows, len, op, scale, kinds[c]);
         Ok(())
@@ -82,7 +102,10 @@ impl Tensor {
         let mut reduced = vec![false; rank];
         for &a in axes {
             if a >= rank {
-                return Err(Error::shape("reduce", format!("axis {a} out of range for {:?}", self.shape())));
+                return Err(Error::shape(
+                    "reduce",
+                    format!("axis {a} out of range for {:?}", self.shape()),
+                ));
             }
             reduced[a] = true;
         }
@@ -95,7 +118,9 @@ impl Tensor {
         let rows = numel(&kept.iter().map(|&d| self.shape()[d]).collect::<Vec<_>>());
         let len = numel(&gone.iter().map(|&d| self.shape()[d]).collect::<Vec<_>>());
         let perm: Vec<usize> = kept.iter().chain(&gone).copied().collect();
-        let keep_shape: Vec<usize> = (0..rank).map(|d| if reduced[d] { 1 } else { self.shape()[d] }).collect();
+        let keep_shape: Vec<usize> = (0..rank)
+            .map(|d| if reduced[d] { 1 } else { self.shape()[d] })
+            .collect();
         let out_shape: Vec<usize> = if keepdim {
             keep_shape.clone()
         } else {
@@ -154,7 +179,10 @@ impl Tensor {
             return Ok(self.clone());
         }
         let extra = self.rank().checked_sub(shape.len()).ok_or_else(|| {
-            Error::shape("sum_to_shape", format!("{:?} has fewer dims than {shape:?}", self.shape()))
+            Error::shape(
+                "sum_to_shape",
+                format!("{:?} has fewer dims than {shape:?}", self.shape()),
+            )
         })?;
         let axes: Vec<usize> = (0..self.rank())
             .filter(|&d| d < extra || (shape[d - extra] == 1 && self.shape()[d] != 1))

@@ -16,7 +16,15 @@ impl Tensor {
         let len = *self.shape().last().unwrap();
         let rows = self.numel() / len.max(1);
         let out = Tensor::empty(gpu, self.shape(), self.dtype())?;
-        let kernel = kernel_for(gpu, shader!("softmax"), "softmax_forward", self.dtype(), &[], 1, 1);
+        let kernel = kernel_for(
+            gpu,
+            shader!("softmax"),
+            "softmax_forward",
+            self.dtype(),
+            &[],
+            1,
+            1,
+        );
         let params = [rows as u32, len as u32];
         let groups = gpu.grid((rows as u32).div_ceil(FLAT_WG));
         gpu.dispatch(&kernel, &params, &[self.buffer()], &[out.buffer()], groups);
@@ -28,7 +36,13 @@ impl Tensor {
                 let gpu = y.gpu();
                 let gx = Tensor::empty(gpu, y.shape(), y.dtype())?;
                 let kernel = kernel_for(gpu, shader!("softmax"), "softmax_backward", y.dtype(), &[], 2, 1);
-                gpu.dispatch(&kernel, &params, &[y.buffer(), g.buffer()], &[gx.buffer()], groups);
+                gpu.dispatch(
+                    &kernel,
+                    &params,
+                    &[y.buffer(), g.buffer()],
+                    &[gx.buffer()],
+                    groups,
+                );
                 Ok(vec![Some(gx)])
             }),
         ))

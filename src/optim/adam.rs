@@ -70,13 +70,22 @@ impl Adam {
             if p.dtype() != DType::F32 || !p.is_leaf() || !p.tracks_grad() {
                 return Err(Error::shape(
                     "Adam",
-                    format!("parameter {i} {:?} must be an f32 leaf with requires_grad (keep f32 master weights)", p),
+                    format!(
+                        "parameter {i} {:?} must be an f32 leaf with requires_grad (keep f32 master weights)",
+                        p
+                    ),
                 ));
             }
             m.push(Tensor::zeros(p.gpu(), p.shape(), DType::F32)?);
             v.push(Tensor::zeros(p.gpu(), p.shape(), DType::F32)?);
         }
-        Ok(Adam { config, params, m, v, step: 0 })
+        Ok(Adam {
+            config,
+            params,
+            m,
+            v,
+            step: 0,
+        })
     }
 
     /// Number of updates taken.
@@ -96,7 +105,9 @@ impl Adam {
 
     /// Applies one update with the accumulated gradients (parameters without one are skipped).
     pub fn step(&mut self) -> Result<()> {
-        let Some(first) = self.params.first() else { return Ok(()) };
+        let Some(first) = self.params.first() else {
+            return Ok(());
+        };
         let gpu = first.gpu().clone();
         let _g = crate::no_grad();
         let clip = self.clip_factor()?;
@@ -104,7 +115,13 @@ impl Adam {
         self.step += 1;
         let c = &self.config;
         let t = self.step as i32;
-        let kernel = gpu.kernel(&KernelSpec { source: shader!("optim"), entry: "adam_step", defines: &[], inputs: 2, outputs: 3 });
+        let kernel = gpu.kernel(&KernelSpec {
+            source: shader!("optim"),
+            entry: "adam_step",
+            defines: &[],
+            inputs: 2,
+            outputs: 3,
+        });
         for ((p, m), v) in self.params.iter().zip(&self.m).zip(&self.v) {
             let Some(g) = p.grad() else { continue };
             let g = g.to_dtype(DType::F32)?;
@@ -141,8 +158,20 @@ impl Adam {
         let factor = Tensor::full(gpu, &[1], 1.0, DType::F32)?;
         if let (Some(norm), Some(max_norm)) = (norm, self.config.max_grad_norm) {
             let sq = norm.square()?;
-            let kernel = gpu.kernel(&KernelSpec { source: shader!("optim"), entry: "clip_factor", defines: &[], inputs: 1, outputs: 1 });
-            gpu.dispatch(&kernel, &[max_norm.to_bits()], &[sq.buffer()], &[factor.buffer()], [1, 1, 1]);
+            let kernel = gpu.kernel(&KernelSpec {
+                source: shader!("optim"),
+                entry: "clip_factor",
+                defines: &[],
+                inputs: 1,
+                outputs: 1,
+            });
+            gpu.dispatch(
+                &kernel,
+                &[max_norm.to_bits()],
+                &[sq.buffer()],
+                &[factor.buffer()],
+                [1, 1, 1],
+            );
         }
         Ok(factor)
     }

@@ -14,7 +14,10 @@ pub struct Ema {
 impl Ema {
     /// Starts the average at the current parameter values.
     pub fn new(params: &[Tensor], decay: f32) -> Result<Ema> {
-        let shadow = params.iter().map(|p| p.detach().duplicate()).collect::<Result<_>>()?;
+        let shadow = params
+            .iter()
+            .map(|p| p.detach().duplicate())
+            .collect::<Result<_>>()?;
         Ok(Ema { decay, shadow })
     }
 
@@ -22,10 +25,22 @@ impl Ema {
     pub fn update(&self, params: &[Tensor]) {
         let Some(first) = params.first() else { return };
         let gpu = first.gpu();
-        let kernel = gpu.kernel(&KernelSpec { source: shader!("optim"), entry: "ema_update", defines: &[], inputs: 1, outputs: 1 });
+        let kernel = gpu.kernel(&KernelSpec {
+            source: shader!("optim"),
+            entry: "ema_update",
+            defines: &[],
+            inputs: 1,
+            outputs: 1,
+        });
         for (p, s) in params.iter().zip(&self.shadow) {
             let n = p.numel() as u32;
-            gpu.dispatch(&kernel, &[n, self.decay.to_bits()], &[p.buffer()], &[s.buffer()], gpu.grid(n.div_ceil(FLAT_WG)));
+            gpu.dispatch(
+                &kernel,
+                &[n, self.decay.to_bits()],
+                &[p.buffer()],
+                &[s.buffer()],
+                gpu.grid(n.div_ceil(FLAT_WG)),
+            );
         }
     }
 

@@ -6,19 +6,35 @@
 pub enum LrSchedule {
     Constant,
     /// Linear ramp from lr/warmup to lr over `warmup` steps, then constant.
-    Warmup { warmup: u32 },
+    Warmup {
+        warmup: u32,
+    },
     /// Warm-up, then cosine decay to `min_factor` at step `total`.
-    WarmupCosine { warmup: u32, total: u32, min_factor: f32 },
+    WarmupCosine {
+        warmup: u32,
+        total: u32,
+        min_factor: f32,
+    },
 }
 
 impl LrSchedule {
     /// Multiplier of the base rate at `step` (1-based).
     pub fn factor(&self, step: u32) -> f32 {
-        let warm = |w: u32| if w > 0 && step < w { step as f32 / w as f32 } else { 1.0 };
+        let warm = |w: u32| {
+            if w > 0 && step < w {
+                step as f32 / w as f32
+            } else {
+                1.0
+            }
+        };
         match *self {
             LrSchedule::Constant => 1.0,
             LrSchedule::Warmup { warmup } => warm(warmup),
-            LrSchedule::WarmupCosine { warmup, total, min_factor } => {
+            LrSchedule::WarmupCosine {
+                warmup,
+                total,
+                min_factor,
+            } => {
                 if step < warmup {
                     return warm(warmup);
                 }
@@ -41,7 +57,11 @@ mod tests {
         assert_eq!(w.factor(5), 0.5);
         assert_eq!(w.factor(10), 1.0);
         assert_eq!(w.factor(1000), 1.0);
-        let c = LrSchedule::WarmupCosine { warmup: 10, total: 110, min_factor: 0.1 };
+        let c = LrSchedule::WarmupCosine {
+            warmup: 10,
+            total: 110,
+            min_factor: 0.1,
+        };
         assert!((c.factor(10) - 1.0).abs() < 1e-6);
         assert!((c.factor(60) - 0.55).abs() < 1e-5);
         assert!((c.factor(110) - 0.1).abs() < 1e-6);

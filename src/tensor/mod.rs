@@ -145,7 +145,8 @@ impl Tensor {
     /// A new tensor with a copy of the data (not linked to the graph).
     pub fn duplicate(&self) -> Result<Tensor> {
         let out = Tensor::empty(self.gpu(), self.shape(), self.dtype())?;
-        self.gpu().copy(self.buffer(), 0, out.buffer(), 0, self.byte_len().div_ceil(4) * 4);
+        self.gpu()
+            .copy(self.buffer(), 0, out.buffer(), 0, self.byte_len().div_ceil(4) * 4);
         Ok(out)
     }
 
@@ -154,7 +155,8 @@ impl Tensor {
         if src.shape() != self.shape() || src.dtype() != self.dtype() {
             return Err(Error::shape("copy_from", format!("{src:?} into {self:?}")));
         }
-        self.gpu().copy(src.buffer(), 0, self.buffer(), 0, self.byte_len().div_ceil(4) * 4);
+        self.gpu()
+            .copy(src.buffer(), 0, self.buffer(), 0, self.byte_len().div_ceil(4) * 4);
         Ok(())
     }
 
@@ -185,11 +187,7 @@ impl Tensor {
         });
         Tensor(Arc::new(TensorData {
             requires_grad: true,
-            node: Some(Node {
-                op,
-                inputs,
-                backward,
-            }),
+            node: Some(Node { op, inputs, backward }),
             ..data
         }))
     }
@@ -252,7 +250,11 @@ impl Tensor {
         if numel(shape) != self.numel() {
             return Err(Error::shape(
                 "reshape",
-                format!("cannot view {:?} ({} elements) as {shape:?}", self.shape(), self.numel()),
+                format!(
+                    "cannot view {:?} ({} elements) as {shape:?}",
+                    self.shape(),
+                    self.numel()
+                ),
             ));
         }
         let out = Tensor::from_buffer(self.gpu(), self.0.buffer.clone(), shape, self.dtype());
@@ -268,7 +270,11 @@ impl Tensor {
     pub async fn to_vec_async(&self) -> Result<Vec<f32>> {
         let bytes = self
             .gpu()
-            .read(self.buffer(), self.byte_len(), &format!("tensor {:?}", self.shape()))
+            .read(
+                self.buffer(),
+                self.byte_len(),
+                &format!("tensor {:?}", self.shape()),
+            )
             .await?;
         Ok(match self.dtype() {
             DType::F32 => bytemuck::pod_collect_to_vec(&bytes),
@@ -289,7 +295,10 @@ impl Tensor {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn item(&self) -> Result<f32> {
         if self.numel() != 1 {
-            return Err(Error::shape("item", format!("tensor has shape {:?}, not one element", self.shape())));
+            return Err(Error::shape(
+                "item",
+                format!("tensor has shape {:?}, not one element", self.shape()),
+            ));
         }
         Ok(self.to_vec()?[0])
     }
@@ -297,7 +306,13 @@ impl Tensor {
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor({:?}, {:?}, grad={})", self.shape(), self.dtype(), self.tracks_grad())
+        write!(
+            f,
+            "Tensor({:?}, {:?}, grad={})",
+            self.shape(),
+            self.dtype(),
+            self.tracks_grad()
+        )
     }
 }
 
@@ -305,7 +320,10 @@ fn check_len(shape: &[usize], len: usize) -> Result<()> {
     if numel(shape) != len {
         return Err(Error::shape(
             "upload",
-            format!("shape {shape:?} holds {} values but {len} were given", numel(shape)),
+            format!(
+                "shape {shape:?} holds {} values but {len} were given",
+                numel(shape)
+            ),
         ));
     }
     Ok(())

@@ -10,7 +10,12 @@ fn gradients_accumulate_across_backward_calls() {
         let loss = x.square().unwrap().sum_all().unwrap();
         wgdiff::backward(&loss).unwrap();
     }
-    assert_close("2 * 2x", &download(&x.grad().unwrap()), &[4.0, -8.0, 12.0, 2.0], 1e-6);
+    assert_close(
+        "2 * 2x",
+        &download(&x.grad().unwrap()),
+        &[4.0, -8.0, 12.0, 2.0],
+        1e-6,
+    );
     x.zero_grad();
     assert!(x.grad().is_none());
 }
@@ -58,5 +63,10 @@ fn micro_batches_accumulate_to_the_full_batch_gradient() {
     let micro = upload(&[3, 2], &w_init, DType::F32).requires_grad();
     wgdiff::backward(&loss_of(&micro, 0..4)).unwrap();
     wgdiff::backward(&loss_of(&micro, 4..8)).unwrap();
-    assert_close("accumulated", &download(&micro.grad().unwrap()), &download(&full.grad().unwrap()), 1e-5);
+    assert_close(
+        "accumulated",
+        &download(&micro.grad().unwrap()),
+        &download(&full.grad().unwrap()),
+        1e-5,
+    );
 }

@@ -11,7 +11,8 @@ use wgdiff::{AdapterChoice, DType, Gpu, Result, Tensor};
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| {
-        let gpu = Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");
+        let gpu =
+            Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");
         gpu.set_poison(true);
         gpu
     })
@@ -19,7 +20,10 @@ pub fn gpu() -> &'static Gpu {
 
 /// A fresh RNG (different inputs on every run unless WGDIFF_TEST_SEED is set).
 pub fn rng() -> StdRng {
-    let seed = std::env::var("WGDIFF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    let seed = std::env::var("WGDIFF_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
     StdRng::seed_from_u64(seed)
 }
 
@@ -57,7 +61,9 @@ pub fn download(t: &Tensor) -> Vec<f64> {
 /// of `want` (so near-zero entries are judged against the data's magnitude).
 pub fn assert_close(what: &str, got: &[f64], want: &[f64], rtol: f64) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64).sqrt().max(1e-30);
+    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64)
+        .sqrt()
+        .max(1e-30);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let err = (g - w).abs();
         assert!(
@@ -97,15 +103,27 @@ pub fn check_op(
         .collect();
     let out = op(&tensors).unwrap();
     let want = cpu(&xs);
-    assert_close(&format!("{what} forward ({dtype:?})"), &download(&out), &want, fwd_tol(dtype));
+    assert_close(
+        &format!("{what} forward ({dtype:?})"),
+        &download(&out),
+        &want,
+        fwd_tol(dtype),
+    );
 
     let mut r = rng();
     let w = round_to(&uniform_vec(&mut r, out.numel(), 0.5, 1.5), dtype);
-    let loss = out.mul(&upload(out.shape(), &w, dtype)).unwrap().sum_all().unwrap();
+    let loss = out
+        .mul(&upload(out.shape(), &w, dtype))
+        .unwrap()
+        .sum_all()
+        .unwrap();
     wgdiff::backward(&loss).unwrap();
     let objective = |xs: &[Vec<f64>]| cpu(xs).iter().zip(&w).map(|(a, b)| a * b).sum::<f64>();
     for (i, t) in tensors.iter().enumerate() {
-        let grad = download(&t.grad().unwrap_or_else(|| panic!("{what}: input {i} got no gradient")));
+        let grad = download(
+            &t.grad()
+                .unwrap_or_else(|| panic!("{what}: input {i} got no gradient")),
+        );
         // Finite differences on (at most) 40 random elements keep big shapes cheap.
         let picks: Vec<usize> = if xs[i].len() <= 40 {
             (0..xs[i].len()).collect()
@@ -122,7 +140,12 @@ pub fn check_op(
             minus[i][j] -= h;
             *d = (objective(&plus) - objective(&minus)) / (2.0 * h);
         }
-        assert_close(&format!("{what} gradient of input {i} ({dtype:?})"), &got, &fd, grad_tol);
+        assert_close(
+            &format!("{what} gradient of input {i} ({dtype:?})"),
+            &got,
+            &fd,
+            grad_tol,
+        );
     }
 }
 

@@ -12,7 +12,9 @@ pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
             Unary::Sqrt => v.sqrt(),
             Unary::Relu => v.max(0.0),
             Unary::Silu => v * sig(v),
-            Unary::Gelu => 0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh()),
+            Unary::Gelu => {
+                0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+            }
             Unary::Sigmoid => sig(v),
             Unary::Tanh => v.tanh(),
             Unary::Clamp(lo, hi) => v.clamp(lo as f64, hi as f64),
@@ -46,7 +48,15 @@ pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
 pub fn broadcast_index(out_idx: &[usize], shape: &[usize]) -> usize {
     let pad = out_idx.len() - shape.len();
     let st = strides(shape);
-    (0..shape.len()).map(|d| if shape[d] == 1 { 0 } else { out_idx[d + pad] * st[d] }).sum()
+    (0..shape.len())
+        .map(|d| {
+            if shape[d] == 1 {
+                0
+            } else {
+                out_idx[d + pad] * st[d]
+            }
+        })
+        .sum()
 }
 
 pub fn binary(op: Binary, a: &[f64], sa: &[usize], b: &[f64], sb: &[usize], out: &[usize]) -> Vec<f64> {
@@ -71,7 +81,9 @@ pub fn binary(op: Binary, a: &[f64], sa: &[usize], b: &[f64], sb: &[usize], out:
 
 /// Sum/mean/max over `axes` (keepdim layout is the same data).
 pub fn reduce(x: &[f64], shape: &[usize], axes: &[usize], kind: &str) -> Vec<f64> {
-    let out_shape: Vec<usize> = (0..shape.len()).map(|d| if axes.contains(&d) { 1 } else { shape[d] }).collect();
+    let out_shape: Vec<usize> = (0..shape.len())
+        .map(|d| if axes.contains(&d) { 1 } else { shape[d] })
+        .collect();
     let n_out: usize = out_shape.iter().product();
     let init = if kind == "max" { f64::NEG_INFINITY } else { 0.0 };
     let mut out = vec![init; n_out];
@@ -108,8 +120,16 @@ pub fn matmul(a: &[f64], sa: &[usize], ta: bool, b: &[f64], sb: &[usize], tb: bo
             for j in 0..n {
                 let mut acc = 0.0;
                 for p in 0..k {
-                    let av = if ta { a[ao + p * ca + i] } else { a[ao + i * ca + p] };
-                    let bv = if tb { b[bo + j * cb + p] } else { b[bo + p * cb + j] };
+                    let av = if ta {
+                        a[ao + p * ca + i]
+                    } else {
+                        a[ao + i * ca + p]
+                    };
+                    let bv = if tb {
+                        b[bo + j * cb + p]
+                    } else {
+                        b[bo + p * cb + j]
+                    };
                     acc += av * bv;
                 }
                 c[(bi * m + i) * n + j] = acc;
@@ -136,7 +156,11 @@ pub fn permute(x: &[f64], shape: &[usize], perm: &[usize]) -> Vec<f64> {
     (0..x.len())
         .map(|i| {
             let idx = unravel(i, &out_shape);
-            x[perm.iter().enumerate().map(|(d, &p)| idx[d] * st[p]).sum::<usize>()]
+            x[perm
+                .iter()
+                .enumerate()
+                .map(|(d, &p)| idx[d] * st[p])
+                .sum::<usize>()]
         })
         .collect()
 }

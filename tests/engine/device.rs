@@ -45,14 +45,35 @@ fn device_without_f16_or_subgroups_still_runs_f16_ops() {
     let x = normal_vec(&mut rng(), 37);
     let xr = round_to(&x, DType::F16);
     let f: Vec<f32> = xr.iter().map(|&v| v as f32).collect();
-    let t = Tensor::from_slice(&gpu, &[37], &f, DType::F16).unwrap().requires_grad();
+    let t = Tensor::from_slice(&gpu, &[37], &f, DType::F16)
+        .unwrap()
+        .requires_grad();
     let y = t.unary(Unary::Silu).unwrap();
     assert_eq!(y.dtype(), DType::F16);
-    assert_close("silu f16 fallback", &download(&y), &cpu::unary(Unary::Silu, &xr), 1e-2);
+    assert_close(
+        "silu f16 fallback",
+        &download(&y),
+        &cpu::unary(Unary::Silu, &xr),
+        1e-2,
+    );
     let s = y.sum_all().unwrap();
-    assert_close("sum fallback", &download(&s), &[cpu::unary(Unary::Silu, &xr).iter().sum()], 1e-2);
+    assert_close(
+        "sum fallback",
+        &download(&s),
+        &[cpu::unary(Unary::Silu, &xr).iter().sum()],
+        1e-2,
+    );
     wgdiff::backward(&s).unwrap();
     assert_eq!(t.grad().unwrap().dtype(), DType::F16);
-    let m = t.reshape(&[1, 37]).unwrap().matmul(&t.reshape(&[37, 1]).unwrap()).unwrap();
-    assert_close("matmul fallback", &download(&m), &[xr.iter().map(|v| v * v).sum()], 1e-2);
+    let m = t
+        .reshape(&[1, 37])
+        .unwrap()
+        .matmul(&t.reshape(&[37, 1]).unwrap())
+        .unwrap();
+    assert_close(
+        "matmul fallback",
+        &download(&m),
+        &[xr.iter().map(|v| v * v).sum()],
+        1e-2,
+    );
 }

@@ -11,8 +11,21 @@ fn sample_input(op: Unary, n: usize) -> Vec<f64> {
     match op {
         Unary::Log | Unary::Sqrt | Unary::Pow(_) | Unary::Reciprocal(_) => uniform_vec(&mut r, n, 0.5, 2.0),
         // keep clear of the kinks at 0 / the clamp edges
-        Unary::Relu | Unary::Abs => uniform_vec(&mut r, n, 0.1, 2.0).into_iter().enumerate().map(|(i, v)| if i % 2 == 0 { v } else { -v }).collect(),
-        Unary::Clamp(..) => uniform_vec(&mut r, n, -1.0, 1.0).into_iter().map(|v| if v.abs() > 0.45 && v.abs() < 0.55 { v * 0.5 } else { v }).collect(),
+        Unary::Relu | Unary::Abs => uniform_vec(&mut r, n, 0.1, 2.0)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| if i % 2 == 0 { v } else { -v })
+            .collect(),
+        Unary::Clamp(..) => uniform_vec(&mut r, n, -1.0, 1.0)
+            .into_iter()
+            .map(|v| {
+                if v.abs() > 0.45 && v.abs() < 0.55 {
+                    v * 0.5
+                } else {
+                    v
+                }
+            })
+            .collect(),
         _ => normal_vec(&mut r, n),
     }
 }
@@ -42,7 +55,13 @@ fn unary_ops_match_cpu_and_finite_differences() {
             for shape in [vec![1], vec![7, 13], vec![3, 67]] {
                 let n = shape.iter().product();
                 let x = sample_input(op, n);
-                check_op(&format!("{op:?} {shape:?}"), dtype, &[(shape.clone(), x)], |xs| cpu::unary(op, &xs[0]), |ts| ts[0].unary(op));
+                check_op(
+                    &format!("{op:?} {shape:?}"),
+                    dtype,
+                    &[(shape.clone(), x)],
+                    |xs| cpu::unary(op, &xs[0]),
+                    |ts| ts[0].unary(op),
+                );
             }
         }
     }
@@ -53,12 +72,36 @@ fn scalar_helpers_are_the_right_affine_maps() {
     let x = vec![0.5, -1.25, 2.0];
     let t = upload(&[3], &x, wgdiff::DType::F32);
     let cases: Vec<(&str, wgdiff::Tensor, Vec<f64>)> = vec![
-        ("add_scalar", t.add_scalar(2.0).unwrap(), x.iter().map(|v| v + 2.0).collect()),
-        ("sub_scalar", t.sub_scalar(2.0).unwrap(), x.iter().map(|v| v - 2.0).collect()),
-        ("mul_scalar", t.mul_scalar(3.0).unwrap(), x.iter().map(|v| v * 3.0).collect()),
-        ("div_scalar", t.div_scalar(4.0).unwrap(), x.iter().map(|v| v / 4.0).collect()),
-        ("rsub_scalar", t.rsub_scalar(1.0).unwrap(), x.iter().map(|v| 1.0 - v).collect()),
-        ("rdiv_scalar", t.rdiv_scalar(1.0).unwrap(), x.iter().map(|v| 1.0 / v).collect()),
+        (
+            "add_scalar",
+            t.add_scalar(2.0).unwrap(),
+            x.iter().map(|v| v + 2.0).collect(),
+        ),
+        (
+            "sub_scalar",
+            t.sub_scalar(2.0).unwrap(),
+            x.iter().map(|v| v - 2.0).collect(),
+        ),
+        (
+            "mul_scalar",
+            t.mul_scalar(3.0).unwrap(),
+            x.iter().map(|v| v * 3.0).collect(),
+        ),
+        (
+            "div_scalar",
+            t.div_scalar(4.0).unwrap(),
+            x.iter().map(|v| v / 4.0).collect(),
+        ),
+        (
+            "rsub_scalar",
+            t.rsub_scalar(1.0).unwrap(),
+            x.iter().map(|v| 1.0 - v).collect(),
+        ),
+        (
+            "rdiv_scalar",
+            t.rdiv_scalar(1.0).unwrap(),
+            x.iter().map(|v| 1.0 / v).collect(),
+        ),
     ];
     for (name, got, want) in cases {
         assert_close(name, &download(&got), &want, 1e-6);
@@ -67,8 +110,22 @@ fn scalar_helpers_are_the_right_affine_maps() {
 
 #[test]
 fn binary_ops_broadcast_and_differentiate() {
-    let shapes: [(&[usize], &[usize]); 5] = [(&[5, 7], &[5, 7]), (&[2, 3, 5], &[5]), (&[4, 1, 3], &[1, 5, 1]), (&[3, 1], &[1]), (&[6], &[2, 3, 6])];
-    let ops = [Binary::Add, Binary::Sub, Binary::Mul, Binary::Div, Binary::Pow, Binary::Maximum, Binary::Minimum];
+    let shapes: [(&[usize], &[usize]); 5] = [
+        (&[5, 7], &[5, 7]),
+        (&[2, 3, 5], &[5]),
+        (&[4, 1, 3], &[1, 5, 1]),
+        (&[3, 1], &[1]),
+        (&[6], &[2, 3, 6]),
+    ];
+    let ops = [
+        Binary::Add,
+        Binary::Sub,
+        Binary::Mul,
+        Binary::Div,
+        Binary::Pow,
+        Binary::Maximum,
+        Binary::Minimum,
+    ];
     for dtype in dtypes() {
         for op in ops {
             for (sa, sb) in shapes {
@@ -77,7 +134,10 @@ fn binary_ops_broadcast_and_differentiate() {
                 let na: usize = sa.iter().product();
                 let nb: usize = sb.iter().product();
                 let (a, b) = match op {
-                    Binary::Pow => (uniform_vec(&mut r, na, 0.5, 2.0), uniform_vec(&mut r, nb, -1.5, 1.5)),
+                    Binary::Pow => (
+                        uniform_vec(&mut r, na, 0.5, 2.0),
+                        uniform_vec(&mut r, nb, -1.5, 1.5),
+                    ),
                     Binary::Div => (normal_vec(&mut r, na), uniform_vec(&mut r, nb, 0.5, 2.0)),
                     _ => (normal_vec(&mut r, na), normal_vec(&mut r, nb)),
                 };
@@ -99,5 +159,8 @@ fn incompatible_shapes_give_a_clear_error() {
     let a = upload(&[2, 3], &[0.0; 6], wgdiff::DType::F32);
     let b = upload(&[4], &[0.0; 4], wgdiff::DType::F32);
     let msg = a.add(&b).unwrap_err().to_string();
-    assert!(msg.contains("[2, 3]") && msg.contains("[4]") && msg.contains("broadcast"), "{msg}");
+    assert!(
+        msg.contains("[2, 3]") && msg.contains("[4]") && msg.contains("broadcast"),
+        "{msg}"
+    );
 }

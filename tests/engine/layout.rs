@@ -7,10 +7,20 @@ use wgdiff::{DType, Tensor};
 #[test]
 fn permute_matches_cpu_and_differentiates() {
     for dtype in dtypes() {
-        for (shape, perm) in [(vec![2, 3, 4], vec![2, 0, 1]), (vec![3, 5], vec![1, 0]), (vec![2, 1, 3, 5], vec![3, 1, 0, 2])] {
+        for (shape, perm) in [
+            (vec![2, 3, 4], vec![2, 0, 1]),
+            (vec![3, 5], vec![1, 0]),
+            (vec![2, 1, 3, 5], vec![3, 1, 0, 2]),
+        ] {
             let x = normal_vec(&mut rng(), shape.iter().product());
             let (s2, p2) = (shape.clone(), perm.clone());
-            check_op(&format!("permute {shape:?} {perm:?}"), dtype, &[(shape, x)], move |xs| cpu::permute(&xs[0], &s2, &p2), |ts| ts[0].permute(&perm));
+            check_op(
+                &format!("permute {shape:?} {perm:?}"),
+                dtype,
+                &[(shape, x)],
+                move |xs| cpu::permute(&xs[0], &s2, &p2),
+                |ts| ts[0].permute(&perm),
+            );
         }
     }
 }
@@ -18,14 +28,27 @@ fn permute_matches_cpu_and_differentiates() {
 #[test]
 fn broadcast_to_sums_gradients_back() {
     for dtype in dtypes() {
-        for (from, to) in [(vec![3, 1], vec![2, 3, 4]), (vec![5], vec![4, 5]), (vec![1, 1], vec![3, 7])] {
+        for (from, to) in [
+            (vec![3, 1], vec![2, 3, 4]),
+            (vec![5], vec![4, 5]),
+            (vec![1, 1], vec![3, 7]),
+        ] {
             let x = normal_vec(&mut rng(), from.iter().product());
             let (f2, t2) = (from.clone(), to.clone());
             check_op(
                 &format!("broadcast {from:?}->{to:?}"),
                 dtype,
                 &[(from, x)],
-                move |xs| cpu::binary(wgdiff::ops::Binary::Add, &xs[0], &f2, &vec![0.0; t2.iter().product()], &t2, &t2),
+                move |xs| {
+                    cpu::binary(
+                        wgdiff::ops::Binary::Add,
+                        &xs[0],
+                        &f2,
+                        &vec![0.0; t2.iter().product()],
+                        &t2,
+                        &t2,
+                    )
+                },
                 |ts| ts[0].broadcast_to(&to),
             );
         }
@@ -50,14 +73,29 @@ fn slice_pad_and_concat_round_trip_with_gradients() {
         for axis in 0..3 {
             let (start, len) = (1, shape[axis] - 2);
             let s2 = shape.clone();
-            check_op(&format!("slice axis {axis}"), dtype, &[(shape.clone(), x.clone())], move |xs| slice_cpu(&xs[0], &s2, axis, start, len), |ts| ts[0].slice(axis, start, len));
+            check_op(
+                &format!("slice axis {axis}"),
+                dtype,
+                &[(shape.clone(), x.clone())],
+                move |xs| slice_cpu(&xs[0], &s2, axis, start, len),
+                |ts| ts[0].slice(axis, start, len),
+            );
         }
         // pad: the padded tensor sliced back is the input; pad then sum gives the sum.
         let t = upload(&shape, &x, dtype);
         let padded = t.pad_axis(1, 2, 3).unwrap();
         assert_eq!(padded.shape(), &[3, 10, 4]);
-        assert_close("pad then slice", &download(&padded.slice(1, 2, 5).unwrap()), &round_to(&x, dtype), 0.0);
-        let zeros: f64 = download(&padded.slice(1, 0, 2).unwrap()).iter().chain(&download(&padded.slice(1, 7, 3).unwrap())).map(|v| v.abs()).sum();
+        assert_close(
+            "pad then slice",
+            &download(&padded.slice(1, 2, 5).unwrap()),
+            &round_to(&x, dtype),
+            0.0,
+        );
+        let zeros: f64 = download(&padded.slice(1, 0, 2).unwrap())
+            .iter()
+            .chain(&download(&padded.slice(1, 7, 3).unwrap()))
+            .map(|v| v.abs())
+            .sum();
         assert_eq!(zeros, 0.0);
         // concat along each axis: compare with CPU, gradients flow to each part.
         for axis in 0..3 {

@@ -2,12 +2,15 @@
 
 use crate::common::*;
 use crate::cpu;
+use wgdiff::ops::matmul::BlockShape;
 use wgdiff::ops::MatmulKernel;
+
+/// (batch dims of A, batch dims of B, M, N, K)
+type MatmulCase = (&'static [usize], &'static [usize], usize, usize, usize);
 
 #[test]
 fn matmul_kernels_match_cpu_on_odd_and_tile_sized_shapes() {
-    // (batch dims of A, batch dims of B, M, N, K)
-    let cases: [(&[usize], &[usize], usize, usize, usize); 8] = [
+    let cases: [MatmulCase; 8] = [
         (&[], &[], 1, 1, 1),
         (&[], &[], 3, 5, 7),
         (&[], &[], 17, 33, 9),
@@ -30,7 +33,11 @@ fn matmul_kernels_match_cpu_on_odd_and_tile_sized_shapes() {
                     let b = normal_vec(&mut r, sb.iter().product());
                     let (sa2, sb2) = (sa.clone(), sb.clone());
                     check_op(
-                        &format!("{kernel:?} {sa:?}{} x {sb:?}{}", if ta { "^T" } else { "" }, if tb { "^T" } else { "" }),
+                        &format!(
+                            "{kernel:?} {sa:?}{} x {sb:?}{}",
+                            if ta { "^T" } else { "" },
+                            if tb { "^T" } else { "" }
+                        ),
                         dtype,
                         &[(sa, a), (sb, b)],
                         move |xs| cpu::matmul(&xs[0], &sa2, ta, &xs[1], &sb2, tb),
@@ -38,6 +45,23 @@ fn matmul_kernels_match_cpu_on_odd_and_tile_sized_shapes() {
                     );
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn every_blocked_tile_shape_is_correct() {
+    for tile in BlockShape::CPU_TILES.into_iter().chain(BlockShape::GPU_TILES) {
+        for (m, n, k) in [(37, 131, 20), (70, 36, 9)] {
+            let mut r = rng();
+            let (a, b) = (normal_vec(&mut r, m * k), normal_vec(&mut r, k * n));
+            check_op(
+                &format!("{tile} {m}x{n}x{k}"),
+                wgdiff::DType::F32,
+                &[(vec![m, k], a), (vec![k, n], b)],
+                move |xs| cpu::matmul(&xs[0], &[m, k], false, &xs[1], &[k, n], false),
+                |ts| ts[0].matmul_with(&ts[1], false, false, MatmulKernel::BlockedWith(tile)),
+            );
         }
     }
 }

@@ -12,7 +12,9 @@ fn cpu_adam(params: &mut [Vec<f64>], grads_per_step: &[Vec<Vec<f64>>], c: &AdamC
         let step = t as u32 + 1;
         let lr = c.lr as f64 * c.schedule.factor(step) as f64;
         let norm = grads.iter().flatten().map(|g| g * g).sum::<f64>().sqrt();
-        let clip = c.max_grad_norm.map_or(1.0, |mx| (mx as f64 / (norm + 1e-6)).min(1.0));
+        let clip = c
+            .max_grad_norm
+            .map_or(1.0, |mx| (mx as f64 / (norm + 1e-6)).min(1.0));
         for (k, p) in params.iter_mut().enumerate() {
             for i in 0..p.len() {
                 let mut g = grads[k][i] * clip;
@@ -34,20 +36,49 @@ fn cpu_adam(params: &mut [Vec<f64>], grads_per_step: &[Vec<Vec<f64>>], c: &AdamC
 #[test]
 fn adam_and_adamw_match_cpu_reference() {
     let configs = [
-        AdamConfig { lr: 1e-2, ..Default::default() },
-        AdamConfig { lr: 5e-3, weight_decay: 0.1, decoupled: true, ..Default::default() },
-        AdamConfig { lr: 5e-3, weight_decay: 0.05, decoupled: false, ..Default::default() },
-        AdamConfig { lr: 1e-2, max_grad_norm: Some(0.5), schedule: LrSchedule::Warmup { warmup: 3 }, weight_decay: 0.01, ..Default::default() },
+        AdamConfig {
+            lr: 1e-2,
+            ..Default::default()
+        },
+        AdamConfig {
+            lr: 5e-3,
+            weight_decay: 0.1,
+            decoupled: true,
+            ..Default::default()
+        },
+        AdamConfig {
+            lr: 5e-3,
+            weight_decay: 0.05,
+            decoupled: false,
+            ..Default::default()
+        },
+        AdamConfig {
+            lr: 1e-2,
+            max_grad_norm: Some(0.5),
+            schedule: LrSchedule::Warmup { warmup: 3 },
+            weight_decay: 0.01,
+            ..Default::default()
+        },
     ];
     for cfg in configs {
         let mut r = rng();
         let shapes = [vec![3, 5], vec![7]];
-        let mut cpu_params: Vec<Vec<f64>> = shapes.iter().map(|s| round_to(&normal_vec(&mut r, s.iter().product()), DType::F32)).collect();
-        let params: Vec<Tensor> = shapes.iter().zip(&cpu_params).map(|(s, p)| upload(s, p, DType::F32).requires_grad()).collect();
+        let mut cpu_params: Vec<Vec<f64>> = shapes
+            .iter()
+            .map(|s| round_to(&normal_vec(&mut r, s.iter().product()), DType::F32))
+            .collect();
+        let params: Vec<Tensor> = shapes
+            .iter()
+            .zip(&cpu_params)
+            .map(|(s, p)| upload(s, p, DType::F32).requires_grad())
+            .collect();
         let mut opt = Adam::new(params.clone(), cfg.clone()).unwrap();
         let mut all_grads = Vec::new();
         for _ in 0..5 {
-            let grads: Vec<Vec<f64>> = shapes.iter().map(|s| round_to(&normal_vec(&mut r, s.iter().product()), DType::F32)).collect();
+            let grads: Vec<Vec<f64>> = shapes
+                .iter()
+                .map(|s| round_to(&normal_vec(&mut r, s.iter().product()), DType::F32))
+                .collect();
             for (p, (s, g)) in params.iter().zip(shapes.iter().zip(&grads)) {
                 p.set_grad(Some(upload(s, g, DType::F32)));
             }
@@ -58,7 +89,10 @@ fn adam_and_adamw_match_cpu_reference() {
         for (p, want) in params.iter().zip(&cpu_params) {
             let got = download(p);
             for (g, w) in got.iter().zip(want) {
-                assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{cfg:?}: got {g}, want {w}");
+                assert!(
+                    (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                    "{cfg:?}: got {g}, want {w}"
+                );
             }
         }
     }
@@ -79,6 +113,9 @@ fn ema_tracks_parameters() {
 #[test]
 fn adam_rejects_f16_or_non_leaf_parameters() {
     let t = upload(&[2], &[1.0, 2.0], DType::F32);
-    let err = Adam::new(vec![t], AdamConfig::default()).err().expect("non-grad parameter rejected").to_string();
+    let err = Adam::new(vec![t], AdamConfig::default())
+        .err()
+        .expect("non-grad parameter rejected")
+        .to_string();
     assert!(err.contains("requires_grad"), "{err}");
 }

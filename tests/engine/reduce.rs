@@ -46,7 +46,12 @@ fn every_row_strategy_agrees_with_cpu() {
                     reduce_rows_with(&t, &out, rows, len, op, 1.0, how);
                     let want = cpu::reduce(&round_to(&x, dtype), &[rows, len], &[1], kind);
                     let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
-                    assert_close(&format!("{how:?} {kind} {rows}x{len} {dtype:?}"), &download(&out), &want, tol);
+                    assert_close(
+                        &format!("{how:?} {kind} {rows}x{len} {dtype:?}"),
+                        &download(&out),
+                        &want,
+                        tol,
+                    );
                 }
             }
         }
@@ -59,5 +64,10 @@ fn sum_to_shape_reduces_broadcast_dims() {
     let t = upload(&[2, 3, 4], &x, DType::F32);
     let s = t.sum_to_shape(&[3, 1]).unwrap();
     assert_eq!(s.shape(), &[3, 1]);
-    assert_close("sum_to_shape", &download(&s), &cpu::reduce(&round_to(&x, DType::F32), &[2, 3, 4], &[0, 2], "sum"), 1e-5);
+    assert_close(
+        "sum_to_shape",
+        &download(&s),
+        &cpu::reduce(&round_to(&x, DType::F32), &[2, 3, 4], &[0, 2], "sum"),
+        1e-5,
+    );
 }
