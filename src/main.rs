@@ -38,6 +38,9 @@ enum BenchCommand {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
         #[arg(long, value_delimiter = ',')]
         shapes: Vec<String>,
+        /// Only these variants (naive, blocked, blocked-f16), comma-separated (default: all)
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<String>,
         /// Timed repetitions per variant (the median is reported)
         #[arg(long, default_value_t = 7)]
         reps: usize,
@@ -75,6 +78,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             match what {
                 BenchCommand::Matmul {
                     shapes,
+                    variants,
                     reps,
                     warmup,
                     json,
@@ -87,7 +91,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
                     if !json {
                         eprintln!("device: {}", describe(&gpu.info));
                     }
-                    let rows = wgdiff::bench::matmul::run(&gpu, &shapes, warmup, reps)?;
+                    let rows = wgdiff::bench::matmul::run(&gpu, &shapes, &variants, warmup, reps)?;
                     print_rows(&rows, json);
                     if !json {
                         for w in rows

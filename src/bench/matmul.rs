@@ -15,26 +15,32 @@ pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [
     (4096, 64, 576),
 ];
 
-/// Runs the matmul benchmark.
+/// Runs the matmul benchmark; `variants` filters by name (naive, blocked, blocked-f16),
+/// empty means all.
 pub fn run(
     gpu: &Gpu,
     shapes: &[(usize, usize, usize)],
+    variants: &[String],
     warmup: usize,
     reps: usize,
 ) -> Result<Vec<Measurement>> {
     let _g = crate::no_grad();
     let mut rng = Rng::new(1);
-    let mut variants = vec![
+    let mut all = vec![
         ("naive", MatmulKernel::Naive, DType::F32),
         ("blocked", MatmulKernel::Blocked, DType::F32),
     ];
     if gpu.has_f16() {
-        variants.push(("blocked-f16", MatmulKernel::Blocked, DType::F16));
+        all.push(("blocked-f16", MatmulKernel::Blocked, DType::F16));
     }
+    let chosen: Vec<_> = all
+        .into_iter()
+        .filter(|v| variants.is_empty() || variants.iter().any(|n| n == v.0))
+        .collect();
     let mut rows = Vec::new();
     for &(m, n, k) in shapes {
         let mut cases = Vec::new();
-        for &(name, kernel, dtype) in &variants {
+        for &(name, kernel, dtype) in &chosen {
             let a = rng.normal(gpu, &[m, k], 0.0, 1.0, dtype)?;
             let b = rng.normal(gpu, &[k, n], 0.0, 1.0, dtype)?;
             cases.push(Case {
