@@ -5,6 +5,7 @@ mod common;
 mod cpu;
 
 mod autograd;
+mod cli;
 mod device;
 mod elementwise;
 mod layout;
