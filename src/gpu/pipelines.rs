@@ -51,7 +51,8 @@ pub(crate) struct PipelineCache {
     layouts: Mutex<HashMap<(usize, usize), Arc<wgpu::BindGroupLayout>>>,
 }
 
-/// Substitutes `{{NAME}}` placeholders and unrolls `#for` lines; panics on an unresolved
+/// Substitutes `{{NAME}}` placeholders and unrolls `#for` lines (a body may use derived
+/// indices such as `{j*4+1}`); panics on an unresolved
 /// placeholder (a bug in the caller).
 ///
 /// `#for r in 0..4, c in 0..2: acc{r}_{c} += x{r};` repeats its body for every (r, c)
@@ -93,17 +94,52 @@ fn parse_loops(header: &str) -> Vec<(String, usize)> {
 fn repeat(text: &str, loops: &[(String, usize)]) -> Vec<String> {
     let mut copies = vec![text.to_string()];
     for (var, n) in loops {
-        let pat = format!("{{{var}}}");
+        let (pat, product) = (format!("{{{var}}}"), format!("{{{var}*"));
         copies = copies
             .iter()
             .flat_map(|b| {
                 (0..*n)
-                    .map(|i| b.replace(&pat, &i.to_string()))
+                    .map(|i| {
+                        let text = b
+                            .replace(&pat, &i.to_string())
+                            .replace(&product, &format!("{{{i}*"));
+                        eval_index_products(&text)
+                    })
                     .collect::<Vec<_>>()
             })
             .collect();
     }
     copies
+}
+
+/// Replaces `{A*B+C}` (integers, `+C` optional) by its value, so a loop body can name
+/// derived indices such as `{j*4+1}`.
+fn eval_index_products(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let tail = &rest[open..];
+        let Some(close) = tail.find('}') else {
+            rest = tail;
+            break;
+        };
+        let inner = &tail[1..close];
+        let value = inner.split_once('*').and_then(|(a, bc)| {
+            let (b, c) = bc.split_once('+').unwrap_or((bc, "0"));
+            Some(
+                a.trim().parse::<usize>().ok()? * b.trim().parse::<usize>().ok()?
+                    + c.trim().parse::<usize>().ok()?,
+            )
+        });
+        match value {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str(&tail[..=close]),
+        }
+        rest = &tail[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Expands `#for` lines and `#for .. {` / `#end` blocks.
@@ -229,5 +265,17 @@ impl PipelineCache {
 
     pub(crate) fn len(&self) -> usize {
         self.kernels.lock().unwrap().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand_template;
+
+    #[test]
+    fn for_lines_blocks_and_derived_indices_unroll() {
+        let src = "#for r in 0..2, c in 0..{{C}}: a{r}_{c};\n#for j in 0..2 {\nb{j*4+1}\n#for i in 0..2: c{j}{i}\n#end\nend";
+        let out = expand_template(src, &[("C", "2".into())]);
+        assert_eq!(out, "a0_0;\na0_1;\na1_0;\na1_1;\nb1\nc00\nc01\nb5\nc10\nc11\nend");
     }
 }

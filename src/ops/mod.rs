@@ -2,6 +2,7 @@
 //! backward (as a closure recorded on the tape) and, where it matters, FLOP/byte counts.
 
 pub mod cast;
+pub mod conv;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
@@ -9,6 +10,7 @@ pub mod random;
 pub mod reduce;
 pub mod softmax;
 
+pub use conv::{ConvImpl, ConvOptions};
 pub use elementwise::{Binary, Unary};
 pub use matmul::MatmulKernel;
 pub use reduce::{ReduceKernel, ReduceOp};

@@ -180,3 +180,91 @@ pub fn philox(mut c: [u32; 4], mut k: [u32; 2]) -> [u32; 4] {
     }
     c
 }
+
+/// Direct 7-loop conv2d: x [N,Cin,H,W], w [Cout,Cin/g,KH,KW] -> [N,Cout,OH,OW].
+pub fn conv2d(
+    x: &[f64],
+    xs: [usize; 4],
+    w: &[f64],
+    ws: [usize; 4],
+    o: &wgdiff::ops::ConvOptions,
+) -> (Vec<f64>, [usize; 4]) {
+    let [n, cin, h, wd] = xs;
+    let [cout, cin_g, kh, kw] = ws;
+    let g = o.groups;
+    let oh = (h + 2 * o.padding.0 - o.dilation.0 * (kh - 1) - 1) / o.stride.0 + 1;
+    let ow = (wd + 2 * o.padding.1 - o.dilation.1 * (kw - 1) - 1) / o.stride.1 + 1;
+    let cout_g = cout / g;
+    let mut y = vec![0.0; n * cout * oh * ow];
+    for b in 0..n {
+        for co in 0..cout {
+            let grp = co / cout_g;
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut acc = 0.0;
+                    for ci in 0..cin_g {
+                        for r in 0..kh {
+                            for c in 0..kw {
+                                let ih = (i * o.stride.0 + r * o.dilation.0) as isize - o.padding.0 as isize;
+                                let iw = (j * o.stride.1 + c * o.dilation.1) as isize - o.padding.1 as isize;
+                                if ih < 0 || iw < 0 || ih >= h as isize || iw >= wd as isize {
+                                    continue;
+                                }
+                                let xv =
+                                    x[((b * cin + grp * cin_g + ci) * h + ih as usize) * wd + iw as usize];
+                                acc += xv * w[((co * cin_g + ci) * kh + r) * kw + c];
+                            }
+                        }
+                    }
+                    y[((b * cout + co) * oh + i) * ow + j] = acc;
+                }
+            }
+        }
+    }
+    (y, [n, cout, oh, ow])
+}
+
+/// Transposed conv2d as the scatter of every input element through the kernel:
+/// x [N,Cin,H,W], w [Cin,Cout/g,KH,KW].
+pub fn conv_transpose2d(
+    x: &[f64],
+    xs: [usize; 4],
+    w: &[f64],
+    ws: [usize; 4],
+    o: &wgdiff::ops::ConvOptions,
+    out_pad: (usize, usize),
+) -> (Vec<f64>, [usize; 4]) {
+    let [n, cin, h, wd] = xs;
+    let [_, cout_g, kh, kw] = ws;
+    let g = o.groups;
+    let cin_g = cin / g;
+    let cout = cout_g * g;
+    let oh = (h - 1) * o.stride.0 + o.dilation.0 * (kh - 1) + out_pad.0 + 1 - 2 * o.padding.0;
+    let ow = (wd - 1) * o.stride.1 + o.dilation.1 * (kw - 1) + out_pad.1 + 1 - 2 * o.padding.1;
+    let mut y = vec![0.0; n * cout * oh * ow];
+    for b in 0..n {
+        for ci in 0..cin {
+            let grp = ci / cin_g;
+            for i in 0..h {
+                for j in 0..wd {
+                    let xv = x[((b * cin + ci) * h + i) * wd + j];
+                    for col in 0..cout_g {
+                        for r in 0..kh {
+                            for c in 0..kw {
+                                let oi = (i * o.stride.0 + r * o.dilation.0) as isize - o.padding.0 as isize;
+                                let oj = (j * o.stride.1 + c * o.dilation.1) as isize - o.padding.1 as isize;
+                                if oi < 0 || oj < 0 || oi >= oh as isize || oj >= ow as isize {
+                                    continue;
+                                }
+                                let co = grp * cout_g + col;
+                                y[((b * cout + co) * oh + oi as usize) * ow + oj as usize] +=
+                                    xv * w[((ci * cout_g + col) * kh + r) * kw + c];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (y, [n, cout, oh, ow])
+}

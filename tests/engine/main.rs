@@ -6,6 +6,7 @@ mod cpu;
 
 mod autograd;
 mod cli;
+mod conv;
 mod device;
 mod elementwise;
 mod layout;

@@ -1,0 +1,66 @@
+// im2col / col2im for GEMM-based convolution. Column matrix layout: [groups, K, N * OH * OW]
+// with K = (ci_local * KH + kh) * KW + kw, so each group's conv is one matmul
+// W_g [Cout_g, K] x col_g [K, N*P]. col2im is the gather form of the scatter-add: each
+// input element sums the column entries that read it (no atomics).
+struct Conv {
+    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
+    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
+    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
+}
+@group(0) @binding(0) var<uniform> p: Conv;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> col: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> dcol: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;
+
+@compute @workgroup_size(64)
+fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
+    let pixels = p.oh * p.ow;
+    let cols = p.n * pixels;
+    if (i >= p.groups * p.k * cols) { return; }
+    let q = i % cols;
+    let k = (i / cols) % p.k;
+    let g = i / (cols * p.k);
+    let c = k % p.kw;
+    let r = (k / p.kw) % p.kh;
+    let ci = k / (p.kw * p.kh);
+    let n = q / pixels;
+    let pix = q % pixels;
+    let ih = i32((pix / p.ow) * p.sh + r * p.dh) - i32(p.ph);
+    let iw = i32((pix % p.ow) * p.sw + c * p.dw) - i32(p.pw);
+    let inside = ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
+    let idx = select(0u, ((n * p.cin + g * p.cin_g + ci) * p.h + u32(ih)) * p.w + u32(iw), inside);
+    col[i] = {{T}}(select(0.0, f32(x[idx]), inside));
+}
+
+@compute @workgroup_size(64)
+fn col2im(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
+    if (i >= p.n * p.cin * p.h * p.w) { return; }
+    let iw = i % p.w;
+    let ih = (i / p.w) % p.h;
+    let ci = (i / (p.w * p.h)) % p.cin;
+    let n = i / (p.w * p.h * p.cin);
+    let g = ci / p.cin_g;
+    let ci_local = ci % p.cin_g;
+    let cols = p.n * p.oh * p.ow;
+    var acc = 0.0;
+    for (var r = 0u; r < p.kh; r++) {
+        let oh_s = i32(ih + p.ph) - i32(r * p.dh);
+        if (oh_s < 0 || oh_s % i32(p.sh) != 0) { continue; }
+        let oh = u32(oh_s) / p.sh;
+        if (oh >= p.oh) { continue; }
+        for (var c = 0u; c < p.kw; c++) {
+            let ow_s = i32(iw + p.pw) - i32(c * p.dw);
+            if (ow_s < 0 || ow_s % i32(p.sw) != 0) { continue; }
+            let ow = u32(ow_s) / p.sw;
+            if (ow >= p.ow) { continue; }
+            let k = (ci_local * p.kh + r) * p.kw + c;
+            acc += f32(dcol[(g * p.k + k) * cols + (n * p.oh + oh) * p.ow + ow]);
+        }
+    }
+    dx[i] = {{T}}(acc);
+}

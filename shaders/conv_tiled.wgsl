@@ -1,0 +1,69 @@
+// Implicit-GEMM conv2d forward, tiled for the adapter: per group g, Y_g [Cout_g, N*P] =
+// W_g [Cout_g, K4] x X_col [K4, N*P] without materialising X_col. Each invocation owns
+// R output channels x (4*C4) output pixels in named vec4 accumulators; a workgroup of W
+// invocations shares the same output channels, so weights are read as vec4 along k at a
+// workgroup-uniform address (weights are repacked with K padded to K4 = multiple of 4, pad
+// = 0), while input values are gathered per pixel with zero padding. On CPU adapters
+// (lavapipe) large R x 4*C4 tiles with W = 8 and no workgroup memory are fastest.
+struct Conv {
+    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
+    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
+    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
+}
+@group(0) @binding(0) var<uniform> p: Conv;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read_write> y: array<{{T}}>;
+
+// Input value for pixel origin (ih0, iw0) of plane `plane` at kernel offset k; 0 outside.
+fn gather(plane: u32, ih0: i32, iw0: i32, k: u32) -> f32 {
+    let ci = min(k / (p.kh * p.kw), p.cin_g - 1u);
+    let r = (k / p.kw) % p.kh;
+    let c = k % p.kw;
+    let ih = ih0 + i32(r * p.dh);
+    let iw = iw0 + i32(c * p.dw);
+    let inside = ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
+    let idx = select(0u, (plane + ci) * p.h * p.w + u32(ih) * p.w + u32(iw), inside);
+    return select(0.0, f32(x[idx]), inside);
+}
+
+@compute @workgroup_size({{W}})
+fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let g = wid.z;
+    let pixels = p.oh * p.ow;
+    let cols = p.n * pixels;
+    let row0 = wid.y * {{R}}u;
+    let col0 = (wid.x * {{W}}u + lid) * (4u * {{C4}}u);
+    // Weight rows (output channels past cout_g read the last one; not stored).
+    #for r in 0..{{R}}: let wrow{r} = (g * p.cout_g + min(row0 + {r}u, p.cout_g - 1u)) * p.k4 / 4u;
+    // Per output pixel: first input channel plane of its image and window origin.
+    #for q in 0..{{C}} {
+    let qq{q} = min(col0 + {q}u, cols - 1u);
+    let plane{q} = (qq{q} / pixels) * p.cin + g * p.cin_g;
+    let ih{q} = i32(((qq{q} % pixels) / p.ow) * p.sh) - i32(p.ph);
+    let iw{q} = i32(((qq{q} % pixels) % p.ow) * p.sw) - i32(p.pw);
+    #end
+    #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
+    for (var kk = 0u; kk < p.k4 / 4u; kk++) {
+        let k0 = kk * 4u;
+        #for r in 0..{{R}}: let a{r} = vec4<f32>(wts[wrow{r} + kk]);
+        #for j in 0..{{C4}} {
+        let b0_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0));
+        let b1_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0 + 1u), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0 + 1u), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0 + 1u), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0 + 1u));
+        let b2_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0 + 2u), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0 + 2u), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0 + 2u), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0 + 2u));
+        let b3_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0 + 3u), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0 + 3u), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0 + 3u), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0 + 3u));
+        #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
+        #end
+    }
+    #for r in 0..{{R}}, j in 0..{{C4}} {
+    if (row0 + {r}u < p.cout_g) {
+        let out_row = g * p.cout_g + row0 + {r}u;
+        for (var e = 0u; e < 4u; e++) {
+            let q = col0 + {j}u * 4u + e;
+            if (q < cols) {
+                y[((q / pixels) * p.cout + out_row) * pixels + q % pixels] = {{T}}(acc{r}_{j}[e]);
+            }
+        }
+    }
+    #end
+}

@@ -1,0 +1,687 @@
+//! 2-D convolution (stride, padding, dilation, groups) and transposed convolution, NCHW/OIHW,
+//! with four forward implementations behind one op (naive, im2col+GEMM, tiled implicit GEMM,
+//! direct) plus `auto`, and input/weight/bias gradients. Kernels: shaders/conv_*.wgsl.
+
+use super::{kernel_for, needs_f32_fallback, FLAT_WG};
+use crate::{shader, DType, Error, Gpu, Result, Tensor};
+
+/// Which forward implementation a convolution uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConvImpl {
+    /// One output per invocation: the baseline. Its backward uses the direct kernels.
+    Naive,
+    /// Explicit column buffer + blocked matmul; backward by matmuls and col2im.
+    Im2col,
+    /// Implicit GEMM with register tiles (no column buffer); backward as im2col.
+    Tiled,
+    /// Direct loops sharing weights across a workgroup, for grouped/depthwise and
+    /// small-channel convs; backward by gather kernels.
+    Direct,
+    /// Fastest of im2col, tiled and direct for this shape, measured once and remembered.
+    Auto,
+}
+
+impl ConvImpl {
+    /// All implementations selectable by name.
+    pub const ALL: [ConvImpl; 5] = [
+        ConvImpl::Naive,
+        ConvImpl::Im2col,
+        ConvImpl::Tiled,
+        ConvImpl::Direct,
+        ConvImpl::Auto,
+    ];
+
+    /// Lower-case name used on the command line and in benchmark rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvImpl::Naive => "naive",
+            ConvImpl::Im2col => "im2col",
+            ConvImpl::Tiled => "tiled",
+            ConvImpl::Direct => "direct",
+            ConvImpl::Auto => "auto",
+        }
+    }
+
+    /// Parses a name from [`ConvImpl::name`].
+    pub fn from_name(name: &str) -> Result<ConvImpl> {
+        ConvImpl::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| {
+                Error::shape(
+                    "conv2d",
+                    format!(
+                        "unknown conv implementation \"{name}\"; use naive, im2col, tiled, direct or auto"
+                    ),
+                )
+            })
+    }
+}
+
+/// Stride, padding, dilation and groups of a convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvOptions {
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+    pub groups: usize,
+}
+
+impl Default for ConvOptions {
+    fn default() -> Self {
+        ConvOptions {
+            stride: (1, 1),
+            padding: (0, 0),
+            dilation: (1, 1),
+            groups: 1,
+        }
+    }
+}
+
+impl ConvOptions {
+    /// Square stride/padding/dilation.
+    pub fn new(stride: usize, padding: usize, dilation: usize, groups: usize) -> ConvOptions {
+        ConvOptions {
+            stride: (stride, stride),
+            padding: (padding, padding),
+            dilation: (dilation, dilation),
+            groups,
+        }
+    }
+}
+
+/// Every size of one convolution, in the order of the WGSL `Conv` struct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeometry {
+    pub n: usize,
+    pub cin: usize,
+    pub h: usize,
+    pub w: usize,
+    pub cout: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub opts: ConvOptions,
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl ConvGeometry {
+    /// Geometry of `conv2d(x [N,Cin,H,W], w [Cout,Cin/groups,KH,KW])`, checked.
+    pub fn new(x: &[usize], w: &[usize], opts: ConvOptions) -> Result<ConvGeometry> {
+        let bad = |msg: String| Error::shape("conv2d", msg);
+        let ([n, cin, h, wd], [cout, cin_g, kh, kw]) = (
+            <[usize; 4]>::try_from(x).map_err(|_| bad(format!("input must be [N, C, H, W], got {x:?}")))?,
+            <[usize; 4]>::try_from(w)
+                .map_err(|_| bad(format!("weight must be [Cout, Cin/groups, KH, KW], got {w:?}")))?,
+        );
+        let g = opts.groups;
+        if g == 0 || cin % g != 0 || cout % g != 0 || cin / g != cin_g {
+            return Err(bad(format!("input {x:?} and weight {w:?} do not fit groups={g} (need Cin = groups * weight dim 1, Cout divisible by groups)")));
+        }
+        if opts.stride.0 == 0 || opts.stride.1 == 0 || opts.dilation.0 == 0 || opts.dilation.1 == 0 {
+            return Err(bad("stride and dilation must be at least 1".into()));
+        }
+        let span = |size: usize, k: usize, s: usize, p: usize, d: usize| {
+            let eff = d * (k - 1) + 1;
+            (size + 2 * p).checked_sub(eff).map(|v| v / s + 1)
+        };
+        let (Some(oh), Some(ow)) = (
+            span(h, kh, opts.stride.0, opts.padding.0, opts.dilation.0),
+            span(wd, kw, opts.stride.1, opts.padding.1, opts.dilation.1),
+        ) else {
+            return Err(bad(format!(
+                "kernel {kh}x{kw} (dilation {:?}) is larger than the padded input {h}x{wd}",
+                opts.dilation
+            )));
+        };
+        Ok(ConvGeometry {
+            n,
+            cin,
+            h,
+            w: wd,
+            cout,
+            kh,
+            kw,
+            opts,
+            oh,
+            ow,
+        })
+    }
+
+    pub fn cin_g(&self) -> usize {
+        self.cin / self.opts.groups
+    }
+    pub fn cout_g(&self) -> usize {
+        self.cout / self.opts.groups
+    }
+    /// Reduction length of one output: Cin/groups * KH * KW.
+    pub fn k(&self) -> usize {
+        self.cin_g() * self.kh * self.kw
+    }
+    pub fn pixels(&self) -> usize {
+        self.oh * self.ow
+    }
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.n, self.cin, self.h, self.w]
+    }
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [self.cout, self.cin_g(), self.kh, self.kw]
+    }
+    pub fn output_shape(&self) -> [usize; 4] {
+        [self.n, self.cout, self.oh, self.ow]
+    }
+    /// Multiply-adds times two.
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.n * self.cout * self.pixels()) as f64 * self.k() as f64
+    }
+
+    /// The same convolution on `n` images.
+    fn with_batch(&self, n: usize) -> ConvGeometry {
+        ConvGeometry { n, ..*self }
+    }
+
+    fn params(&self) -> [u32; 20] {
+        let o = &self.opts;
+        [
+            self.n,
+            self.cin,
+            self.h,
+            self.w,
+            self.cout,
+            self.kh,
+            self.kw,
+            o.stride.0,
+            o.stride.1,
+            o.padding.0,
+            o.padding.1,
+            o.dilation.0,
+            o.dilation.1,
+            o.groups,
+            self.oh,
+            self.ow,
+            self.cin_g(),
+            self.cout_g(),
+            self.k(),
+            self.k().next_multiple_of(4),
+        ]
+        .map(|v| v as u32)
+    }
+
+    /// Readable shape, e.g. "B16 C64->64 32x32 k3 s1 p1 g1".
+    pub fn describe(&self) -> String {
+        let o = &self.opts;
+        let sq = |a: (usize, usize)| {
+            if a.0 == a.1 {
+                a.0.to_string()
+            } else {
+                format!("{}x{}", a.0, a.1)
+            }
+        };
+        let k = if self.kh == self.kw {
+            self.kh.to_string()
+        } else {
+            format!("{}x{}", self.kh, self.kw)
+        };
+        let mut s = format!(
+            "B{} C{}->{} {}x{} k{} s{} p{} g{}",
+            self.n,
+            self.cin,
+            self.cout,
+            self.h,
+            self.w,
+            k,
+            sq(o.stride),
+            sq(o.padding),
+            o.groups
+        );
+        if o.dilation != (1, 1) {
+            s += &format!(" d{}", sq(o.dilation));
+        }
+        s
+    }
+
+    /// Key for remembered per-shape choices: sizes rounded up to powers of two.
+    fn tuning_key(&self, dtype: DType) -> String {
+        let r = |v: usize| v.next_power_of_two();
+        let o = &self.opts;
+        format!(
+            "conv:{dtype:?}:n{}:c{}->{}:{}x{}:k{}x{}:s{:?}:d{:?}:g{}",
+            r(self.n),
+            r(self.cin),
+            r(self.cout),
+            r(self.h),
+            r(self.w),
+            self.kh,
+            self.kw,
+            o.stride,
+            o.dilation,
+            if o.groups == 1 {
+                "1".to_string()
+            } else if o.groups == self.cin {
+                "dw".into()
+            } else {
+                r(o.groups).to_string()
+            }
+        )
+    }
+}
+
+/// Tile shape of the tiled kernel: output channels x (4*col4) pixels per invocation, lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTile {
+    pub rows: u32,
+    pub col4: u32,
+    pub lanes: u32,
+}
+
+impl ConvTile {
+    /// Per adapter: big register tiles and 8 invocations on CPU adapters, 4x4 and 64 on GPUs.
+    pub fn for_device(gpu: &Gpu) -> ConvTile {
+        if gpu.is_cpu() {
+            ConvTile {
+                rows: 16,
+                col4: 4,
+                lanes: 8,
+            }
+        } else {
+            ConvTile {
+                rows: 4,
+                col4: 1,
+                lanes: 64,
+            }
+        }
+    }
+}
+
+impl Tensor {
+    /// conv2d(x, w) + bias with the implementation `imp` (see [`ConvImpl`]).
+    pub fn conv2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        opts: ConvOptions,
+        imp: ConvImpl,
+    ) -> Result<Tensor> {
+        let geo = ConvGeometry::new(self.shape(), weight.shape(), opts)?;
+        super::check_same_dtype("conv2d", self, weight)?;
+        if needs_f32_fallback(self.gpu(), self.dtype()) {
+            let (x, w) = (self.to_dtype(DType::F32)?, weight.to_dtype(DType::F32)?);
+            let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
+            return x.conv2d(&w, b.as_ref(), opts, imp)?.to_dtype(DType::F16);
+        }
+        let imp = resolve(self, weight, &geo, imp)?;
+        let y = {
+            let _g = crate::no_grad();
+            conv_forward(self, weight, &geo, imp)?
+        };
+        let (x, w) = (self.clone(), weight.clone());
+        let y = y.with_grad_fn(
+            "conv2d",
+            vec![self.clone(), weight.clone()],
+            Box::new(move |g| {
+                let dx = x
+                    .tracks_grad()
+                    .then(|| conv_input_grad(g, &w, &geo, imp))
+                    .transpose()?;
+                let dw = w
+                    .tracks_grad()
+                    .then(|| conv_weight_grad(&x, g, &geo, imp))
+                    .transpose()?;
+                Ok(vec![dx, dw])
+            }),
+        );
+        add_bias(y, bias)
+    }
+
+    /// Transposed convolution: x [N, Cin, H, W], w [Cin, Cout/groups, KH, KW] (PyTorch layout);
+    /// output size (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1.
+    pub fn conv_transpose2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        opts: ConvOptions,
+        output_padding: (usize, usize),
+    ) -> Result<Tensor> {
+        super::check_same_dtype("conv_transpose2d", self, weight)?;
+        if needs_f32_fallback(self.gpu(), self.dtype()) {
+            let (x, w) = (self.to_dtype(DType::F32)?, weight.to_dtype(DType::F32)?);
+            let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
+            return x
+                .conv_transpose2d(&w, b.as_ref(), opts, output_padding)?
+                .to_dtype(DType::F16);
+        }
+        let bad = |msg: String| Error::shape("conv_transpose2d", msg);
+        let (x, w) = (self.shape(), weight.shape());
+        if x.len() != 4 || w.len() != 4 || w[0] != x[1] {
+            return Err(bad(format!(
+                "input {x:?} and weight {w:?}: need [N, Cin, H, W] and [Cin, Cout/groups, KH, KW]"
+            )));
+        }
+        if output_padding.0 >= opts.stride.0.max(opts.dilation.0)
+            || output_padding.1 >= opts.stride.1.max(opts.dilation.1)
+        {
+            return Err(bad(format!(
+                "output_padding {output_padding:?} must be smaller than stride or dilation"
+            )));
+        }
+        let size = |i: usize, k: usize, s: usize, p: usize, d: usize, op: usize| {
+            ((i - 1) * s + d * (k - 1) + op + 1)
+                .checked_sub(2 * p)
+                .filter(|&v| v > 0)
+        };
+        let (Some(oh), Some(ow)) = (
+            size(
+                x[2],
+                w[2],
+                opts.stride.0,
+                opts.padding.0,
+                opts.dilation.0,
+                output_padding.0,
+            ),
+            size(
+                x[3],
+                w[3],
+                opts.stride.1,
+                opts.padding.1,
+                opts.dilation.1,
+                output_padding.1,
+            ),
+        ) else {
+            return Err(bad(format!(
+                "padding {:?} leaves no output for input {x:?}",
+                opts.padding
+            )));
+        };
+        // The transposed conv is the input gradient of conv2d(out -> x) with weight w.
+        let geo = ConvGeometry::new(&[x[0], w[1] * opts.groups, oh, ow], w, opts)?;
+        if (geo.oh, geo.ow) != (x[2], x[3]) {
+            return Err(bad(format!("internal size mismatch for input {x:?}")));
+        }
+        let imp = if geo.cin_g() * geo.cout_g() <= 16 {
+            ConvImpl::Direct
+        } else {
+            ConvImpl::Im2col
+        };
+        let y = {
+            let _g = crate::no_grad();
+            conv_input_grad(self, weight, &geo, imp)?
+        };
+        let (xt, wt) = (self.clone(), weight.clone());
+        let y = y.with_grad_fn(
+            "conv_transpose2d",
+            vec![self.clone(), weight.clone()],
+            Box::new(move |g| {
+                let dx = xt
+                    .tracks_grad()
+                    .then(|| conv_forward(g, &wt, &geo, imp))
+                    .transpose()?;
+                let dw = wt
+                    .tracks_grad()
+                    .then(|| conv_weight_grad(g, &xt, &geo, imp))
+                    .transpose()?;
+                Ok(vec![dx, dw])
+            }),
+        );
+        add_bias(y, bias)
+    }
+}
+
+fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    match bias {
+        None => Ok(y),
+        Some(b) => {
+            let c = y.shape()[1];
+            if b.shape() != [c] {
+                return Err(Error::shape(
+                    "conv bias",
+                    format!("bias {:?} should be [{c}]", b.shape()),
+                ));
+            }
+            y.add(&b.reshape(&[1, c, 1, 1])?)
+        }
+    }
+}
+
+/// Picks the implementation for `auto` by timing im2col, tiled and direct once per shape.
+fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
+    if imp != ConvImpl::Auto {
+        return Ok(imp);
+    }
+    let gpu = x.gpu();
+    let candidates = [ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
+    let labels: Vec<String> = candidates.iter().map(|c| c.name().to_string()).collect();
+    let fallback = if geo.cin_g() * geo.cout_g() <= 16 { 2 } else { 1 };
+    let _g = crate::no_grad();
+    let choice = gpu
+        .tuner()
+        .choose(gpu, &geo.tuning_key(x.dtype()), &labels, fallback, |c| {
+            conv_forward(x, w, geo, candidates[c]).map(drop)
+        })?;
+    Ok(candidates[choice])
+}
+
+fn flat_groups(gpu: &Gpu, n: usize) -> [u32; 3] {
+    gpu.grid((n as u32).div_ceil(FLAT_WG))
+}
+
+/// y = conv(x, w) with implementation `imp` (never Auto).
+pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let dt = x.dtype();
+    match imp {
+        ConvImpl::Naive => {
+            let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+            let kernel = kernel_for(gpu, shader!("conv_naive"), "conv_forward_naive", dt, &[], 2, 1);
+            gpu.dispatch(
+                &kernel,
+                &geo.params(),
+                &[x.buffer(), w.buffer()],
+                &[y.buffer()],
+                flat_groups(gpu, y.numel()),
+            );
+            Ok(y)
+        }
+        ConvImpl::Direct => {
+            let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+            let rows = geo.n * geo.cout;
+            if rows > gpu.limits.max_compute_workgroups_per_dimension as usize {
+                return conv_forward(x, w, geo, ConvImpl::Naive);
+            }
+            let kernel = kernel_for(gpu, shader!("conv_direct"), "conv_forward_direct", dt, &[], 2, 1);
+            let groups = [geo.pixels().div_ceil(4 * FLAT_WG as usize) as u32, rows as u32, 1];
+            gpu.dispatch(
+                &kernel,
+                &geo.params(),
+                &[x.buffer(), w.buffer()],
+                &[y.buffer()],
+                groups,
+            );
+            Ok(y)
+        }
+        ConvImpl::Tiled => {
+            let tile = ConvTile::for_device(gpu);
+            let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+            let k = geo.k();
+            let w4 = w
+                .reshape(&[geo.cout, k])?
+                .pad_axis(1, 0, k.next_multiple_of(4) - k)?;
+            let kernel = kernel_for(
+                gpu,
+                shader!("conv_tiled"),
+                "conv_forward_tiled",
+                dt,
+                &[
+                    ("R", tile.rows.to_string()),
+                    ("C4", tile.col4.to_string()),
+                    ("C", (4 * tile.col4).to_string()),
+                    ("W", tile.lanes.to_string()),
+                ],
+                2,
+                1,
+            );
+            let cols = geo.n * geo.pixels();
+            let groups = [
+                cols.div_ceil((4 * tile.col4 * tile.lanes) as usize) as u32,
+                geo.cout_g().div_ceil(tile.rows as usize) as u32,
+                geo.opts.groups as u32,
+            ];
+            gpu.dispatch(
+                &kernel,
+                &geo.params(),
+                &[x.buffer(), w4.buffer()],
+                &[y.buffer()],
+                groups,
+            );
+            Ok(y)
+        }
+        ConvImpl::Im2col => in_batch_chunks(geo, dt, gpu, x, |xc, gc| {
+            let col = im2col(xc, gc)?; // [G, K, N*P]
+            let wg = w.reshape(&[gc.opts.groups, gc.cout_g(), gc.k()])?;
+            let y = wg.matmul(&col)?; // [G, Cout_g, N*P]
+            y.reshape(&[gc.opts.groups, gc.cout_g(), gc.n, gc.pixels()])?
+                .permute(&[2, 0, 1, 3])?
+                .reshape(&gc.output_shape())
+        }),
+        ConvImpl::Auto => Err(Error::shape("conv2d", "Auto must be resolved before running")),
+    }
+}
+
+/// Runs `f` on slices of the batch small enough that the im2col buffer fits one storage
+/// binding, and concatenates the results along the batch.
+fn in_batch_chunks(
+    geo: &ConvGeometry,
+    dt: DType,
+    gpu: &Gpu,
+    x: &Tensor,
+    f: impl Fn(&Tensor, &ConvGeometry) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let per_image = (geo.opts.groups * geo.k() * geo.pixels() * dt.size()) as u64;
+    let fit = (gpu.max_binding_bytes() / per_image.max(1)) as usize;
+    if fit == 0 {
+        return Err(Error::TooLarge {
+            what: format!("the im2col buffer of one image of conv {}", geo.describe()),
+            bytes: per_image,
+            limit: gpu.max_binding_bytes(),
+        });
+    }
+    if fit >= geo.n {
+        return f(x, geo);
+    }
+    let parts = (0..geo.n)
+        .step_by(fit)
+        .map(|start| {
+            let len = fit.min(geo.n - start);
+            f(&x.slice(0, start, len)?, &geo.with_batch(len))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Tensor::concat(&parts, 0)
+}
+
+fn im2col(x: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let col = Tensor::empty(gpu, &[geo.opts.groups, geo.k(), geo.n * geo.pixels()], x.dtype())?;
+    let kernel = kernel_for(gpu, shader!("conv_im2col"), "im2col", x.dtype(), &[], 1, 1);
+    gpu.dispatch(
+        &kernel,
+        &geo.params(),
+        &[x.buffer()],
+        &[col.buffer()],
+        flat_groups(gpu, col.numel()),
+    );
+    Ok(col)
+}
+
+/// dy [N, Cout, OH, OW] as per-group matrices [G, Cout_g, N*P].
+fn grouped_rows(dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
+    dy.reshape(&[geo.n, geo.opts.groups, geo.cout_g(), geo.pixels()])?
+        .permute(&[1, 2, 0, 3])?
+        .reshape(&[geo.opts.groups, geo.cout_g(), geo.n * geo.pixels()])
+}
+
+/// dx of conv(x, w) given dy.
+pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
+    let gpu = dy.gpu();
+    let dt = dy.dtype();
+    match imp {
+        ConvImpl::Naive | ConvImpl::Direct => {
+            let dx = Tensor::empty(gpu, &geo.input_shape(), dt)?;
+            let kernel = kernel_for(
+                gpu,
+                shader!("conv_direct"),
+                "conv_input_grad_direct",
+                dt,
+                &[],
+                2,
+                1,
+            );
+            gpu.dispatch(
+                &kernel,
+                &geo.params(),
+                &[dy.buffer(), w.buffer()],
+                &[dx.buffer()],
+                flat_groups(gpu, dx.numel()),
+            );
+            Ok(dx)
+        }
+        _ => in_batch_chunks(geo, dt, gpu, dy, |dyc, gc| {
+            let wg = w.reshape(&[gc.opts.groups, gc.cout_g(), gc.k()])?;
+            let dcol = wg.matmul_t(&grouped_rows(dyc, gc)?, true, false)?; // [G, K, N*P]
+            let dx = Tensor::empty(gpu, &gc.input_shape(), dt)?;
+            let kernel = kernel_for(gpu, shader!("conv_im2col"), "col2im", dt, &[], 1, 1);
+            gpu.dispatch(
+                &kernel,
+                &gc.params(),
+                &[dcol.buffer()],
+                &[dx.buffer()],
+                flat_groups(gpu, dx.numel()),
+            );
+            Ok(dx)
+        }),
+    }
+}
+
+/// dw of conv(x, w) given dy.
+pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let dt = x.dtype();
+    match imp {
+        ConvImpl::Naive | ConvImpl::Direct => {
+            let dw = Tensor::empty(gpu, &geo.weight_shape(), dt)?;
+            let kernel = kernel_for(
+                gpu,
+                shader!("conv_direct"),
+                "conv_weight_grad_direct",
+                dt,
+                &[],
+                2,
+                1,
+            );
+            gpu.dispatch(
+                &kernel,
+                &geo.params(),
+                &[x.buffer(), dy.buffer()],
+                &[dw.buffer()],
+                flat_groups(gpu, dw.numel()),
+            );
+            Ok(dw)
+        }
+        _ => {
+            let per_image = (geo.opts.groups * geo.k() * geo.pixels() * dt.size()) as u64;
+            let fit = ((gpu.max_binding_bytes() / per_image.max(1)) as usize).max(1);
+            let mut total: Option<Tensor> = None;
+            for start in (0..geo.n).step_by(fit) {
+                let len = fit.min(geo.n - start);
+                let gc = geo.with_batch(len);
+                let col = im2col(&x.slice(0, start, len)?, &gc)?;
+                let part = grouped_rows(&dy.slice(0, start, len)?, &gc)?.matmul_t(&col, false, true)?; // [G, Cout_g, K]
+                total = Some(match total {
+                    Some(t) => t.add(&part)?,
+                    None => part,
+                });
+            }
+            total
+                .expect("batch of at least one image")
+                .reshape(&geo.weight_shape())
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Convolution: every implementation against the direct 7-loop CPU reference on odd sizes,
+//! strides, paddings, dilations and groups; gradients by finite differences; transposed conv;
+//! splitting when the im2col buffer would exceed the binding limit.
+
+use crate::common::*;
+use crate::cpu;
+use wgdiff::ops::{ConvImpl, ConvOptions};
+use wgdiff::{DType, Tensor};
+
+/// (input [N,C,H,W], weight, options)
+type ConvCase = ([usize; 4], [usize; 4], ConvOptions);
+
+/// Input [N,C,H,W], weight [Cout,Cin/g,KH,KW], options.
+fn cases() -> Vec<ConvCase> {
+    vec![
+        ([2, 4, 7, 9], [6, 4, 3, 3], ConvOptions::new(1, 1, 1, 1)),
+        ([2, 4, 9, 7], [8, 2, 3, 3], ConvOptions::new(2, 0, 1, 2)),
+        ([1, 8, 11, 10], [8, 2, 5, 5], ConvOptions::new(1, 3, 2, 4)),
+        ([2, 6, 8, 7], [6, 1, 7, 7], ConvOptions::new(1, 3, 1, 6)),
+        ([2, 5, 5, 6], [7, 5, 1, 1], ConvOptions::new(1, 0, 1, 1)),
+        (
+            [1, 3, 6, 5],
+            [4, 3, 3, 2],
+            ConvOptions {
+                stride: (2, 1),
+                padding: (1, 0),
+                dilation: (1, 2),
+                groups: 1,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn every_conv_implementation_matches_the_reference_with_gradients() {
+    for dtype in dtypes() {
+        for (xs, ws, opts) in cases() {
+            for imp in ConvImpl::ALL {
+                let mut r = rng();
+                let x = normal_vec(&mut r, xs.iter().product());
+                let w = normal_vec(&mut r, ws.iter().product());
+                let b = normal_vec(&mut r, ws[0]);
+                check_op(
+                    &format!("conv2d {} x{xs:?} w{ws:?} {opts:?}", imp.name()),
+                    dtype,
+                    &[(xs.to_vec(), x), (ws.to_vec(), w), (vec![ws[0]], b)],
+                    move |v| {
+                        let (mut y, [_, c, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
+                        for (i, y) in y.iter_mut().enumerate() {
+                            *y += v[2][(i / (oh * ow)) % c];
+                        }
+                        y
+                    },
+                    |t| t[0].conv2d(&t[1], Some(&t[2]), opts, imp),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_transpose_matches_the_reference_with_gradients() {
+    // (input, weight [Cin,Cout/g,KH,KW], options, output padding)
+    let cases: [(ConvCase, (usize, usize)); 4] = [
+        (([2, 4, 5, 6], [4, 3, 3, 3], ConvOptions::new(2, 1, 1, 1)), (1, 1)),
+        (([1, 6, 4, 5], [6, 2, 4, 4], ConvOptions::new(2, 1, 1, 2)), (0, 0)),
+        (([2, 3, 5, 5], [3, 5, 3, 3], ConvOptions::new(1, 0, 2, 1)), (0, 0)),
+        (([1, 4, 3, 4], [4, 1, 3, 3], ConvOptions::new(3, 1, 1, 4)), (2, 1)),
+    ];
+    for dtype in dtypes() {
+        for ((xs, ws, opts), op) in cases {
+            let mut r = rng();
+            let x = normal_vec(&mut r, xs.iter().product());
+            let w = normal_vec(&mut r, ws.iter().product());
+            check_op(
+                &format!("conv_transpose2d x{xs:?} w{ws:?} {opts:?} out_pad {op:?}"),
+                dtype,
+                &[(xs.to_vec(), x), (ws.to_vec(), w)],
+                move |v| cpu::conv_transpose2d(&v[0], xs, &v[1], ws, &opts, op).0,
+                |t| t[0].conv_transpose2d(&t[1], None, opts, op),
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_conv_shapes_are_reported() {
+    let x = upload(&[1, 4, 5, 5], &[0.5; 100], DType::F32);
+    let w = upload(&[6, 3, 3, 3], &[0.5; 162], DType::F32);
+    let msg = x
+        .conv2d(&w, None, ConvOptions::default(), ConvImpl::Auto)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("[1, 4, 5, 5]") && msg.contains("[6, 3, 3, 3]"),
+        "{msg}"
+    );
+    let big = upload(&[6, 4, 7, 7], &[0.5; 6 * 4 * 49], DType::F32);
+    let msg = x
+        .conv2d(&big, None, ConvOptions::default(), ConvImpl::Auto)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("larger than the padded input"), "{msg}");
+}
+
+#[test]
+fn im2col_larger_than_a_binding_is_split_over_the_batch() {
+    // 5 images whose im2col buffers total > 128 MiB (lavapipe's binding limit): each image
+    // needs 1 * 27 * 512*512 * 4 B = 27 MiB of columns, 5 need 135 MiB.
+    let gpu = gpu();
+    let (n, h) = (5, 512);
+    let per_image = 27 * h * h * 4;
+    assert!((n * per_image) as u64 > gpu.max_binding_bytes() || gpu.max_binding_bytes() > 1 << 30);
+    let mut r = rng();
+    let x = normal_vec(&mut r, n * 3 * h * h);
+    let w = normal_vec(&mut r, 2 * 3 * 9);
+    let opts = ConvOptions::new(1, 1, 1, 1);
+    let xt = Tensor::from_slice(
+        gpu,
+        &[n, 3, h, h],
+        &x.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+        DType::F32,
+    )
+    .unwrap();
+    let wt = Tensor::from_slice(
+        gpu,
+        &[2, 3, 3, 3],
+        &w.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+        DType::F32,
+    )
+    .unwrap();
+    let y = xt.conv2d(&wt, None, opts, ConvImpl::Im2col).unwrap();
+    let want = cpu::conv2d(
+        &round_to(&x, DType::F32),
+        [n, 3, h, h],
+        &round_to(&w, DType::F32),
+        [2, 3, 3, 3],
+        &opts,
+    )
+    .0;
+    assert_close("chunked im2col conv", &download(&y), &want, 1e-4);
+}
