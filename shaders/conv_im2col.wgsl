@@ -1,6 +1,6 @@
-// im2col / col2im for GEMM-based convolution. Column matrix layout: [groups, K, N * OH * OW]
-// with K = (ci_local * KH + kh) * KW + kw, so each group's conv is one matmul
-// W_g [Cout_g, K] x col_g [K, N*P]. col2im is the gather form of the scatter-add: each
+// im2col / col2im for GEMM-based convolution. Column matrix layout: [groups, K4, N * OH * OW]
+// with k = (ci_local * KH + kh) * KW + kw and rows k >= K zero (K4 = K rounded up to 4, what
+// the blocked matmul wants), so each group's conv is one matmul W_g [Cout_g, K4] x col_g. col2im is the gather form of the scatter-add: each
 // input element sums the column entries that read it (no atomics).
 struct Conv {
     n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
@@ -19,10 +19,10 @@ fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let i = (wid.x + wid.y * nwg.x) * 64u + lid;
     let pixels = p.oh * p.ow;
     let cols = p.n * pixels;
-    if (i >= p.groups * p.k * cols) { return; }
+    if (i >= p.groups * p.k4 * cols) { return; }
     let q = i % cols;
-    let k = (i / cols) % p.k;
-    let g = i / (cols * p.k);
+    let k = (i / cols) % p.k4;
+    let g = i / (cols * p.k4);
     let c = k % p.kw;
     let r = (k / p.kw) % p.kh;
     let ci = k / (p.kw * p.kh);
@@ -30,7 +30,7 @@ fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let pix = q % pixels;
     let ih = i32((pix / p.ow) * p.sh + r * p.dh) - i32(p.ph);
     let iw = i32((pix % p.ow) * p.sw + c * p.dw) - i32(p.pw);
-    let inside = ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
+    let inside = k < p.k && ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
     let idx = select(0u, ((n * p.cin + g * p.cin_g + ci) * p.h + u32(ih)) * p.w + u32(iw), inside);
     col[i] = {{T}}(select(0.0, f32(x[idx]), inside));
 }
@@ -59,7 +59,7 @@ fn col2im(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
             let ow = u32(ow_s) / p.sw;
             if (ow >= p.ow) { continue; }
             let k = (ci_local * p.kh + r) * p.kw + c;
-            acc += f32(dcol[(g * p.k + k) * cols + (n * p.oh + oh) * p.ow + ow]);
+            acc += f32(dcol[(g * p.k4 + k) * cols + (n * p.oh + oh) * p.ow + ow]);
         }
     }
     dx[i] = {{T}}(acc);

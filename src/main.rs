@@ -4,7 +4,9 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use wgdiff::bench::conv::Passes;
 use wgdiff::gpu::{describe, instance_for, list_adapters, rank};
+use wgdiff::ops::ConvImpl;
 use wgdiff::{AdapterChoice, Gpu};
 
 #[derive(Parser)]
@@ -33,6 +35,25 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Every conv implementation (forward, forward+backward) on the convs of a 32x32 U-Net
+    /// (batch 16), beside a matmul of the same GEMM size
+    Conv {
+        /// Implementations: naive, im2col, tiled, direct, auto (comma-separated; default all)
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<String>,
+        /// forward, backward (= forward+backward) or both
+        #[arg(long, default_value = "both")]
+        pass: String,
+        /// Timed repetitions per variant (the median is reported)
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Untimed runs per variant before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
@@ -76,6 +97,45 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Bench { what } => {
             let gpu = Gpu::new_blocking(choice)?;
             match what {
+                BenchCommand::Conv {
+                    variants,
+                    pass,
+                    reps,
+                    warmup,
+                    json,
+                } => {
+                    let imps = if variants.is_empty() {
+                        ConvImpl::ALL.to_vec()
+                    } else {
+                        variants
+                            .iter()
+                            .map(|v| ConvImpl::from_name(v))
+                            .collect::<Result<_, _>>()?
+                    };
+                    let passes = match pass.as_str() {
+                        "forward" => Passes::Forward,
+                        "backward" | "forward+backward" => Passes::ForwardBackward,
+                        "both" => Passes::Both,
+                        other => anyhow::bail!("--pass {other}: use forward, backward or both"),
+                    };
+                    if !json {
+                        eprintln!("device: {}", describe(&gpu.info));
+                    }
+                    let rows = wgdiff::bench::conv::run(
+                        &gpu,
+                        &wgdiff::bench::conv::default_shapes(),
+                        &imps,
+                        passes,
+                        warmup,
+                        reps,
+                    )?;
+                    print_rows(&rows, json);
+                    if !json {
+                        print_conv_summary(&rows);
+                        print_tuner(&gpu);
+                    }
+                    Ok(())
+                }
                 BenchCommand::Matmul {
                     shapes,
                     variants,
@@ -104,14 +164,51 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
                                 w[0].median_ms / w[1].median_ms
                             );
                         }
-                        println!("kernel choices measured by the autotuner:");
-                        for (key, choice) in gpu.tuner().snapshot() {
-                            println!("  {key:<40} {choice}");
-                        }
+                        print_tuner(&gpu);
                     }
                     Ok(())
                 }
             }
+        }
+    }
+}
+
+fn print_tuner(gpu: &Gpu) {
+    println!("kernel choices measured by the autotuner:");
+    for (key, choice) in gpu.tuner().snapshot() {
+        println!("  {key:<50} {choice}");
+    }
+}
+
+/// Ratios the conv acceptance figures are about, per shape: auto vs naive forward,
+/// auto forward+backward vs its forward, auto forward vs the same-size matmul.
+fn print_conv_summary(rows: &[wgdiff::bench::Measurement]) {
+    let find = |shape: &str, variant: &str, pass: &str| {
+        rows.iter()
+            .find(|r| r.shape == shape && r.variant == variant && r.pass.as_deref() == Some(pass))
+            .map(|r| r.median_ms)
+    };
+    let mut shapes: Vec<&str> = rows.iter().map(|r| r.shape.as_str()).collect();
+    shapes.dedup();
+    for shape in shapes {
+        let mut parts = Vec::new();
+        if let (Some(naive), Some(auto)) = (find(shape, "naive", "forward"), find(shape, "auto", "forward")) {
+            parts.push(format!("auto {:.1}x faster than naive", naive / auto));
+        }
+        if let (Some(fb), Some(f)) = (
+            find(shape, "auto", "forward+backward"),
+            find(shape, "auto", "forward"),
+        ) {
+            parts.push(format!("auto forward+backward = {:.2}x its forward", fb / f));
+        }
+        if let (Some(mm), Some(auto)) = (find(shape, "matmul", "forward"), find(shape, "auto", "forward")) {
+            parts.push(format!(
+                "auto reaches {:.0}% of the same-size matmul",
+                100.0 * mm / auto
+            ));
+        }
+        if !parts.is_empty() {
+            println!("{shape}: {}", parts.join("; "));
         }
     }
 }

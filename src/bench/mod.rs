@@ -1,6 +1,7 @@
 //! Benchmark harness shared by every `wgdiff bench ...`: interleaved repetitions of the
 //! variants under test, medians after warm-up, a table and one JSON object per measurement.
 
+pub mod conv;
 pub mod matmul;
 
 use crate::{Gpu, Result};

@@ -170,6 +170,10 @@ impl ConvGeometry {
     pub fn output_shape(&self) -> [usize; 4] {
         [self.n, self.cout, self.oh, self.ow]
     }
+    /// Reduction length padded to a multiple of 4 (rows of the im2col matrix).
+    pub fn k4(&self) -> usize {
+        self.k().next_multiple_of(4)
+    }
     /// Multiply-adds times two.
     pub fn flops(&self) -> f64 {
         2.0 * (self.n * self.cout * self.pixels()) as f64 * self.k() as f64
@@ -202,7 +206,7 @@ impl ConvGeometry {
             self.cin_g(),
             self.cout_g(),
             self.k(),
-            self.k().next_multiple_of(4),
+            self.k4(),
         ]
         .map(|v| v as u32)
     }
@@ -442,8 +446,9 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     }
 }
 
-/// Picks the implementation for `auto` by timing im2col, tiled and direct once per shape.
-fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
+/// The implementation `imp` stands for on these operands: `auto` is resolved by timing
+/// im2col, tiled and direct once per rounded shape.
+pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
     if imp != ConvImpl::Auto {
         return Ok(imp);
     }
@@ -535,9 +540,8 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
             Ok(y)
         }
         ConvImpl::Im2col => in_batch_chunks(geo, dt, gpu, x, |xc, gc| {
-            let col = im2col(xc, gc)?; // [G, K, N*P]
-            let wg = w.reshape(&[gc.opts.groups, gc.cout_g(), gc.k()])?;
-            let y = wg.matmul(&col)?; // [G, Cout_g, N*P]
+            let col = im2col(xc, gc)?; // [G, K4, N*P]
+            let y = grouped_weights(w, gc)?.matmul(&col)?; // [G, Cout_g, N*P]
             y.reshape(&[gc.opts.groups, gc.cout_g(), gc.n, gc.pixels()])?
                 .permute(&[2, 0, 1, 3])?
                 .reshape(&gc.output_shape())
@@ -546,17 +550,11 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
     }
 }
 
-/// Runs `f` on slices of the batch small enough that the im2col buffer fits one storage
-/// binding, and concatenates the results along the batch.
-fn in_batch_chunks(
-    geo: &ConvGeometry,
-    dt: DType,
-    gpu: &Gpu,
-    x: &Tensor,
-    f: impl Fn(&Tensor, &ConvGeometry) -> Result<Tensor>,
-) -> Result<Tensor> {
-    let per_image = (geo.opts.groups * geo.k() * geo.pixels() * dt.size()) as u64;
-    let fit = (gpu.max_binding_bytes() / per_image.max(1)) as usize;
+/// Images per im2col chunk: the column matrix [G, K4, N*P] (and the matmul's output, and
+/// its padding of N*P to a multiple of 4) must fit one storage binding.
+fn images_per_chunk(geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<usize> {
+    let per_image = (geo.opts.groups * geo.k4().max(geo.cout_g()) * (geo.pixels() + 3) * dt.size()) as u64;
+    let fit = (gpu.max_binding_bytes() / per_image) as usize;
     if fit == 0 {
         return Err(Error::TooLarge {
             what: format!("the im2col buffer of one image of conv {}", geo.describe()),
@@ -564,6 +562,19 @@ fn in_batch_chunks(
             limit: gpu.max_binding_bytes(),
         });
     }
+    Ok(fit.min(geo.n))
+}
+
+/// Runs `f` on slices of the batch small enough for [`images_per_chunk`] and concatenates the
+/// results along the batch.
+fn in_batch_chunks(
+    geo: &ConvGeometry,
+    dt: DType,
+    gpu: &Gpu,
+    x: &Tensor,
+    f: impl Fn(&Tensor, &ConvGeometry) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let fit = images_per_chunk(geo, dt, gpu)?;
     if fit >= geo.n {
         return f(x, geo);
     }
@@ -577,9 +588,15 @@ fn in_batch_chunks(
     Tensor::concat(&parts, 0)
 }
 
+/// Weights as per-group matrices [G, Cout_g, K4] (zero-padded along k).
+fn grouped_weights(w: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
+    w.reshape(&[geo.opts.groups, geo.cout_g(), geo.k()])?
+        .pad_axis(2, 0, geo.k4() - geo.k())
+}
+
 fn im2col(x: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
     let gpu = x.gpu();
-    let col = Tensor::empty(gpu, &[geo.opts.groups, geo.k(), geo.n * geo.pixels()], x.dtype())?;
+    let col = Tensor::empty(gpu, &[geo.opts.groups, geo.k4(), geo.n * geo.pixels()], x.dtype())?;
     let kernel = kernel_for(gpu, shader!("conv_im2col"), "im2col", x.dtype(), &[], 1, 1);
     gpu.dispatch(
         &kernel,
@@ -624,8 +641,7 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
             Ok(dx)
         }
         _ => in_batch_chunks(geo, dt, gpu, dy, |dyc, gc| {
-            let wg = w.reshape(&[gc.opts.groups, gc.cout_g(), gc.k()])?;
-            let dcol = wg.matmul_t(&grouped_rows(dyc, gc)?, true, false)?; // [G, K, N*P]
+            let dcol = grouped_weights(w, gc)?.matmul_t(&grouped_rows(dyc, gc)?, true, false)?; // [G, K4, N*P]
             let dx = Tensor::empty(gpu, &gc.input_shape(), dt)?;
             let kernel = kernel_for(gpu, shader!("conv_im2col"), "col2im", dt, &[], 1, 1);
             gpu.dispatch(
@@ -666,14 +682,13 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
             Ok(dw)
         }
         _ => {
-            let per_image = (geo.opts.groups * geo.k() * geo.pixels() * dt.size()) as u64;
-            let fit = ((gpu.max_binding_bytes() / per_image.max(1)) as usize).max(1);
+            let fit = images_per_chunk(geo, dt, gpu)?;
             let mut total: Option<Tensor> = None;
             for start in (0..geo.n).step_by(fit) {
                 let len = fit.min(geo.n - start);
                 let gc = geo.with_batch(len);
                 let col = im2col(&x.slice(0, start, len)?, &gc)?;
-                let part = grouped_rows(&dy.slice(0, start, len)?, &gc)?.matmul_t(&col, false, true)?; // [G, Cout_g, K]
+                let part = grouped_rows(&dy.slice(0, start, len)?, &gc)?.matmul_t(&col, false, true)?; // [G, Cout_g, K4]
                 total = Some(match total {
                     Some(t) => t.add(&part)?,
                     None => part,
@@ -681,6 +696,7 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
             }
             total
                 .expect("batch of at least one image")
+                .slice(2, 0, geo.k())?
                 .reshape(&geo.weight_shape())
         }
     }

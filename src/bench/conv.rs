@@ -1,0 +1,97 @@
+//! `wgdiff bench conv`: every conv implementation, forward and forward+backward, on the conv
+//! shapes of a 32x32 U-Net (batch 16), interleaved in one run, beside a matmul of the same
+//! GEMM size (the ceiling the implicit-GEMM conv is measured against).
+
+use super::{run_interleaved, Case, Measurement};
+use crate::ops::conv::{conv_input_grad, conv_weight_grad, ConvGeometry};
+use crate::ops::random::Rng;
+use crate::ops::{ConvImpl, ConvOptions};
+use crate::{DType, Gpu, Result};
+
+/// (input shape, weight shape, options) of the default shapes.
+pub fn default_shapes() -> Vec<([usize; 4], [usize; 4], ConvOptions)> {
+    vec![
+        ([16, 64, 32, 32], [64, 64, 3, 3], ConvOptions::new(1, 1, 1, 1)),
+        ([16, 128, 16, 16], [128, 128, 3, 3], ConvOptions::new(1, 1, 1, 1)),
+        ([16, 128, 16, 16], [256, 128, 1, 1], ConvOptions::new(1, 0, 1, 1)),
+        ([16, 64, 32, 32], [64, 1, 7, 7], ConvOptions::new(1, 3, 1, 64)),
+    ]
+}
+
+/// Which passes to time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passes {
+    Forward,
+    ForwardBackward,
+    Both,
+}
+
+/// Runs the conv benchmark for `imps` (plus a same-size matmul row per shape).
+pub fn run(
+    gpu: &Gpu,
+    shapes: &[([usize; 4], [usize; 4], ConvOptions)],
+    imps: &[ConvImpl],
+    passes: Passes,
+    warmup: usize,
+    reps: usize,
+) -> Result<Vec<Measurement>> {
+    let _g = crate::no_grad();
+    let mut rng = Rng::new(2);
+    let mut rows = Vec::new();
+    for &(xs, ws, opts) in shapes {
+        let geo = ConvGeometry::new(&xs, &ws, opts)?;
+        let x = rng.normal(gpu, &xs, 0.0, 1.0, DType::F32)?;
+        let w = rng.normal(gpu, &ws, 0.0, 0.1, DType::F32)?;
+        let dy = rng.normal(gpu, &geo.output_shape(), 0.0, 1.0, DType::F32)?;
+        let shape = geo.describe();
+        let bytes = ((x.numel() + w.numel() + dy.numel()) * 4) as f64;
+        let mut cases = Vec::new();
+        for &imp in imps {
+            if passes != Passes::ForwardBackward {
+                let (x, w) = (x.clone(), w.clone());
+                cases.push(Case {
+                    variant: imp.name().into(),
+                    shape: shape.clone(),
+                    pass: Some("forward".into()),
+                    flops: geo.flops(),
+                    bytes,
+                    run: Box::new(move || x.conv2d(&w, None, opts, imp).map(drop)),
+                });
+            }
+            if passes != Passes::Forward {
+                let (x, w, dy) = (x.clone(), w.clone(), dy.clone());
+                cases.push(Case {
+                    variant: imp.name().into(),
+                    shape: shape.clone(),
+                    pass: Some("forward+backward".into()),
+                    flops: 3.0 * geo.flops(),
+                    bytes: 3.0 * bytes,
+                    run: Box::new(move || {
+                        let y = x.conv2d(&w, None, opts, imp)?;
+                        let resolved = crate::ops::conv::resolve(&x, &w, &geo, imp)?;
+                        conv_input_grad(&dy, &w, &geo, resolved)?;
+                        conv_weight_grad(&x, &dy, &geo, resolved)?;
+                        dy.sum(&[0, 2, 3], false)?;
+                        drop(y);
+                        Ok(())
+                    }),
+                });
+            }
+        }
+        if opts.groups == 1 && passes != Passes::ForwardBackward {
+            // The GEMM this conv is: [Cout, K] x [K, N*P].
+            let a = rng.normal(gpu, &[geo.cout, geo.k()], 0.0, 1.0, DType::F32)?;
+            let b = rng.normal(gpu, &[geo.k(), geo.n * geo.pixels()], 0.0, 1.0, DType::F32)?;
+            cases.push(Case {
+                variant: "matmul".into(),
+                shape: shape.clone(),
+                pass: Some("forward".into()),
+                flops: geo.flops(),
+                bytes: ((a.numel() + b.numel() + geo.cout * geo.n * geo.pixels()) * 4) as f64,
+                run: Box::new(move || a.matmul(&b).map(drop)),
+            });
+        }
+        rows.extend(run_interleaved(gpu, "conv", &cases, warmup, reps)?);
+    }
+    Ok(rows)
+}
