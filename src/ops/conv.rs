@@ -615,11 +615,40 @@ fn grouped_rows(dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
         .reshape(&[geo.opts.groups, geo.cout_g(), geo.n * geo.pixels()])
 }
 
-/// dx of conv(x, w) given dy.
+/// dx of conv(x, w) given dy. For stride 1 with the GEMM-based implementations this is itself
+/// a forward conv of dy with flipped, channel-swapped weights (so it runs on the same fast
+/// kernels); otherwise im2col's matmul + col2im, or the direct gather kernel.
 pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
     let gpu = dy.gpu();
     let dt = dy.dtype();
+    let o = &geo.opts;
+    let as_conv = o.stride == (1, 1)
+        && o.dilation.0 * (geo.kh - 1) >= o.padding.0
+        && o.dilation.1 * (geo.kw - 1) >= o.padding.1
+        && matches!(imp, ConvImpl::Im2col | ConvImpl::Tiled);
     match imp {
+        _ if as_conv => {
+            let flipped = Tensor::empty(gpu, &[geo.cin, geo.cout_g(), geo.kh, geo.kw], dt)?;
+            let kernel = kernel_for(gpu, shader!("conv_weights"), "flip_transpose", dt, &[], 1, 1);
+            gpu.dispatch(
+                &kernel,
+                &geo.params(),
+                &[w.buffer()],
+                &[flipped.buffer()],
+                flat_groups(gpu, flipped.numel()),
+            );
+            let back = ConvOptions {
+                stride: (1, 1),
+                padding: (
+                    o.dilation.0 * (geo.kh - 1) - o.padding.0,
+                    o.dilation.1 * (geo.kw - 1) - o.padding.1,
+                ),
+                dilation: o.dilation,
+                groups: o.groups,
+            };
+            let back_geo = ConvGeometry::new(dy.shape(), flipped.shape(), back)?;
+            conv_forward(dy, &flipped, &back_geo, imp)
+        }
         ConvImpl::Naive | ConvImpl::Direct => {
             let dx = Tensor::empty(gpu, &geo.input_shape(), dt)?;
             let kernel = kernel_for(
@@ -688,7 +717,8 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
                 let len = fit.min(geo.n - start);
                 let gc = geo.with_batch(len);
                 let col = im2col(&x.slice(0, start, len)?, &gc)?;
-                let part = grouped_rows(&dy.slice(0, start, len)?, &gc)?.matmul_t(&col, false, true)?; // [G, Cout_g, K4]
+                // dW^T = col [K4, N*P] x dy^T: transposing dy is cheaper than transposing col.
+                let part = col.matmul_t(&grouped_rows(&dy.slice(0, start, len)?, &gc)?, false, true)?; // [G, K4, Cout_g]
                 total = Some(match total {
                     Some(t) => t.add(&part)?,
                     None => part,
@@ -696,7 +726,8 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
             }
             total
                 .expect("batch of at least one image")
-                .slice(2, 0, geo.k())?
+                .slice(1, 0, geo.k())?
+                .permute(&[0, 2, 1])?
                 .reshape(&geo.weight_shape())
         }
     }
