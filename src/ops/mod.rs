@@ -5,8 +5,10 @@ pub mod cast;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
+pub mod norm;
 pub mod random;
 pub mod reduce;
+pub mod resample;
 pub mod softmax;
 
 pub use elementwise::{Binary, Unary};
