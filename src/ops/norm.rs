@@ -94,7 +94,15 @@ enum Act {
 /// A norm.wgsl entry point compiled for `dtype` and `act`.
 fn norm_kernel(x: &Tensor, entry: &str, act: Act, inputs: usize, outputs: usize) -> Kernel {
     let defines = [("ACT", (act as u32).to_string())];
-    kernel_for(x.gpu(), shader!("norm"), entry, x.dtype(), &defines, inputs, outputs)
+    kernel_for(
+        x.gpu(),
+        shader!("norm"),
+        entry,
+        x.dtype(),
+        &defines,
+        inputs,
+        outputs,
+    )
 }
 
 /// What the backward of a normalization needs.
@@ -143,7 +151,15 @@ impl Saved {
 
 /// Normalizes the rows of `x`, then y = act(xhat * a + b) with a, b indexed
 /// `n * coef_stride + c`; returns y (not yet linked into the graph) and what backward needs.
-fn normalize(x: &Tensor, rows: Rows, a: &Tensor, b: &Tensor, coef_stride: usize, act: Act, eps: f32) -> Result<(Tensor, Saved)> {
+fn normalize(
+    x: &Tensor,
+    rows: Rows,
+    a: &Tensor,
+    b: &Tensor,
+    coef_stride: usize,
+    act: Act,
+    eps: f32,
+) -> Result<(Tensor, Saved)> {
     let gpu = x.gpu();
     let y = Tensor::empty(gpu, x.shape(), x.dtype())?;
     let stats = Tensor::empty(gpu, &[rows.count(), 2], DType::F32)?;
@@ -205,7 +221,11 @@ impl Tensor {
             vec![self.clone(), gamma.clone(), beta.clone()],
             Box::new(move |g| {
                 let (gx, ga, gb) = saved.backward(g)?;
-                Ok(vec![Some(gx), Some(ga.sum(&[0], false)?), Some(gb.sum(&[0], false)?)])
+                Ok(vec![
+                    Some(gx),
+                    Some(ga.sum(&[0], false)?),
+                    Some(gb.sum(&[0], false)?),
+                ])
             }),
         ))
     }

@@ -33,7 +33,14 @@ impl Planes {
     }
 
     /// Runs `entry` of resample.wgsl from `src` into a new tensor of `[N, C, out_hw]`.
-    fn run(&self, entry: &str, src: &Tensor, nc: &[usize], out_hw: [usize; 2], params: &[u32]) -> Result<Tensor> {
+    fn run(
+        &self,
+        entry: &str,
+        src: &Tensor,
+        nc: &[usize],
+        out_hw: [usize; 2],
+        params: &[u32],
+    ) -> Result<Tensor> {
         let gpu = src.gpu();
         let out = Tensor::empty(gpu, &[nc[0], nc[1], out_hw[0], out_hw[1]], src.dtype())?;
         let kernel = kernel_for(gpu, shader!("resample"), entry, src.dtype(), &[], 1, 1);

@@ -24,7 +24,10 @@ fn film_inputs(shape: &[usize]) -> Vec<(Vec<usize>, Vec<f64>)> {
     let nc = vec![shape[0], shape[1]];
     let mut inputs = norm_inputs(shape);
     for _ in 0..2 {
-        let v = normal_vec(&mut r, nc[0] * nc[1]).iter().map(|v| 0.5 * v).collect();
+        let v = normal_vec(&mut r, nc[0] * nc[1])
+            .iter()
+            .map(|v| 0.5 * v)
+            .collect();
         inputs.push((nc.clone(), v));
     }
     inputs
@@ -135,7 +138,12 @@ fn fused_group_norm_scale_shift_silu_equals_unfused() {
                     .add(&ts[4].reshape(&nc11)?)?
                     .silu()
             });
-            assert_close(&format!("fused vs unfused groups {groups} ({dtype:?})"), &fused, &unfused, tol);
+            assert_close(
+                &format!("fused vs unfused groups {groups} ({dtype:?})"),
+                &fused,
+                &unfused,
+                tol,
+            );
             for (i, (f, u)) in fused_grads.iter().zip(&unfused_grads).enumerate() {
                 assert_close(
                     &format!("fused vs unfused gradient of input {i}, groups {groups} ({dtype:?})"),
@@ -150,7 +158,7 @@ fn fused_group_norm_scale_shift_silu_equals_unfused() {
 
 #[test]
 fn norm_shape_errors_name_the_shapes() {
-    let x = upload(&[2, 6, 5], &vec![0.0; 60], DType::F32);
+    let x = upload(&[2, 6, 5], &[0.0; 60], DType::F32);
     let g = upload(&[6], &[1.0; 6], DType::F32);
     let bad = upload(&[4], &[1.0; 4], DType::F32);
     let err = x.group_norm(4, &g, &g, EPS).unwrap_err().to_string();

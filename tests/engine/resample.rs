@@ -78,13 +78,18 @@ fn bicubic_keeps_constants_up_to_the_borders() {
     let t = upload(&[1, 2, 3, 5], &[2.5; 30], DType::F32);
     for (oh, ow) in [(7, 11), (2, 2), (3, 5)] {
         let y = download(&t.resize_bicubic(oh, ow).unwrap());
-        assert_close(&format!("bicubic of a constant to {oh}x{ow}"), &y, &vec![2.5; 2 * oh * ow], 1e-6);
+        assert_close(
+            &format!("bicubic of a constant to {oh}x{ow}"),
+            &y,
+            &vec![2.5; 2 * oh * ow],
+            1e-6,
+        );
     }
 }
 
 #[test]
 fn resample_shape_errors_name_the_shapes() {
-    let x = upload(&[2, 3, 4], &vec![0.0; 24], DType::F32);
+    let x = upload(&[2, 3, 4], &[0.0; 24], DType::F32);
     let err = x.upsample_nearest2x().unwrap_err().to_string();
     assert!(err.contains("[2, 3, 4]"), "{err}");
     let x = upload(&[1, 1, 3, 3], &[0.0; 9], DType::F32);
