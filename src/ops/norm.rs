@@ -28,6 +28,9 @@ impl Rows {
                 format!("input {shape:?} must be [N, C], [N, C, L] or [N, C, H, W]"),
             ));
         }
+        if shape.contains(&0) {
+            return Err(Error::shape(op, format!("input {shape:?} is empty")));
+        }
         let channels = shape[1];
         if groups == 0 || channels % groups != 0 {
             return Err(Error::shape(
@@ -91,7 +94,7 @@ enum Act {
     Silu = 1,
 }
 
-/// A norm.wgsl entry point compiled for `dtype` and `act`.
+/// A norm.wgsl entry point compiled for `x`'s dtype and `act` (the FiLM helpers ignore it).
 fn norm_kernel(x: &Tensor, entry: &str, act: Act, inputs: usize, outputs: usize) -> Kernel {
     let defines = [("ACT", (act as u32).to_string())];
     kernel_for(
@@ -267,7 +270,7 @@ impl Tensor {
             flat_groups,
         );
         let (y, saved) = normalize(self, rows, &a, &b, rows.channels, Act::Silu, eps)?;
-        let (gamma_, beta_, scale_) = (gamma.clone(), beta.clone(), scale.clone());
+        let film = [gamma.clone(), beta.clone(), scale.clone()];
         Ok(y.with_grad_fn(
             OP,
             vec![
@@ -287,9 +290,9 @@ impl Tensor {
                     &norm_kernel(&gx, "film_grads", Act::Silu, 5, 3),
                     &params,
                     &[
-                        gamma_.buffer(),
-                        beta_.buffer(),
-                        scale_.buffer(),
+                        film[0].buffer(),
+                        film[1].buffer(),
+                        film[2].buffer(),
                         ga.buffer(),
                         gb.buffer(),
                     ],
