@@ -1,10 +1,12 @@
 // Normalization of an NCHW tensor viewed as [N, C, S] (S = H*W), one row per workgroup:
 // GroupNorm (a row is one (n, group): Cg channels x S positions) and channel LayerNorm (a row
 // is one (n, position): C channels). Each row is normalized, xhat = (x - mean) * rstd, then
-// z = xhat * a + b with per-(n, c) coefficients and y = act(z) (identity or SiLU).
-// Plain norms pass gamma/beta as a/b (coef_stride 0); GroupNorm + FiLM + SiLU passes
-// a = gamma (1 + scale), b = beta (1 + scale) + shift (coef_stride C, made by film_coefs).
-// Backward (dz = gy * act'(z), dxh = dz * a):
+// z = xhat * a[n, c] + b[n, c] and y = act(z) (identity or SiLU). COEF picks where a, b come
+// from: "table" reads them from gamma/beta at n * coef_stride + c (plain norms pass the
+// per-channel gamma, beta with coef_stride 0); "film" computes a = gamma (1 + scale),
+// b = beta (1 + scale) + shift, so GroupNorm + FiLM + SiLU is one forward kernel.
+// Backward (tables only; film_coefs writes the FiLM tables, coef_stride C),
+// with dz = gy * act'(z), dxh = dz * a:
 //   norm_backward_x:    dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)) per row
 //   norm_backward_coef: per (n, c): da = sum_s dz * xhat, db = sum_s dz
 //   film_grads:         dscale = da gamma + db beta, and da (1 + scale), db (1 + scale)
@@ -12,6 +14,7 @@
 
 const WG: u32 = 64u;
 const ACT: u32 = {{ACT}}u; // 0 identity, 1 silu
+// OUT: first output binding (1 + the number of inputs).
 
 struct Params {
     rows: u32,        // rows normalized independently
@@ -26,27 +29,25 @@ struct Params {
 }
 @group(0) @binding(0) var<uniform> p: Params;
 
-// norm_forward: (x, a, b) -> (y, stats);
-// norm_backward_x: (x, a, b, stats, gy) -> gx; norm_backward_coef: same inputs -> (ga, gb)
+// norm_forward: (x, gamma, beta[, scale, shift]) -> (y, stats)
+// film_coefs: the same inputs as the fused forward -> (fa, fb)
+// norm_backward_x: (x, a, b, stats, gy) -> gx; norm_backward_coef: the same inputs -> (ga, gb)
+// film_grads: (da, gamma, beta, scale, db) -> (gscale, gamma_part, beta_part)
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> a: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> b: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(5) var<storage, read_write> stats: array<f32>; // (mean, rstd) per row
+@group(0) @binding(2) var<storage, read> gamma: array<{{T}}>; // or the table a
+@group(0) @binding(3) var<storage, read> beta: array<{{T}}>; // or the table b
+@group(0) @binding(4) var<storage, read> scale: array<{{T}}>;
+@group(0) @binding(5) var<storage, read> shift: array<{{T}}>;
+@group(0) @binding({{OUT}}) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding({{OUT}} + 1) var<storage, read_write> stats: array<f32>; // (mean, rstd) per row
+@group(0) @binding(6) var<storage, read_write> fa: array<{{T}}>;
+@group(0) @binding(7) var<storage, read_write> fb: array<{{T}}>;
 @group(0) @binding(4) var<storage, read> saved: array<f32>;
 @group(0) @binding(5) var<storage, read> gy: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> gx: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> ga: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> gb: array<{{T}}>;
-// film_coefs: (gamma, beta, scale, shift) -> (fa, fb);
-// film_grads: (gamma, beta, scale, da, db) -> (gscale, gamma_part, beta_part)
-@group(0) @binding(1) var<storage, read> gamma: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> beta: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> scale: array<{{T}}>;
-@group(0) @binding(4) var<storage, read> shift: array<{{T}}>;
-@group(0) @binding(5) var<storage, read_write> fa: array<{{T}}>;
-@group(0) @binding(6) var<storage, read_write> fb: array<{{T}}>;
-@group(0) @binding(4) var<storage, read> da: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> da: array<{{T}}>;
 @group(0) @binding(5) var<storage, read> db: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> gscale: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> gamma_part: array<{{T}}>;
@@ -85,9 +86,14 @@ fn row_of(n: u32, c: u32, pos: u32) -> u32 {
     return (n * (p.c / p.cg) + c / p.cg) * p.sr + pos / (p.s / p.sr);
 }
 
-fn coef(n: u32, c: u32) -> vec2<f32> {
+fn coef_table(n: u32, c: u32) -> vec2<f32> {
     let k = n * p.coef_stride + c;
-    return vec2<f32>(f32(a[k]), f32(b[k]));
+    return vec2<f32>(f32(gamma[k]), f32(beta[k]));
+}
+
+fn coef_film(n: u32, c: u32) -> vec2<f32> {
+    let k = 1.0 + f32(scale[n * p.c + c]);
+    return vec2<f32>(f32(gamma[c]) * k, f32(beta[c]) * k + f32(shift[n * p.c + c]));
 }
 
 fn sigmoid(v: f32) -> f32 {
@@ -125,7 +131,7 @@ fn norm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
     for (var j = lid; j < p.len; j += WG) {
         let e = elem(r, j);
-        let ab = coef(e.y, e.z);
+        let ab = coef_{{COEF}}(e.y, e.z);
         y[e.x] = {{T}}(act((f32(x[e.x]) - mean) * rstd * ab.x + ab.y));
     }
 }
@@ -133,7 +139,7 @@ fn norm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 // (xhat, dz) at flat index i of channel c of sample n, in row r.
 fn xhat_dz(i: u32, n: u32, c: u32, r: u32) -> vec2<f32> {
     let xh = (f32(x[i]) - saved[2u * r]) * saved[2u * r + 1u];
-    let ab = coef(n, c);
+    let ab = coef_table(n, c);
     return vec2<f32>(xh, f32(gy[i]) * act_grad(xh * ab.x + ab.y));
 }
 
@@ -146,7 +152,7 @@ fn norm_backward_x(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     for (var j = lid; j < p.len; j += WG) {
         let e = elem(r, j);
         let h = xhat_dz(e.x, e.y, e.z, r);
-        let dxh = h.y * coef(e.y, e.z).x;
+        let dxh = h.y * coef_table(e.y, e.z).x;
         acc += vec2<f32>(dxh, dxh * h.x);
     }
     let m = wg_sum(lid, acc) / f32(p.len);
@@ -154,7 +160,7 @@ fn norm_backward_x(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     for (var j = lid; j < p.len; j += WG) {
         let e = elem(r, j);
         let h = xhat_dz(e.x, e.y, e.z, r);
-        let dxh = h.y * coef(e.y, e.z).x;
+        let dxh = h.y * coef_table(e.y, e.z).x;
         gx[e.x] = {{T}}(rstd * (dxh - m.x - h.x * m.y));
     }
 }
@@ -184,10 +190,9 @@ fn film_coefs(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
               @builtin(local_invocation_index) lid: u32) {
     let q = (wid.x + wid.y * nwg.x) * 64u + lid;
     if (q >= p.batch * p.c) { return; }
-    let c = q % p.c;
-    let k = 1.0 + f32(scale[q]);
-    fa[q] = {{T}}(f32(gamma[c]) * k);
-    fb[q] = {{T}}(f32(beta[c]) * k + f32(shift[q]));
+    let ab = coef_film(q / p.c, q % p.c);
+    fa[q] = {{T}}(ab.x);
+    fb[q] = {{T}}(ab.y);
 }
 
 @compute @workgroup_size(64)

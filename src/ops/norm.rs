@@ -94,9 +94,25 @@ enum Act {
     Silu = 1,
 }
 
-/// A norm.wgsl entry point compiled for `x`'s dtype and `act` (the FiLM helpers ignore it).
-fn norm_kernel(x: &Tensor, entry: &str, act: Act, inputs: usize, outputs: usize) -> Kernel {
-    let defines = [("ACT", (act as u32).to_string())];
+/// Where the per-(n, c) coefficients a, b of z = xhat * a + b come from (COEF in norm.wgsl).
+#[derive(Clone, Copy, PartialEq)]
+enum Coef {
+    /// Tables indexed `n * coef_stride + c` (gamma/beta with stride 0, FiLM tables with C).
+    Table,
+    /// a = gamma (1 + scale), b = beta (1 + scale) + shift, computed in the kernel.
+    Film,
+}
+
+/// A norm.wgsl entry point for `x`'s dtype; `act` and `coef` only matter to the norm kernels.
+fn norm_kernel(x: &Tensor, entry: &str, act: Act, coef: Coef, inputs: usize, outputs: usize) -> Kernel {
+    let defines = [
+        ("ACT", (act as u32).to_string()),
+        (
+            "COEF",
+            if coef == Coef::Film { "film" } else { "table" }.to_string(),
+        ),
+        ("OUT", (1 + inputs).to_string()),
+    ];
     kernel_for(
         x.gpu(),
         shader!("norm"),
@@ -108,82 +124,67 @@ fn norm_kernel(x: &Tensor, entry: &str, act: Act, inputs: usize, outputs: usize)
     )
 }
 
-/// What the backward of a normalization needs.
-struct Saved {
-    x: Tensor,
-    a: Tensor,
-    b: Tensor,
-    stats: Tensor,
-    rows: Rows,
-    params: Vec<u32>,
-    act: Act,
-}
-
-impl Saved {
-    /// Gradients of x and of the coefficient tables a, b per (n, c) (both [N, C]).
-    fn backward(&self, g: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        let gpu = self.x.gpu();
-        let nc = [self.rows.batch, self.rows.channels];
-        let gx = Tensor::empty(gpu, self.x.shape(), self.x.dtype())?;
-        let ga = Tensor::empty(gpu, &nc, self.x.dtype())?;
-        let gb = Tensor::empty(gpu, &nc, self.x.dtype())?;
-        let inputs = [
-            self.x.buffer(),
-            self.a.buffer(),
-            self.b.buffer(),
-            self.stats.buffer(),
-            g.buffer(),
-        ];
-        gpu.dispatch(
-            &norm_kernel(&self.x, "norm_backward_x", self.act, 5, 1),
-            &self.params,
-            &inputs,
-            &[gx.buffer()],
-            gpu.grid(self.rows.count() as u32),
-        );
-        gpu.dispatch(
-            &norm_kernel(&self.x, "norm_backward_coef", self.act, 5, 2),
-            &self.params,
-            &inputs,
-            &[ga.buffer(), gb.buffer()],
-            gpu.grid((self.rows.batch * self.rows.channels) as u32),
-        );
-        Ok((gx, ga, gb))
-    }
-}
-
-/// Normalizes the rows of `x`, then y = act(xhat * a + b) with a, b indexed
-/// `n * coef_stride + c`; returns y (not yet linked into the graph) and what backward needs.
+/// Normalizes the rows of `x` and applies y = act(xhat * a + b), with a, b from `coef`
+/// reading `coefs` (gamma, beta, and for FiLM scale, shift); returns y and the per-row
+/// (mean, rstd) the backward needs.
 fn normalize(
     x: &Tensor,
     rows: Rows,
-    a: &Tensor,
-    b: &Tensor,
-    coef_stride: usize,
+    coef: Coef,
+    coefs: &[&Tensor],
     act: Act,
     eps: f32,
-) -> Result<(Tensor, Saved)> {
+) -> Result<(Tensor, Tensor)> {
     let gpu = x.gpu();
     let y = Tensor::empty(gpu, x.shape(), x.dtype())?;
     let stats = Tensor::empty(gpu, &[rows.count(), 2], DType::F32)?;
-    let params = rows.params(coef_stride, eps);
+    let inputs: Vec<&wgpu::Buffer> = std::iter::once(x)
+        .chain(coefs.iter().copied())
+        .map(Tensor::buffer)
+        .collect();
     gpu.dispatch(
-        &norm_kernel(x, "norm_forward", act, 3, 2),
-        &params,
-        &[x.buffer(), a.buffer(), b.buffer()],
+        &norm_kernel(x, "norm_forward", act, coef, inputs.len(), 2),
+        &rows.params(0, eps),
+        &inputs,
         &[y.buffer(), stats.buffer()],
         gpu.grid(rows.count() as u32),
     );
-    let saved = Saved {
-        x: x.clone(),
-        a: a.clone(),
-        b: b.clone(),
-        stats,
-        rows,
-        params,
-        act,
-    };
-    Ok((y, saved))
+    Ok((y, stats))
+}
+
+/// Gradients of x and of the coefficient tables a, b (indexed `n * coef_stride + c`) per
+/// (n, c), both [N, C].
+fn normalize_backward(
+    x: &Tensor,
+    rows: Rows,
+    (a, b, coef_stride): (&Tensor, &Tensor, usize),
+    stats: &Tensor,
+    g: &Tensor,
+    act: Act,
+    eps: f32,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let gpu = x.gpu();
+    let nc = [rows.batch, rows.channels];
+    let gx = Tensor::empty(gpu, x.shape(), x.dtype())?;
+    let ga = Tensor::empty(gpu, &nc, x.dtype())?;
+    let gb = Tensor::empty(gpu, &nc, x.dtype())?;
+    let params = rows.params(coef_stride, eps);
+    let inputs = [x.buffer(), a.buffer(), b.buffer(), stats.buffer(), g.buffer()];
+    gpu.dispatch(
+        &norm_kernel(x, "norm_backward_x", act, Coef::Table, 5, 1),
+        &params,
+        &inputs,
+        &[gx.buffer()],
+        gpu.grid(rows.count() as u32),
+    );
+    gpu.dispatch(
+        &norm_kernel(x, "norm_backward_coef", act, Coef::Table, 5, 2),
+        &params,
+        &inputs,
+        &[ga.buffer(), gb.buffer()],
+        gpu.grid((rows.batch * rows.channels) as u32),
+    );
+    Ok((gx, ga, gb))
 }
 
 impl Tensor {
@@ -218,12 +219,15 @@ impl Tensor {
                 .affine_norm(op, groups, per_position, &f(gamma)?, &f(beta)?, eps)?
                 .to_dtype(DType::F16);
         }
-        let (y, saved) = normalize(self, rows, gamma, beta, 0, Act::Identity, eps)?;
+        let act = Act::Identity;
+        let (y, stats) = normalize(self, rows, Coef::Table, &[gamma, beta], act, eps)?;
+        let inputs = [self, gamma, beta].map(Tensor::clone);
         Ok(y.with_grad_fn(
             op,
-            vec![self.clone(), gamma.clone(), beta.clone()],
+            inputs.to_vec(),
             Box::new(move |g| {
-                let (gx, ga, gb) = saved.backward(g)?;
+                let [x, gamma, beta] = &inputs;
+                let (gx, ga, gb) = normalize_backward(x, rows, (gamma, beta, 0), &stats, g, act, eps)?;
                 Ok(vec![
                     Some(gx),
                     Some(ga.sum(&[0], false)?),
@@ -233,8 +237,8 @@ impl Tensor {
         ))
     }
 
-    /// `silu(group_norm(x) * (1 + scale[n, c]) + shift[n, c])` (FiLM conditioning) with one
-    /// pass over x: the modulation is folded into per-(n, c) coefficients first.
+    /// `silu(group_norm(x) * (1 + scale[n, c]) + shift[n, c])` (FiLM conditioning, `scale` and
+    /// `shift` are [N, C]) in one forward kernel.
     pub fn group_norm_scale_shift_silu(
         &self,
         groups: usize,
@@ -257,43 +261,43 @@ impl Tensor {
                 .group_norm_scale_shift_silu(groups, &f(gamma)?, &f(beta)?, &f(scale)?, &f(shift)?, eps)?
                 .to_dtype(DType::F16);
         }
-        let gpu = self.gpu();
-        let params = rows.params(rows.channels, eps);
-        let flat_groups = gpu.grid(((rows.batch * rows.channels) as u32).div_ceil(FLAT_WG));
-        let a = Tensor::empty(gpu, &nc, self.dtype())?;
-        let b = Tensor::empty(gpu, &nc, self.dtype())?;
-        gpu.dispatch(
-            &norm_kernel(self, "film_coefs", Act::Silu, 4, 2),
-            &params,
-            &[gamma.buffer(), beta.buffer(), scale.buffer(), shift.buffer()],
-            &[a.buffer(), b.buffer()],
-            flat_groups,
-        );
-        let (y, saved) = normalize(self, rows, &a, &b, rows.channels, Act::Silu, eps)?;
-        let film = [gamma.clone(), beta.clone(), scale.clone()];
+        let act = Act::Silu;
+        let film = [self, gamma, beta, scale, shift].map(Tensor::clone);
+        let (y, stats) = normalize(
+            self,
+            rows,
+            Coef::Film,
+            &film[1..].iter().collect::<Vec<_>>(),
+            act,
+            eps,
+        )?;
         Ok(y.with_grad_fn(
             OP,
-            vec![
-                self.clone(),
-                gamma.clone(),
-                beta.clone(),
-                scale.clone(),
-                shift.clone(),
-            ],
+            film.to_vec(),
             Box::new(move |g| {
-                let (gx, ga, gb) = saved.backward(g)?;
-                let gpu = gx.gpu();
-                let gscale = Tensor::empty(gpu, &nc, gx.dtype())?;
-                let gamma_part = Tensor::empty(gpu, &nc, gx.dtype())?;
-                let beta_part = Tensor::empty(gpu, &nc, gx.dtype())?;
+                let [x, gamma, beta, scale, _] = &film;
+                let gpu = x.gpu();
+                let params = rows.params(rows.channels, eps);
+                let flat_groups = gpu.grid(((rows.batch * rows.channels) as u32).div_ceil(FLAT_WG));
+                let new_nc = || Tensor::empty(gpu, &nc, x.dtype());
+                let (a, b) = (new_nc()?, new_nc()?);
                 gpu.dispatch(
-                    &norm_kernel(&gx, "film_grads", Act::Silu, 5, 3),
+                    &norm_kernel(x, "film_coefs", act, Coef::Film, 5, 2),
+                    &params,
+                    &film.iter().map(Tensor::buffer).collect::<Vec<_>>(),
+                    &[a.buffer(), b.buffer()],
+                    flat_groups,
+                );
+                let (gx, ga, gb) = normalize_backward(x, rows, (&a, &b, rows.channels), &stats, g, act, eps)?;
+                let (gscale, gamma_part, beta_part) = (new_nc()?, new_nc()?, new_nc()?);
+                gpu.dispatch(
+                    &norm_kernel(x, "film_grads", act, Coef::Film, 5, 3),
                     &params,
                     &[
-                        film[0].buffer(),
-                        film[1].buffer(),
-                        film[2].buffer(),
                         ga.buffer(),
+                        gamma.buffer(),
+                        beta.buffer(),
+                        scale.buffer(),
                         gb.buffer(),
                     ],
                     &[gscale.buffer(), gamma_part.buffer(), beta_part.buffer()],
