@@ -1,4 +1,5 @@
-//! Nearest 2x upsampling, average pooling and bicubic resizing against the CPU references.
+//! Nearest 2x upsampling, average pooling and bicubic resizing against the CPU references
+//! (forward, and backward by finite differences), plus bicubic border and shape-error checks.
 
 use crate::common::*;
 use crate::cpu;
