@@ -31,28 +31,6 @@ impl Planes {
         p.extend([mul.to_bits(), scale(0), scale(1)]);
         p
     }
-
-    /// Runs `entry` of resample.wgsl from `src` into a new tensor of `[N, C, out_hw]`.
-    fn run(
-        &self,
-        entry: &str,
-        src: &Tensor,
-        nc: &[usize],
-        out_hw: [usize; 2],
-        params: &[u32],
-    ) -> Result<Tensor> {
-        let gpu = src.gpu();
-        let out = Tensor::empty(gpu, &[nc[0], nc[1], out_hw[0], out_hw[1]], src.dtype())?;
-        let kernel = kernel_for(gpu, shader!("resample"), entry, src.dtype(), &[], 1, 1);
-        gpu.dispatch(
-            &kernel,
-            params,
-            &[src.buffer()],
-            &[out.buffer()],
-            gpu.grid((out.numel() as u32).div_ceil(FLAT_WG)),
-        );
-        Ok(out)
-    }
 }
 
 /// A linear map between planes (an entry point of resample.wgsl) and its transpose.
@@ -64,21 +42,36 @@ struct Resample {
 }
 
 impl Resample {
+    /// Runs `entry` on `src` ([N, C, ..]) into a new [N, C, out_hw] tensor.
+    fn run(&self, entry: &str, src: &Tensor, out_hw: [usize; 2]) -> Result<Tensor> {
+        let gpu = src.gpu();
+        let shape = [src.shape()[0], src.shape()[1], out_hw[0], out_hw[1]];
+        let out = Tensor::empty(gpu, &shape, src.dtype())?;
+        let kernel = kernel_for(gpu, shader!("resample"), entry, src.dtype(), &[], 1, 1);
+        gpu.dispatch(
+            &kernel,
+            &self.params,
+            &[src.buffer()],
+            &[out.buffer()],
+            gpu.grid((out.numel() as u32).div_ceil(FLAT_WG)),
+        );
+        Ok(out)
+    }
+
     /// Applies the map (or, with `transposed`, its transpose) to `x` and records the other
     /// one as the backward.
     fn apply(self, op: &'static str, x: &Tensor, transposed: bool) -> Result<Tensor> {
-        let nc = x.shape()[..2].to_vec();
         let (input, output) = (self.planes.input, self.planes.output);
         let (fwd, bwd, out_hw, in_hw) = if transposed {
             (self.transpose, self.map, input, output)
         } else {
             (self.map, self.transpose, output, input)
         };
-        let out = self.planes.run(fwd, x, &nc, out_hw, &self.params)?;
+        let out = self.run(fwd, x, out_hw)?;
         Ok(out.with_grad_fn(
             op,
             vec![x.clone()],
-            Box::new(move |g| Ok(vec![Some(self.planes.run(bwd, g, &nc, in_hw, &self.params)?)])),
+            Box::new(move |g| Ok(vec![Some(self.run(bwd, g, in_hw)?)])),
         ))
     }
 }
