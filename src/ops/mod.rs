@@ -6,8 +6,10 @@ pub mod conv;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
+pub mod norm;
 pub mod random;
 pub mod reduce;
+pub mod resample;
 pub mod softmax;
 
 pub use conv::{ConvImpl, ConvOptions};

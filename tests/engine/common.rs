@@ -93,7 +93,8 @@ pub fn check_op(
 ) {
     let grad_tol = match dtype {
         DType::F32 => 1e-3,
-        DType::F16 => 2e-2,
+        // f16 gradients sum many f16-rounded products
+        DType::F16 => 3e-2,
     };
     let xs: Vec<Vec<f64>> = inputs.iter().map(|(_, v)| round_to(v, dtype)).collect();
     let tensors: Vec<Tensor> = inputs

@@ -268,3 +268,143 @@ pub fn conv_transpose2d(
     }
     (y, [n, cout, oh, ow])
 }
+
+/// GroupNorm of [N, C, ...] over `groups` channel groups (or, with `per_position`, LayerNorm
+/// over all channels at each position), then `* gamma[c] + beta[c]`.
+pub fn norm(
+    x: &[f64],
+    shape: &[usize],
+    groups: usize,
+    per_position: bool,
+    gamma: &[f64],
+    beta: &[f64],
+    eps: f64,
+) -> Vec<f64> {
+    let (n, c) = (shape[0], shape[1]);
+    let s: usize = shape[2..].iter().product();
+    let cg = c / groups;
+    let mut rows: Vec<Vec<usize>> = Vec::new();
+    for ni in 0..n {
+        for g in 0..groups {
+            let channels = g * cg..(g + 1) * cg;
+            if per_position {
+                for pos in 0..s {
+                    rows.push(channels.clone().map(|ci| (ni * c + ci) * s + pos).collect());
+                }
+            } else {
+                rows.push(
+                    channels
+                        .flat_map(|ci| (0..s).map(move |pos| (ni * c + ci) * s + pos))
+                        .collect(),
+                );
+            }
+        }
+    }
+    let mut y = vec![0.0; x.len()];
+    for row in rows {
+        let m = row.len() as f64;
+        let mean = row.iter().map(|&i| x[i]).sum::<f64>() / m;
+        let var = row.iter().map(|&i| (x[i] - mean).powi(2)).sum::<f64>() / m;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for &i in &row {
+            let ci = (i / s) % c;
+            y[i] = (x[i] - mean) * rstd * gamma[ci] + beta[ci];
+        }
+    }
+    y
+}
+
+/// silu(group_norm(x) * (1 + scale[n, c]) + shift[n, c]).
+#[allow(clippy::too_many_arguments)]
+pub fn group_norm_scale_shift_silu(
+    x: &[f64],
+    shape: &[usize],
+    groups: usize,
+    gamma: &[f64],
+    beta: &[f64],
+    scale: &[f64],
+    shift: &[f64],
+    eps: f64,
+) -> Vec<f64> {
+    let s: usize = shape[2..].iter().product();
+    norm(x, shape, groups, false, gamma, beta, eps)
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let z = v * (1.0 + scale[i / s]) + shift[i / s];
+            z / (1.0 + (-z).exp())
+        })
+        .collect()
+}
+
+/// [N, C, H, W] -> [N, C, 2H, 2W], each pixel repeated 2x2.
+pub fn upsample_nearest2x(x: &[f64], shape: &[usize]) -> Vec<f64> {
+    let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
+    let mut y = Vec::with_capacity(x.len() * 4);
+    for p in 0..planes {
+        for oy in 0..2 * h {
+            for ox in 0..2 * w {
+                y.push(x[(p * h + oy / 2) * w + ox / 2]);
+            }
+        }
+    }
+    y
+}
+
+/// Mean over `k` x `k` windows every `stride` pixels, no padding.
+pub fn avg_pool2d(x: &[f64], shape: &[usize], k: usize, stride: usize) -> Vec<f64> {
+    let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
+    let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
+    let mut y = Vec::with_capacity(planes * oh * ow);
+    for p in 0..planes {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut acc = 0.0;
+                for dy in 0..k {
+                    for dx in 0..k {
+                        acc += x[(p * h + oy * stride + dy) * w + ox * stride + dx];
+                    }
+                }
+                y.push(acc / (k * k) as f64);
+            }
+        }
+    }
+    y
+}
+
+/// PyTorch's `F.interpolate(mode="bicubic", align_corners=False)`: source coordinate
+/// (dst + 0.5) * in / out - 0.5, cubic convolution with A = -0.75, indices clamped.
+pub fn resize_bicubic(x: &[f64], shape: &[usize], out_h: usize, out_w: usize) -> Vec<f64> {
+    const A: f64 = -0.75;
+    let near = |t: f64| ((A + 2.0) * t - (A + 3.0)) * t * t + 1.0;
+    let far = |t: f64| ((A * t - 5.0 * A) * t + 8.0 * A) * t - 4.0 * A;
+    // (index, weight) of the four taps of output index o.
+    let taps = |o: usize, n_in: usize, n_out: usize| -> Vec<(usize, f64)> {
+        let src = (o as f64 + 0.5) * n_in as f64 / n_out as f64 - 0.5;
+        let f = src.floor();
+        let t = src - f;
+        let w = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)];
+        (0..4)
+            .map(|m| {
+                let idx = (f as i64 - 1 + m as i64).clamp(0, n_in as i64 - 1) as usize;
+                (idx, w[m])
+            })
+            .collect()
+    };
+    let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
+    let mut y = Vec::with_capacity(planes * out_h * out_w);
+    for p in 0..planes {
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                let mut acc = 0.0;
+                for (iy, wy) in taps(oy, h, out_h) {
+                    for (ix, wx) in taps(ox, w, out_w) {
+                        acc += wy * wx * x[(p * h + iy) * w + ix];
+                    }
+                }
+                y.push(acc);
+            }
+        }
+    }
+    y
+}

@@ -77,3 +77,36 @@ fn device_without_f16_or_subgroups_still_runs_f16_ops() {
         1e-2,
     );
 }
+
+#[test]
+fn norm_and_resample_fall_back_to_f32_without_f16() {
+    let gpu = Gpu::new_blocking(AdapterChoice {
+        without: wgpu::Features::SHADER_F16,
+        ..Default::default()
+    })
+    .unwrap();
+    gpu.set_poison(true);
+    let shape = [2, 4, 3, 5];
+    let mut r = rng();
+    let up = |s: &[usize], v: &[f64]| {
+        let f: Vec<f32> = round_to(v, DType::F16).iter().map(|&x| x as f32).collect();
+        Tensor::from_slice(&gpu, s, &f, DType::F16)
+            .unwrap()
+            .requires_grad()
+    };
+    let xv = normal_vec(&mut r, 120);
+    let (x, ones, zeros) = (up(&shape, &xv), up(&[4], &[1.0; 4]), up(&[4], &[0.0; 4]));
+    let nc = up(&[2, 4], &[0.0; 8]);
+    let y = x
+        .group_norm_scale_shift_silu(2, &ones, &zeros, &nc, &nc, 1e-5)
+        .unwrap()
+        .resize_bicubic(4, 7)
+        .unwrap();
+    assert_eq!(y.dtype(), DType::F16);
+    let xr = round_to(&xv, DType::F16);
+    let gn = cpu::norm(&xr, &shape, 2, false, &[1.0; 4], &[0.0; 4], 1e-5);
+    let want = cpu::resize_bicubic(&cpu::unary(Unary::Silu, &gn), &shape, 4, 7);
+    assert_close("group norm + bicubic f16 fallback", &download(&y), &want, 1e-2);
+    wgdiff::backward(&y.sum_all().unwrap()).unwrap();
+    assert_eq!(x.grad().unwrap().dtype(), DType::F16);
+}

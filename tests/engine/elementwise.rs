@@ -108,6 +108,14 @@ fn scalar_helpers_are_the_right_affine_maps() {
     }
 }
 
+/// Values (2i + parity) / 16 for random i in -24..24.
+fn sixteenths(r: &mut rand::rngs::StdRng, n: usize, parity: i32) -> Vec<f64> {
+    use rand::Rng;
+    (0..n)
+        .map(|_| (2 * r.random_range(-24..24) + parity) as f64 / 16.0)
+        .collect()
+}
+
 #[test]
 fn binary_ops_broadcast_and_differentiate() {
     let shapes: [(&[usize], &[usize]); 5] = [
@@ -139,6 +147,10 @@ fn binary_ops_broadcast_and_differentiate() {
                         uniform_vec(&mut r, nb, -1.5, 1.5),
                     ),
                     Binary::Div => (normal_vec(&mut r, na), uniform_vec(&mut r, nb, 0.5, 2.0)),
+                    // odd vs even sixteenths: exact in f16 and never equal, so no ties
+                    Binary::Maximum | Binary::Minimum => {
+                        (sixteenths(&mut r, na, 1), sixteenths(&mut r, nb, 0))
+                    }
                     _ => (normal_vec(&mut r, na), normal_vec(&mut r, nb)),
                 };
                 let (sa2, sb2, out2) = (sa.to_vec(), sb.to_vec(), out.clone());

@@ -1,0 +1,173 @@
+//! GroupNorm, channel LayerNorm and the fused GroupNorm + scale/shift + SiLU against the CPU
+//! references, and the fused op against its unfused composition.
+
+use crate::common::*;
+use crate::cpu;
+use wgdiff::{DType, Tensor};
+
+const EPS: f32 = 1e-5;
+
+/// Input x and per-channel gamma, beta (gamma near 1).
+fn norm_inputs(shape: &[usize]) -> Vec<(Vec<usize>, Vec<f64>)> {
+    let mut r = rng();
+    let c = shape[1];
+    let n: usize = shape.iter().product();
+    let x = normal_vec(&mut r, n).iter().map(|v| 2.0 * v + 0.5).collect();
+    let gamma = normal_vec(&mut r, c).iter().map(|v| 1.0 + 0.3 * v).collect();
+    let beta = normal_vec(&mut r, c).iter().map(|v| 0.3 * v).collect();
+    vec![(shape.to_vec(), x), (vec![c], gamma), (vec![c], beta)]
+}
+
+/// Inputs of the fused op: x, gamma, beta, scale [N, C], shift [N, C].
+fn film_inputs(shape: &[usize]) -> Vec<(Vec<usize>, Vec<f64>)> {
+    let mut r = rng();
+    let nc = vec![shape[0], shape[1]];
+    let mut inputs = norm_inputs(shape);
+    for _ in 0..2 {
+        let v = normal_vec(&mut r, nc[0] * nc[1])
+            .iter()
+            .map(|v| 0.5 * v)
+            .collect();
+        inputs.push((nc.clone(), v));
+    }
+    inputs
+}
+
+#[test]
+fn group_norm_matches_cpu_and_differentiates() {
+    let cases = [
+        (vec![2, 6, 5, 7], 1),
+        (vec![2, 6, 5, 7], 2),
+        (vec![2, 6, 5, 7], 3),
+        (vec![2, 6, 5, 7], 6),
+        (vec![3, 8], 2),
+        (vec![2, 4, 9], 4),
+        (vec![1, 8, 12, 12], 2),
+    ];
+    for dtype in dtypes() {
+        for (shape, groups) in &cases {
+            let (shape, groups) = (shape.clone(), *groups);
+            let s = shape.clone();
+            check_op(
+                &format!("group_norm {shape:?} groups {groups}"),
+                dtype,
+                &norm_inputs(&shape),
+                move |xs| cpu::norm(&xs[0], &s, groups, false, &xs[1], &xs[2], EPS as f64),
+                |ts| ts[0].group_norm(groups, &ts[1], &ts[2], EPS),
+            );
+        }
+    }
+}
+
+#[test]
+fn layer_norm_channels_matches_cpu_and_differentiates() {
+    for dtype in dtypes() {
+        for shape in [vec![2, 6, 5, 7], vec![3, 5], vec![1, 70, 2, 3], vec![2, 3, 4]] {
+            let s = shape.clone();
+            check_op(
+                &format!("layer_norm_channels {shape:?}"),
+                dtype,
+                &norm_inputs(&shape),
+                move |xs| cpu::norm(&xs[0], &s, 1, true, &xs[1], &xs[2], EPS as f64),
+                |ts| ts[0].layer_norm_channels(&ts[1], &ts[2], EPS),
+            );
+        }
+    }
+}
+
+#[test]
+fn group_norm_scale_shift_silu_matches_cpu_and_differentiates() {
+    for dtype in dtypes() {
+        for (shape, groups) in [(vec![2, 6, 5, 7], 3), (vec![2, 6, 5, 7], 6), (vec![3, 4, 9], 2)] {
+            let s = shape.clone();
+            check_op(
+                &format!("group_norm_scale_shift_silu {shape:?} groups {groups}"),
+                dtype,
+                &film_inputs(&shape),
+                move |xs| {
+                    cpu::group_norm_scale_shift_silu(
+                        &xs[0], &s, groups, &xs[1], &xs[2], &xs[3], &xs[4], EPS as f64,
+                    )
+                },
+                |ts| ts[0].group_norm_scale_shift_silu(groups, &ts[1], &ts[2], &ts[3], &ts[4], EPS),
+            );
+        }
+    }
+}
+
+/// Output and input gradients of sum(op(inputs) * w) on fresh leaves.
+fn value_and_grads(
+    inputs: &[(Vec<usize>, Vec<f64>)],
+    w: &[f64],
+    dtype: DType,
+    op: impl Fn(&[Tensor]) -> wgdiff::Result<Tensor>,
+) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let ts: Vec<Tensor> = inputs
+        .iter()
+        .map(|(s, v)| upload(s, v, dtype).requires_grad())
+        .collect();
+    let y = op(&ts).unwrap();
+    let loss = y.mul(&upload(y.shape(), w, dtype)).unwrap().sum_all().unwrap();
+    wgdiff::backward(&loss).unwrap();
+    let grads = ts.iter().map(|t| download(&t.grad().unwrap())).collect();
+    (download(&y), grads)
+}
+
+#[test]
+fn fused_group_norm_scale_shift_silu_equals_unfused() {
+    let shape = [2, 6, 5, 7];
+    for dtype in dtypes() {
+        let tol = match dtype {
+            DType::F32 => 1e-4,
+            DType::F16 => 2e-2,
+        };
+        for groups in [1, 2, 3, 6] {
+            let inputs: Vec<_> = film_inputs(&shape)
+                .into_iter()
+                .map(|(s, v)| (s, round_to(&v, dtype)))
+                .collect();
+            let w = round_to(&uniform_vec(&mut rng(), shape.iter().product(), 0.5, 1.5), dtype);
+            let (fused, fused_grads) = value_and_grads(&inputs, &w, dtype, |ts| {
+                ts[0].group_norm_scale_shift_silu(groups, &ts[1], &ts[2], &ts[3], &ts[4], EPS)
+            });
+            let (unfused, unfused_grads) = value_and_grads(&inputs, &w, dtype, |ts| {
+                let nc11 = [shape[0], shape[1], 1, 1];
+                ts[0]
+                    .group_norm(groups, &ts[1], &ts[2], EPS)?
+                    .mul(&ts[3].reshape(&nc11)?.add_scalar(1.0)?)?
+                    .add(&ts[4].reshape(&nc11)?)?
+                    .silu()
+            });
+            assert_close(
+                &format!("fused vs unfused groups {groups} ({dtype:?})"),
+                &fused,
+                &unfused,
+                tol,
+            );
+            for (i, (f, u)) in fused_grads.iter().zip(&unfused_grads).enumerate() {
+                assert_close(
+                    &format!("fused vs unfused gradient of input {i}, groups {groups} ({dtype:?})"),
+                    f,
+                    u,
+                    tol,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn norm_shape_errors_name_the_shapes() {
+    let x = upload(&[2, 6, 5], &[0.0; 60], DType::F32);
+    let g = upload(&[6], &[1.0; 6], DType::F32);
+    let bad = upload(&[4], &[1.0; 4], DType::F32);
+    let err = x.group_norm(4, &g, &g, EPS).unwrap_err().to_string();
+    assert!(err.contains("4 groups") && err.contains("[2, 6, 5]"), "{err}");
+    let err = x.layer_norm_channels(&bad, &g, EPS).unwrap_err().to_string();
+    assert!(err.contains("[4]") && err.contains("[6]"), "{err}");
+    let err = x
+        .group_norm_scale_shift_silu(2, &g, &g, &g, &g, EPS)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("scale") && err.contains("[2, 6]"), "{err}");
+}
