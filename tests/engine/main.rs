@@ -11,6 +11,7 @@ mod elementwise;
 mod layout;
 mod matmul;
 mod optim;
+mod profiler;
 mod random;
 mod reduce;
 mod softmax;
