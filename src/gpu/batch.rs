@@ -133,11 +133,12 @@ impl Batch {
             self.pass = Some(pass);
         }
         let pass = self.pass.as_mut().unwrap();
-        pass.set_pipeline(&kernel.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
+        // The dispatch's time includes binding its pipeline and buffers.
         if let Some(p) = &self.profile {
             p.begin(pass);
         }
+        pass.set_pipeline(&kernel.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         if let Some(p) = &mut self.profile {
             p.end(pass, kernel, cost);

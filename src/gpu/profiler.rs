@@ -395,6 +395,23 @@ impl Profile {
         self.records.iter().map(|r| r.duration_ns).sum()
     }
 
+    /// Time from the first dispatch's start to the last one's end (the op sum plus the
+    /// device's gaps between dispatches); 0 without records. Only meaningful within one
+    /// profile: merged steps have idle time between them.
+    pub fn span_ns(&self) -> f64 {
+        let first = self
+            .records
+            .iter()
+            .map(|r| r.start_ns)
+            .fold(f64::INFINITY, f64::min);
+        let last = self
+            .records
+            .iter()
+            .map(|r| r.start_ns + r.duration_ns)
+            .fold(f64::NEG_INFINITY, f64::max);
+        (last - first).max(0.0)
+    }
+
     /// Appends a later profile (records in order; wall times add up).
     pub fn extend(&mut self, later: Profile) {
         self.records.extend(later.records);
@@ -455,15 +472,15 @@ impl Profile {
         );
         for r in &rows {
             out += &format!(
-                "{:<op_w$}  {:<kernel_w$} {:>6} {:>10.3} {:>9.4} {:>7.1}% {:>8.4} {:>8.5} {:>7} {:>8} {:>7}\n",
+                "{:<op_w$}  {:<kernel_w$} {:>6} {:>10.3} {:>9.4} {:>7.1}% {:>8} {:>8} {:>7} {:>8} {:>7}\n",
                 r.op,
                 r.kernel,
                 r.calls,
                 r.total_ms,
                 r.mean_ms,
                 r.device_pct,
-                r.gflop,
-                r.gb,
+                opt((r.gflop > 0.0).then_some(r.gflop), 4),
+                opt((r.gb > 0.0).then_some(r.gb), 5),
                 opt(r.flop_per_byte, 1),
                 opt(r.gflops, 2),
                 opt(r.gbps, 2),
@@ -477,16 +494,18 @@ impl Profile {
             }
         };
         let ops_ms = self.op_ns() * 1e-6;
-        out += &match self.wall_ns {
-            Some(wall) => format!(
-                "{} dispatches; sum of op times {ops_ms:.3} ms; wall time of the profiled region {:.3} ms (ops {:.0}%)\n",
-                self.records.len(),
-                wall * 1e-6,
-                100.0 * ops_ms / (wall * 1e-6).max(f64::MIN_POSITIVE)
-            ),
-            None => format!("{} dispatches; sum of op times {ops_ms:.3} ms\n", self.records.len()),
-        };
-        out
+        out += &format!(
+            "{} dispatches; sum of op times {ops_ms:.3} ms",
+            self.records.len()
+        );
+        if let Some(wall) = self.wall_ns {
+            let wall_ms = wall * 1e-6;
+            out += &format!(
+                "; wall time of the profiled region {wall_ms:.3} ms (ops {:.0}%)",
+                100.0 * ops_ms / wall_ms.max(f64::MIN_POSITIVE)
+            );
+        }
+        out + "\n"
     }
 
     /// One JSON object per op row, one per line.
