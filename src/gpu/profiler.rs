@@ -328,10 +328,14 @@ impl Recording {
             metas: resolved.metas,
             mapped: rx,
         });
-        while let Some(Ok(Some(Ok(())))) = self.pending.first_mut().map(|p| p.mapped.try_recv()) {
+        while let Some(Ok(Some(mapped))) = self.pending.first_mut().map(|p| p.mapped.try_recv()) {
             let p = self.pending.remove(0);
-            if let Err(e) = self.decode(p.staging, p.metas) {
-                self.failure.get_or_insert(e.to_string());
+            let decoded = match mapped {
+                Ok(()) => self.decode(p.staging, p.metas).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = decoded {
+                self.failure.get_or_insert(e);
             }
         }
     }

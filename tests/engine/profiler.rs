@@ -132,3 +132,25 @@ fn rows_sum_calls_and_shares() {
         assert!(row.get("gflops").is_some() && row.get("share_pct").is_none());
     }
 }
+
+#[test]
+fn long_profiles_span_several_query_batches() {
+    let gpu = own_gpu(wgpu::Features::empty());
+    let x = Tensor::from_f32(&gpu, &[16], &[0.5; 16]).unwrap();
+    x.tanh().unwrap();
+    gpu.sync().unwrap();
+    gpu.profiler().start().unwrap();
+    for _ in 0..2 {
+        for _ in 0..1100 {
+            x.tanh().unwrap();
+        }
+        gpu.sync().unwrap(); // maps the finished batches, decoded at the next flush
+    }
+    let profile = gpu.profiler().stop_blocking().unwrap();
+    assert_eq!(profile.records.len(), 2200);
+    assert!(profile
+        .records
+        .iter()
+        .all(|r| r.name == "tanh" && r.duration_ns > 0.0));
+    assert_eq!(profile.rows()[0].calls, 2200);
+}
