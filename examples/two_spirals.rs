@@ -1,9 +1,10 @@
 //! Trains a small MLP on the two-spirals toy task with the engine's public API: tensors,
 //! GPU random init, autograd and Adam. Run: `cargo run --release --example two_spirals`.
 
+use wgdiff::nn::Mlp;
 use wgdiff::ops::random::Rng;
 use wgdiff::optim::{Adam, AdamConfig, LrSchedule};
-use wgdiff::{DType, Gpu, Result, Tensor};
+use wgdiff::{Gpu, Result, Tensor};
 
 /// Points of two interleaved spirals, labelled +1 and -1: (x [n, 2], y [n, 1]).
 pub fn spirals(gpu: &Gpu, per_arm: usize) -> Result<(Tensor, Tensor)> {
@@ -25,59 +26,20 @@ pub fn spirals(gpu: &Gpu, per_arm: usize) -> Result<(Tensor, Tensor)> {
     ))
 }
 
-/// A fully connected layer's weight [fan_in, fan_out] and bias [fan_out].
-struct Linear {
-    weight: Tensor,
-    bias: Tensor,
-}
-
-impl Linear {
-    fn new(gpu: &Gpu, rng: &mut Rng, fan_in: usize, fan_out: usize) -> Result<Linear> {
-        let std = (1.0 / fan_in as f32).sqrt();
-        Ok(Linear {
-            weight: rng
-                .normal(gpu, &[fan_in, fan_out], 0.0, std, DType::F32)?
-                .requires_grad(),
-            bias: Tensor::zeros(gpu, &[fan_out], DType::F32)?.requires_grad(),
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.matmul(&self.weight)?.add(&self.bias)
-    }
-}
-
 /// Trains a 2-64-64-1 tanh MLP with MSE for `steps` full-batch Adam steps; returns the
 /// loss before and after training.
 pub fn train(gpu: &Gpu, steps: u32, seed: u64) -> Result<(f32, f32)> {
     let (x, y) = spirals(gpu, 128)?;
     let mut rng = Rng::new(seed);
-    let layers = [
-        Linear::new(gpu, &mut rng, 2, 64)?,
-        Linear::new(gpu, &mut rng, 64, 64)?,
-        Linear::new(gpu, &mut rng, 64, 1)?,
-    ];
-    let params: Vec<Tensor> = layers
-        .iter()
-        .flat_map(|l| [l.weight.clone(), l.bias.clone()])
-        .collect();
+    let mlp = Mlp::new(gpu, &mut rng, &[2, 64, 64, 1])?;
     let config = AdamConfig {
         lr: 1e-2,
         schedule: LrSchedule::Warmup { warmup: 50 },
         max_grad_norm: Some(5.0),
         ..Default::default()
     };
-    let mut opt = Adam::new(params, config)?;
-    let loss_of = || -> Result<Tensor> {
-        let mut h = x.clone();
-        for (i, layer) in layers.iter().enumerate() {
-            h = layer.forward(&h)?;
-            if i + 1 < layers.len() {
-                h = h.tanh()?;
-            }
-        }
-        h.sub(&y)?.square()?.mean_all()
-    };
+    let mut opt = Adam::new(mlp.params(), config)?;
+    let loss_of = || mlp.forward(&x)?.sub(&y)?.square()?.mean_all();
     let first = loss_of()?.item()?;
     for _ in 0..steps {
         opt.zero_grad();

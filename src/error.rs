@@ -21,6 +21,9 @@ pub enum Error {
     /// Reading a buffer back from the device failed.
     #[error("reading back {what} failed: {reason}")]
     Readback { what: String, reason: String },
+    /// The profiler was used out of order or cannot time this device.
+    #[error("profiler: {0}")]
+    Profiler(String),
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

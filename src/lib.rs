@@ -1,11 +1,12 @@
 //! wgdiff: a portable diffusion-model lab built on a hand-written WGSL tensor engine.
-//! This file re-exports the public API: the device, tensors, ops, autograd and optimisers.
+//! This file re-exports the public API: the device, tensors, ops, autograd, layers and optimisers.
 
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 pub mod error;
 pub mod gpu;
+pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod tensor;

@@ -1,10 +1,13 @@
-//! The `wgdiff` command line: device info and benchmarks (training, sampling and the
-//! experiments arrive as further subcommands).
+//! The `wgdiff` command line: device info, benchmarks and the per-op profiler (training,
+//! sampling and the experiments arrive as further subcommands).
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use wgdiff::bench::conv::Passes;
+use wgdiff::bench::profile::Workload;
 use wgdiff::gpu::{describe, instance_for, list_adapters, rank};
 use wgdiff::ops::ConvImpl;
 use wgdiff::{AdapterChoice, Gpu};
@@ -30,6 +33,20 @@ enum Command {
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
+    },
+    /// Time every kernel dispatch of a training step, per op (a table, --json or a Chrome trace)
+    Profile {
+        /// What to run: mlp or matmul (default: mlp)
+        workload: Option<Workload>,
+        /// Profiled steps (after one unprofiled warm-up step)
+        #[arg(long, default_value_t = 3)]
+        steps: usize,
+        /// Print one JSON object per op row instead of the table
+        #[arg(long)]
+        json: bool,
+        /// Also write every dispatch to this file in Chrome trace format (chrome://tracing, Perfetto)
+        #[arg(long, value_name = "PATH")]
+        trace: Option<PathBuf>,
     },
 }
 
@@ -94,6 +111,18 @@ fn main() -> ExitCode {
 fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     match command {
         Command::Info => info(choice),
+        Command::Profile {
+            workload,
+            steps,
+            json,
+            trace,
+        } => profile(
+            choice,
+            workload.unwrap_or(Workload::DEFAULT),
+            steps,
+            json,
+            trace.as_deref(),
+        ),
         Command::Bench { what } => {
             let gpu = Gpu::new_blocking(choice)?;
             match what {
@@ -211,6 +240,70 @@ fn print_conv_summary(rows: &[wgdiff::bench::Measurement]) {
             println!("{shape}: {}", parts.join("; "));
         }
     }
+}
+
+fn profile(
+    choice: AdapterChoice,
+    workload: Workload,
+    steps: usize,
+    json: bool,
+    trace: Option<&Path>,
+) -> Result<()> {
+    // Open the trace file first so a bad path fails before the run.
+    let trace_file = trace
+        .map(|p| {
+            std::fs::File::create(p).with_context(|| format!("cannot write the trace file {}", p.display()))
+        })
+        .transpose()?;
+    let gpu = Gpu::new_blocking(choice)?;
+    let log = |line: String| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    log(format!("device: {}", describe(&gpu.info)));
+    log(format!(
+        "workload: {} ({}), 1 warm-up step, {} profiled",
+        Workload::ALL
+            .iter()
+            .find(|(_, w)| *w == workload)
+            .map_or("?", |(n, _)| n),
+        workload.describe(),
+        steps.max(1)
+    ));
+    let profiles = wgdiff::bench::profile::run(&gpu, workload, steps)?;
+    for (i, p) in profiles.iter().enumerate() {
+        let wall_ms = p.wall_ns.unwrap_or(0.0) * 1e-6;
+        let ops_ms = p.op_ns() * 1e-6;
+        log(format!(
+            "step {}: wall {wall_ms:.3} ms (synced before and after); sum of op times {ops_ms:.3} ms ({:.0}% of wall); \
+             first op start to last op end {:.3} ms; {} dispatches",
+            i + 1,
+            100.0 * ops_ms / wall_ms.max(f64::MIN_POSITIVE),
+            p.span_ns() * 1e-6,
+            p.records.len()
+        ));
+    }
+    let total = profiles
+        .into_iter()
+        .reduce(|mut all, p| {
+            all.extend(p);
+            all
+        })
+        .context("no step was profiled")?;
+    if json {
+        println!("{}", total.json_lines());
+    } else {
+        print!("{}", total.table());
+    }
+    if let (Some(mut file), Some(path)) = (trace_file, trace) {
+        file.write_all(total.chrome_trace().as_bytes())
+            .with_context(|| format!("cannot write the trace file {}", path.display()))?;
+        log(format!("trace written to {}", path.display()));
+    }
+    Ok(())
 }
 
 fn print_rows(rows: &[wgdiff::bench::Measurement], json: bool) {

@@ -1,8 +1,9 @@
-//! Benchmark harness shared by every `wgdiff bench ...`: interleaved repetitions of the
-//! variants under test, medians after warm-up, a table and one JSON object per measurement.
+//! Benchmark harness shared by every `wgdiff bench ...` (interleaved repetitions, medians,
+//! a table and JSON lines) and the `wgdiff profile` workloads (`profile.rs`).
 
 pub mod conv;
 pub mod matmul;
+pub mod profile;
 
 use crate::{Gpu, Result};
 use serde::Serialize;

@@ -1,10 +1,11 @@
 //! Dispatch batching: kernels are recorded into one open compute pass and submitted
 //! together; their small parameter blocks share one uniform buffer per submit.
 
+use super::profiler::{Cost, Recording};
 use super::Kernel;
 
 /// Dispatches recorded before a submit is forced.
-const MAX_DISPATCHES: u32 = 1024;
+pub(super) const MAX_DISPATCHES: u32 = 1024;
 /// Size of the shared parameter buffer.
 const PARAMS_BYTES: u64 = 256 * 1024;
 
@@ -15,6 +16,8 @@ pub(super) struct Batch {
     params: Vec<u8>,
     params_buffer: wgpu::Buffer,
     align: usize,
+    /// The running profiler, if any.
+    pub(super) profile: Option<Recording>,
 }
 
 impl Batch {
@@ -31,6 +34,7 @@ impl Batch {
                 mapped_at_creation: false,
             }),
             align: align.max(16) as usize,
+            profile: None,
         }
     }
 
@@ -56,6 +60,39 @@ impl Batch {
         inputs: &[&wgpu::Buffer],
         outputs: &[&wgpu::Buffer],
         groups: [u32; 3],
+        cost: Option<Cost>,
+    ) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.profile.as_ref().is_some_and(Recording::on_cpu) {
+            // No timestamps: time this dispatch alone between two waits for an idle device.
+            let wait = |d: &wgpu::Device| d.poll(wgpu::PollType::wait_indefinitely()).map(drop);
+            self.flush(device, queue);
+            let _ = wait(device);
+            let since = std::time::Instant::now();
+            self.record(device, queue, kernel, params, inputs, outputs, groups, cost);
+            self.flush(device, queue);
+            let _ = wait(device);
+            if let Some(p) = &mut self.profile {
+                p.timed_on_cpu(kernel, cost, since);
+            }
+            return;
+        }
+        self.record(device, queue, kernel, params, inputs, outputs, groups, cost);
+    }
+
+    /// Records one dispatch into the open pass (with timestamps around it when profiling
+    /// on the device).
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+        cost: Option<Cost>,
     ) {
         let param_bytes = (params.len() * 4).max(16).div_ceil(16) * 16;
         let slot = param_bytes.div_ceil(self.align) * self.align;
@@ -96,9 +133,16 @@ impl Batch {
             self.pass = Some(pass);
         }
         let pass = self.pass.as_mut().unwrap();
+        // The dispatch's time includes binding its pipeline and buffers.
+        if let Some(p) = &self.profile {
+            p.begin(pass);
+        }
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        if let Some(p) = &mut self.profile {
+            p.end(pass, kernel, cost);
+        }
         self.dispatches += 1;
     }
 
@@ -116,13 +160,20 @@ impl Batch {
             .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
-    pub(super) fn flush(&mut self, _device: &wgpu::Device, queue: &wgpu::Queue) {
+    pub(super) fn flush(&mut self, device: &wgpu::Device, queue: &wgpu::Queue) {
         self.end_pass();
-        if let Some(encoder) = self.encoder.take() {
+        if let Some(mut encoder) = self.encoder.take() {
+            let timestamps = self
+                .profile
+                .as_mut()
+                .and_then(|p| p.resolve(device, &mut encoder));
             if !self.params.is_empty() {
                 queue.write_buffer(&self.params_buffer, 0, &self.params);
             }
             queue.submit([encoder.finish()]);
+            if let (Some(p), Some(t)) = (&mut self.profile, timestamps) {
+                p.submitted(t);
+            }
         }
         self.params.clear();
         self.dispatches = 0;

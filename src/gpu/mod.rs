@@ -5,11 +5,13 @@ mod autotune;
 mod batch;
 mod pipelines;
 mod pool;
+mod profiler;
 mod select;
 
 pub use autotune::Autotuner;
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
+pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
 pub use select::{describe, rank, AdapterChoice};
 
 use crate::{Error, Result};
@@ -194,7 +196,8 @@ impl Gpu {
     }
 
     /// Records one dispatch: `params` go to the uniform at binding 0, then `inputs`
-    /// (read-only) and `outputs` (read-write) in binding order.
+    /// (read-only) and `outputs` (read-write) in binding order. The profiler names it by
+    /// its kernel label; [`Gpu::dispatch_named`] gives it an op name and a cost.
     pub fn dispatch(
         &self,
         kernel: &Kernel,
@@ -202,6 +205,31 @@ impl Gpu {
         inputs: &[&wgpu::Buffer],
         outputs: &[&wgpu::Buffer],
         groups: [u32; 3],
+    ) {
+        self.dispatch_inner(kernel, params, inputs, outputs, groups, None);
+    }
+
+    /// [`Gpu::dispatch`] with the op name, FLOPs and bytes the profiler reports.
+    pub fn dispatch_named(
+        &self,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+        cost: Cost,
+    ) {
+        self.dispatch_inner(kernel, params, inputs, outputs, groups, Some(cost));
+    }
+
+    fn dispatch_inner(
+        &self,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+        cost: Option<Cost>,
     ) {
         assert_eq!(
             (inputs.len(), outputs.len()),
@@ -213,7 +241,16 @@ impl Gpu {
             return;
         }
         let mut batch = self.batch.lock().unwrap();
-        batch.dispatch(&self.device, &self.queue, kernel, params, inputs, outputs, groups);
+        batch.dispatch(
+            &self.device,
+            &self.queue,
+            kernel,
+            params,
+            inputs,
+            outputs,
+            groups,
+            cost,
+        );
     }
 
     /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;

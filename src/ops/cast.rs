@@ -25,12 +25,13 @@ impl Tensor {
             inputs: 1,
             outputs: 1,
         });
-        gpu.dispatch(
+        gpu.dispatch_named(
             &kernel,
             &[n],
             &[self.buffer()],
             &[out.buffer()],
             gpu.grid(invocations.div_ceil(FLAT_WG)),
+            crate::gpu::Cost::memory("cast", self.byte_len() + out.byte_len()),
         );
         let from = self.dtype();
         Ok(out.with_grad_fn(

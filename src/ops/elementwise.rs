@@ -3,6 +3,7 @@
 //! Kernels: shaders/elementwise.wgsl.
 
 use super::{check_rank, check_same_dtype, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
+use crate::gpu::Cost;
 use crate::tensor::contiguous_strides;
 use crate::{shader, DType, Error, Result, Tensor};
 
@@ -31,6 +32,27 @@ pub enum Unary {
 }
 
 impl Unary {
+    /// Op names of the forward and backward kernels, for the profiler.
+    fn names(self) -> [&'static str; 2] {
+        match self {
+            Unary::Neg => ["neg", "neg_backward"],
+            Unary::Exp => ["exp", "exp_backward"],
+            Unary::Log => ["log", "log_backward"],
+            Unary::Sqrt => ["sqrt", "sqrt_backward"],
+            Unary::Relu => ["relu", "relu_backward"],
+            Unary::Silu => ["silu", "silu_backward"],
+            Unary::Gelu => ["gelu", "gelu_backward"],
+            Unary::Sigmoid => ["sigmoid", "sigmoid_backward"],
+            Unary::Tanh => ["tanh", "tanh_backward"],
+            Unary::Clamp(..) => ["clamp", "clamp_backward"],
+            Unary::Pow(_) => ["pow_scalar", "pow_scalar_backward"],
+            Unary::Affine(..) => ["affine", "affine_backward"],
+            Unary::Reciprocal(_) => ["reciprocal", "reciprocal_backward"],
+            Unary::Abs => ["abs", "abs_backward"],
+            Unary::Square => ["square", "square_backward"],
+        }
+    }
+
     fn id_and_scalars(self) -> (u32, f32, f32) {
         match self {
             Unary::Neg => (0, 0.0, 0.0),
@@ -64,6 +86,22 @@ pub enum Binary {
     Minimum,
     /// 1 where equal, else 0 (no gradient).
     Equal,
+}
+
+impl Binary {
+    /// Op names of the forward and backward kernels, for the profiler.
+    fn names(self) -> [&'static str; 2] {
+        match self {
+            Binary::Add => ["add", "add_backward"],
+            Binary::Sub => ["sub", "sub_backward"],
+            Binary::Mul => ["mul", "mul_backward"],
+            Binary::Div => ["div", "div_backward"],
+            Binary::Pow => ["pow", "pow_backward"],
+            Binary::Maximum => ["maximum", "maximum_backward"],
+            Binary::Minimum => ["minimum", "minimum_backward"],
+            Binary::Equal => ["equal", "equal_backward"],
+        }
+    }
 }
 
 /// Shape two operands broadcast to (NumPy rules).
@@ -129,12 +167,13 @@ impl Tensor {
             1,
         );
         let params = elementwise_params(n, a, b, &[], &[], &[]);
-        gpu.dispatch(
+        gpu.dispatch_named(
             &kernel,
             &params,
             &[self.buffer()],
             &[out.buffer()],
             gpu.grid((n as u32).div_ceil(FLAT_WG)),
+            Cost::memory(op.names()[0], 2 * self.byte_len()),
         );
         let x = self.clone();
         Ok(out.with_grad_fn(
@@ -242,12 +281,13 @@ impl Tensor {
             2,
             1,
         );
-        gpu.dispatch(
+        gpu.dispatch_named(
             &kernel,
             &params,
             &[self.buffer(), other.buffer()],
             &[out.buffer()],
             gpu.grid((n as u32).div_ceil(FLAT_WG)),
+            Cost::memory(op.names()[0], self.byte_len() + other.byte_len() + out.byte_len()),
         );
         let (a, b) = (self.clone(), other.clone());
         Ok(out.with_grad_fn(
@@ -296,12 +336,13 @@ fn unary_backward(x: &Tensor, g: &Tensor, op: Unary) -> Result<Tensor> {
         1,
     );
     let params = elementwise_params(n, a, b, &[], &[], &[]);
-    gpu.dispatch(
+    gpu.dispatch_named(
         &kernel,
         &params,
         &[x.buffer(), g.buffer()],
         &[gx.buffer()],
         gpu.grid((n as u32).div_ceil(FLAT_WG)),
+        Cost::memory(op.names()[1], 3 * x.byte_len()),
     );
     Ok(gx)
 }
@@ -329,12 +370,13 @@ fn binary_backward(
                 3,
                 2,
             );
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 params,
                 &[a.buffer(), b.buffer(), g.buffer()],
                 &[ga.buffer(), gb.buffer()],
                 gpu.grid((g.numel() as u32).div_ceil(FLAT_WG)),
+                Cost::memory(op.names()[1], a.byte_len() + b.byte_len() + 3 * g.byte_len()),
             );
             (ga, gb)
         }

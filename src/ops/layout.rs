@@ -2,12 +2,15 @@
 //! and pad, all through one strided-copy kernel (shaders/layout.wgsl), with backward.
 
 use super::{check_rank, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
+use crate::gpu::Cost;
 use crate::ops::elementwise::broadcast_strides;
 use crate::tensor::{contiguous_strides, numel};
 use crate::{shader, DType, Error, Result, Tensor};
 
 /// One strided copy: `dst[dst_off + idx.dst_strides] = src[src_off + idx.src_strides]`.
 pub(crate) struct StridedCopy<'a> {
+    /// Op name for the profiler.
+    pub op: &'static str,
     pub shape: &'a [usize],
     pub src_offset: usize,
     pub src_strides: &'a [usize],
@@ -29,12 +32,13 @@ pub(crate) fn strided_copy(src: &Tensor, dst: &Tensor, c: &StridedCopy) -> Resul
     params.extend(pack8(c.src_strides, 0));
     params.extend(pack8(c.dst_strides, 0));
     let kernel = kernel_for(gpu, shader!("layout"), "strided_copy", src.dtype(), &[], 1, 1);
-    gpu.dispatch(
+    gpu.dispatch_named(
         &kernel,
         &params,
         &[src.buffer()],
         &[dst.buffer()],
         gpu.grid((n as u32).div_ceil(FLAT_WG)),
+        Cost::memory(c.op, (2 * n * src.dtype().size()) as u64),
     );
     Ok(())
 }
@@ -73,6 +77,7 @@ impl Tensor {
             self,
             &out,
             &StridedCopy {
+                op: "permute",
                 shape: &out_shape,
                 src_offset: 0,
                 src_strides: &src_strides,
@@ -124,6 +129,7 @@ impl Tensor {
             self,
             &out,
             &StridedCopy {
+                op: "broadcast_to",
                 shape,
                 src_offset: 0,
                 src_strides: &broadcast_strides(self.shape(), shape),
@@ -161,6 +167,7 @@ impl Tensor {
             self,
             &out,
             &StridedCopy {
+                op: "slice",
                 shape: &out_shape,
                 src_offset: start * strides[axis],
                 src_strides: &strides,
@@ -198,6 +205,7 @@ impl Tensor {
             self,
             &out,
             &StridedCopy {
+                op: "pad",
                 shape: self.shape(),
                 src_offset: 0,
                 src_strides: &contiguous_strides(self.shape()),
@@ -259,6 +267,7 @@ impl Tensor {
                 p,
                 &out,
                 &StridedCopy {
+                    op: "concat",
                     shape: p.shape(),
                     src_offset: 0,
                     src_strides: &contiguous_strides(p.shape()),

@@ -3,6 +3,7 @@
 //! matmuls. Kernels: shaders/matmul.wgsl, shaders/matmul_blocked.wgsl.
 
 use super::{check_same_dtype, kernel_for, needs_f32_fallback};
+use crate::gpu::Cost;
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
 /// Which matmul kernel to run.
@@ -259,12 +260,17 @@ fn matmul_naive(
     ]
     .map(|v| v as u32);
     let kernel = kernel_for(gpu, shader!("matmul"), "matmul_naive", a.dtype(), &[], 2, 1);
-    gpu.dispatch(
+    gpu.dispatch_named(
         &kernel,
         &params,
         &[a.buffer(), b.buffer()],
         &[out.buffer()],
         [(n as u32).div_ceil(8), (m as u32).div_ceil(8), batch as u32],
+        Cost::new(
+            "matmul",
+            matmul_flops(batch, m, n, k),
+            a.byte_len() + b.byte_len() + out.byte_len(),
+        ),
     );
     Ok(out)
 }
@@ -317,12 +323,13 @@ fn matmul_blocked(
         labels_key(&tiles)
     );
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
+    let flops = matmul_flops(batch, m, n, k);
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-        dispatch_blocked(&a, &b, &scratch, dims, tiles[c])
+        dispatch_blocked(&a, &b, &scratch, dims, tiles[c], flops)
     })?;
     let out = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-    dispatch_blocked(&a, &b, &out, dims, tiles[choice])?;
+    dispatch_blocked(&a, &b, &out, dims, tiles[choice], flops)?;
     let r = out.rank();
     out.slice(r - 1, 0, n)
 }
@@ -335,13 +342,15 @@ fn labels_key(tiles: &[BlockShape]) -> String {
     }
 }
 
-/// Records the blocked kernel with tile `shape` for padded operands (K, N multiples of 4).
+/// Records the blocked kernel with tile `shape` for padded operands (K, N multiples of 4);
+/// `flops` (of the unpadded product) goes to the profiler.
 fn dispatch_blocked(
     a: &Tensor,
     b: &Tensor,
     out: &Tensor,
     (batch, m, n4, k4): (usize, usize, usize, usize),
     shape: BlockShape,
+    flops: f64,
 ) -> Result<()> {
     let gpu = a.gpu();
     let kernel = kernel_for(
@@ -369,12 +378,13 @@ fn dispatch_blocked(
             format!("{m} rows exceed this device's dispatch limit; split the batch"),
         ));
     }
-    gpu.dispatch(
+    gpu.dispatch_named(
         &kernel,
         &params,
         &[a.buffer(), b.buffer()],
         &[out.buffer()],
         groups,
+        Cost::new("matmul", flops, a.byte_len() + b.byte_len() + out.byte_len()),
     );
     Ok(())
 }

@@ -35,12 +35,13 @@ pub(crate) fn fill_bits(gpu: &Gpu, buffer: &wgpu::Buffer, words: u64, bits: u32)
         inputs: 0,
         outputs: 1,
     });
-    gpu.dispatch(
+    gpu.dispatch_named(
         &kernel,
         &[words as u32, bits],
         &[],
         &[buffer],
         gpu.grid((words as u32).div_ceil(FLAT_WG)),
+        crate::gpu::Cost::memory("fill", 4 * words),
     );
 }
 

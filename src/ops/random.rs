@@ -45,12 +45,13 @@ impl Rng {
             a.to_bits(),
             b.to_bits(),
         ];
-        gpu.dispatch(
+        gpu.dispatch_named(
             &kernel,
             &params,
             &[],
             &[out.buffer()],
             gpu.grid(n.div_ceil(4).div_ceil(64)),
+            crate::gpu::Cost::memory("random", out.byte_len()),
         );
         self.stream = self.stream.wrapping_add(1);
         Ok(out)

@@ -3,6 +3,7 @@
 //! autotuner measured fastest for that shape (shaders/reduce.wgsl, reduce_subgroup.wgsl).
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
+use crate::gpu::Cost;
 use crate::tensor::numel;
 use crate::{shader, DType, Error, Result, Tensor};
 
@@ -70,7 +71,19 @@ pub fn reduce_rows_with(
         ),
     };
     let params = [rows as u32, len as u32, scale.to_bits()];
-    gpu.dispatch(&kernel, &params, &[x.buffer()], &[out.buffer()], gpu.grid(groups));
+    let name = match op {
+        ReduceOp::Sum => "sum",
+        ReduceOp::Max => "max",
+    };
+    let bytes = ((rows * len + rows) * x.dtype().size()) as u64;
+    gpu.dispatch_named(
+        &kernel,
+        &params,
+        &[x.buffer()],
+        &[out.buffer()],
+        gpu.grid(groups),
+        Cost::memory(name, bytes),
+    );
 }
 
 /// Picks (by measurement, once per rounded shape) and runs the fastest row reduction.

@@ -1,6 +1,7 @@
 //! Softmax over the last axis, forward and backward (shaders/softmax.wgsl).
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
+use crate::gpu::Cost;
 use crate::{shader, DType, Error, Result, Tensor};
 
 impl Tensor {
@@ -27,7 +28,14 @@ impl Tensor {
         );
         let params = [rows as u32, len as u32];
         let groups = gpu.grid((rows as u32).div_ceil(FLAT_WG));
-        gpu.dispatch(&kernel, &params, &[self.buffer()], &[out.buffer()], groups);
+        gpu.dispatch_named(
+            &kernel,
+            &params,
+            &[self.buffer()],
+            &[out.buffer()],
+            groups,
+            Cost::memory("softmax", 2 * self.byte_len()),
+        );
         let y = out.clone();
         Ok(out.with_grad_fn(
             "softmax",
@@ -36,12 +44,13 @@ impl Tensor {
                 let gpu = y.gpu();
                 let gx = Tensor::empty(gpu, y.shape(), y.dtype())?;
                 let kernel = kernel_for(gpu, shader!("softmax"), "softmax_backward", y.dtype(), &[], 2, 1);
-                gpu.dispatch(
+                gpu.dispatch_named(
                     &kernel,
                     &params,
                     &[y.buffer(), g.buffer()],
                     &[gx.buffer()],
                     groups,
+                    Cost::memory("softmax_backward", 3 * y.byte_len()),
                 );
                 Ok(vec![Some(gx)])
             }),

@@ -137,12 +137,15 @@ impl Adam {
                 (1.0 - c.beta2.powi(t)).to_bits(),
                 c.decoupled as u32,
             ];
-            gpu.dispatch(
+            // Reads g, p, m, v; writes p, m, v.
+            let bytes = g.byte_len() + 2 * (p.byte_len() + m.byte_len() + v.byte_len());
+            gpu.dispatch_named(
                 &kernel,
                 &params,
                 &[g.buffer(), clip.buffer()],
                 &[p.buffer(), m.buffer(), v.buffer()],
                 gpu.grid(n.div_ceil(FLAT_WG)),
+                crate::gpu::Cost::memory("adam", bytes),
             );
         }
         Ok(())
@@ -165,12 +168,13 @@ impl Adam {
                 inputs: 1,
                 outputs: 1,
             });
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &[max_norm.to_bits()],
                 &[sq.buffer()],
                 &[factor.buffer()],
                 [1, 1, 1],
+                crate::gpu::Cost::memory("clip_factor", 8),
             );
         }
         Ok(factor)

@@ -34,12 +34,13 @@ impl Ema {
         });
         for (p, s) in params.iter().zip(&self.shadow) {
             let n = p.numel() as u32;
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &[n, self.decay.to_bits()],
                 &[p.buffer()],
                 &[s.buffer()],
                 gpu.grid(n.div_ceil(FLAT_WG)),
+                crate::gpu::Cost::memory("ema", p.byte_len() + 2 * s.byte_len()),
             );
         }
     }

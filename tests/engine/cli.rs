@@ -1,5 +1,5 @@
-//! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, and `bench matmul
-//! --json` prints one well-formed object per measurement.
+//! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench matmul --json`
+//! prints one well-formed object per measurement, `profile --trace` writes a Chrome trace.
 
 use std::process::Command;
 
@@ -56,4 +56,48 @@ fn bench_matmul_json_has_the_documented_keys() {
         assert_eq!(row["shape"], "48x40x36");
         assert!(row["median_ms"].as_f64().unwrap() > 0.0);
     }
+}
+
+#[test]
+fn profile_writes_a_chrome_trace() {
+    let path = std::env::temp_dir().join(format!("wgdiff-trace-{}.json", std::process::id()));
+    let out = wgdiff()
+        .args(["profile", "mlp", "--steps", "1", "--json", "--trace"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in stdout.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(row["calls"].as_u64().unwrap() > 0, "{row}");
+    }
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert!(!events.is_empty());
+    for e in events {
+        assert!(e["name"].is_string() && e["ph"] == "X", "{e}");
+        assert!(e["ts"].is_number() && e["dur"].is_number(), "{e}");
+    }
+}
+
+#[test]
+fn profile_names_an_unwritable_trace_path() {
+    let out = wgdiff()
+        .args([
+            "profile",
+            "--steps",
+            "1",
+            "--trace",
+            "/nonexistent-dir/trace.json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("/nonexistent-dir/trace.json") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
 }

@@ -13,6 +13,7 @@ mod layout;
 mod matmul;
 mod norm;
 mod optim;
+mod profiler;
 mod random;
 mod reduce;
 mod resample;

@@ -1,0 +1,550 @@
+//! Per-dispatch profiler: device timestamps before and after every dispatch (or, without
+//! timestamp support, a sync and the wall clock around each one), summarised per op.
+
+use super::{Gpu, Kernel};
+use crate::{Error, Result};
+use futures_channel::oneshot;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What a dispatch computes, for the profiler: the op's name, FLOPs and bytes moved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cost {
+    /// Op name shown in the profile (plain [`Gpu::dispatch`] uses the kernel label).
+    pub name: &'static str,
+    /// Floating-point operations; 0 where not counted (memory-bound ops).
+    pub flops: f64,
+    /// Bytes read plus written, counting every operand once.
+    pub bytes: u64,
+}
+
+impl Cost {
+    /// An op with counted FLOPs.
+    pub fn new(name: &'static str, flops: f64, bytes: u64) -> Cost {
+        Cost { name, flops, bytes }
+    }
+
+    /// A memory-bound op: only bytes are counted.
+    pub fn memory(name: &'static str, bytes: u64) -> Cost {
+        Cost::new(name, 0.0, bytes)
+    }
+}
+
+/// How durations were measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    /// Timestamps the device writes before and after each dispatch.
+    Device,
+    /// Wall clock around each dispatch with a sync before and after (the adapter lacks
+    /// TIMESTAMP_QUERY_INSIDE_PASSES); includes submit and wake-up overhead.
+    Cpu,
+}
+
+/// One profiled dispatch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Record {
+    pub name: String,
+    pub kernel: String,
+    /// Start on the profile's clock (device ticks or process time), arbitrary origin.
+    pub start_ns: f64,
+    pub duration_ns: f64,
+    pub flops: f64,
+    pub bytes: u64,
+}
+
+/// Everything recorded between [`Profiler::start`] and [`Profiler::stop`].
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub timing: Timing,
+    /// Dispatches in submission order.
+    pub records: Vec<Record>,
+    /// Wall time from start (idle device) to stop (idle device); None on the web.
+    pub wall_ns: Option<f64>,
+}
+
+/// One row of the op table: every dispatch of one (op, kernel) pair.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpRow {
+    pub op: String,
+    pub kernel: String,
+    pub calls: usize,
+    pub total_ms: f64,
+    pub mean_ms: f64,
+    /// Share of the summed op time, in percent.
+    pub device_pct: f64,
+    pub gflop: f64,
+    pub gb: f64,
+    /// Arithmetic intensity (FLOP per byte moved); None without counted FLOPs or bytes.
+    pub flop_per_byte: Option<f64>,
+    pub gflops: Option<f64>,
+    pub gbps: Option<f64>,
+}
+
+/// Handle returned by [`Gpu::profiler`].
+pub struct Profiler<'a> {
+    gpu: &'a Gpu,
+}
+
+impl Gpu {
+    /// The per-dispatch profiler (off until [`Profiler::start`]; costs nothing while off).
+    pub fn profiler(&self) -> Profiler<'_> {
+        Profiler { gpu: self }
+    }
+}
+
+impl Profiler<'_> {
+    /// How this device's dispatches would be timed.
+    pub fn timing(&self) -> Timing {
+        let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        if self.gpu.features.contains(needed) {
+            Timing::Device
+        } else {
+            Timing::Cpu
+        }
+    }
+
+    /// True between `start` and `stop`.
+    pub fn is_on(&self) -> bool {
+        self.gpu.batch.lock().unwrap().profile.is_some()
+    }
+
+    /// Starts recording every dispatch from here on (work recorded earlier is submitted
+    /// first and not profiled; natively the device is also waited for).
+    pub fn start(&self) -> Result<()> {
+        let timing = self.timing();
+        #[cfg(target_arch = "wasm32")]
+        if timing == Timing::Cpu {
+            return Err(Error::Profiler(
+                "profiling on the web needs the TIMESTAMP_QUERY_INSIDE_PASSES feature, which this adapter lacks"
+                    .into(),
+            ));
+        }
+        let gpu = self.gpu;
+        let mut batch = gpu.batch.lock().unwrap();
+        if batch.profile.is_some() {
+            return Err(Error::Profiler(
+                "the profiler is already running; call stop() first".into(),
+            ));
+        }
+        batch.flush(&gpu.device, &gpu.queue);
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
+        batch.profile = Some(Recording::new(&gpu.device, &gpu.queue, timing));
+        Ok(())
+    }
+
+    /// Stops recording, waits for the outstanding timestamps and returns the profile.
+    pub async fn stop(&self) -> Result<Profile> {
+        let gpu = self.gpu;
+        let recording = {
+            let mut batch = gpu.batch.lock().unwrap();
+            batch.flush(&gpu.device, &gpu.queue);
+            batch.profile.take()
+        };
+        let recording = recording
+            .ok_or_else(|| Error::Profiler("stop() was called but the profiler was not started".into()))?;
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
+        #[cfg(not(target_arch = "wasm32"))]
+        let wall_ns = Some(recording.started.elapsed().as_nanos() as f64);
+        #[cfg(target_arch = "wasm32")]
+        let wall_ns = None;
+        gpu.take_errors()?;
+        recording.finish(wall_ns).await
+    }
+
+    /// Blocking [`Profiler::stop`] for native programs and tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn stop_blocking(&self) -> Result<Profile> {
+        pollster::block_on(self.stop())
+    }
+}
+
+/// A dispatch whose timestamps have not been read yet.
+struct Meta {
+    name: Option<&'static str>,
+    kernel: std::sync::Arc<str>,
+    flops: f64,
+    bytes: u64,
+}
+
+impl Meta {
+    fn new(kernel: &Kernel, cost: Option<Cost>) -> Meta {
+        Meta {
+            name: cost.map(|c| c.name),
+            kernel: kernel.label.clone(),
+            flops: cost.map_or(0.0, |c| c.flops),
+            bytes: cost.map_or(0, |c| c.bytes),
+        }
+    }
+
+    fn record(self, start_ns: f64, duration_ns: f64) -> Record {
+        Record {
+            name: self.name.map_or_else(|| self.kernel.to_string(), str::to_string),
+            kernel: self.kernel.to_string(),
+            start_ns,
+            duration_ns,
+            flops: self.flops,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// Timestamps of one batch, copied to a mappable buffer and waiting for the map.
+struct Pending {
+    staging: wgpu::Buffer,
+    metas: Vec<Meta>,
+    mapped: oneshot::Receiver<Result<(), wgpu::BufferAsyncError>>,
+}
+
+/// Timestamps of one batch, resolved in its encoder but not submitted yet.
+pub(super) struct Resolved {
+    staging: wgpu::Buffer,
+    metas: Vec<Meta>,
+}
+
+/// Device-timestamp state: one query set reused by every batch (the batch is flushed
+/// after at most `MAX_DISPATCHES` dispatches, so two queries per dispatch always fit).
+struct Queries {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    period_ns: f64,
+}
+
+/// A running profiler's state; lives in the batch so timestamps follow dispatch order.
+pub(super) struct Recording {
+    queries: Option<Queries>,
+    /// Dispatches timed in the current batch.
+    open: Vec<Meta>,
+    pending: Vec<Pending>,
+    records: Vec<Record>,
+    /// First readback failure seen while draining; reported by `stop`.
+    failure: Option<String>,
+    #[cfg(not(target_arch = "wasm32"))]
+    started: std::time::Instant,
+}
+
+const QUERIES: u32 = 2 * super::batch::MAX_DISPATCHES;
+
+impl Recording {
+    fn new(device: &wgpu::Device, queue: &wgpu::Queue, timing: Timing) -> Recording {
+        let queries = (timing == Timing::Device).then(|| Queries {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("wgdiff profiler"),
+                ty: wgpu::QueryType::Timestamp,
+                count: QUERIES,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgdiff profiler resolve"),
+                size: QUERIES as u64 * wgpu::QUERY_SIZE as u64,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            period_ns: queue.get_timestamp_period() as f64,
+        });
+        Recording {
+            queries,
+            open: Vec::new(),
+            pending: Vec::new(),
+            records: Vec::new(),
+            failure: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// True when dispatches are timed by syncing around each one.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn on_cpu(&self) -> bool {
+        self.queries.is_none()
+    }
+
+    /// Device timing: the timestamp before a dispatch.
+    pub(super) fn begin(&self, pass: &mut wgpu::ComputePass) {
+        if let Some(q) = &self.queries {
+            pass.write_timestamp(&q.set, 2 * self.open.len() as u32);
+        }
+    }
+
+    /// Device timing: the timestamp after a dispatch.
+    pub(super) fn end(&mut self, pass: &mut wgpu::ComputePass, kernel: &Kernel, cost: Option<Cost>) {
+        if let Some(q) = &self.queries {
+            pass.write_timestamp(&q.set, 2 * self.open.len() as u32 + 1);
+            self.open.push(Meta::new(kernel, cost));
+        }
+    }
+
+    /// CPU timing: one dispatch that ran alone from `since` until now.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn timed_on_cpu(&mut self, kernel: &Kernel, cost: Option<Cost>, since: std::time::Instant) {
+        use std::sync::OnceLock;
+        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+        let epoch = *EPOCH.get_or_init(std::time::Instant::now);
+        let start_ns = since.saturating_duration_since(epoch).as_nanos() as f64;
+        let duration_ns = since.elapsed().as_nanos() as f64;
+        self.records
+            .push(Meta::new(kernel, cost).record(start_ns, duration_ns));
+    }
+
+    /// Before a batch is submitted: copies its timestamps to a mappable buffer.
+    pub(super) fn resolve(
+        &mut self,
+        device: &wgpu::Device,
+        encoder: &mut wgpu::CommandEncoder,
+    ) -> Option<Resolved> {
+        let q = self.queries.as_ref()?;
+        if self.open.is_empty() {
+            return None;
+        }
+        let count = 2 * self.open.len() as u32;
+        let bytes = count as u64 * wgpu::QUERY_SIZE as u64;
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgdiff profiler readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        encoder.resolve_query_set(&q.set, 0..count, &q.resolve, 0);
+        encoder.copy_buffer_to_buffer(&q.resolve, 0, &staging, 0, bytes);
+        Some(Resolved {
+            staging,
+            metas: std::mem::take(&mut self.open),
+        })
+    }
+
+    /// After the batch holding `resolved` was submitted: starts mapping it, and decodes
+    /// earlier batches whose maps have completed.
+    pub(super) fn submitted(&mut self, resolved: Resolved) {
+        let (tx, rx) = oneshot::channel();
+        resolved
+            .staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        self.pending.push(Pending {
+            staging: resolved.staging,
+            metas: resolved.metas,
+            mapped: rx,
+        });
+        while let Some(Ok(Some(mapped))) = self.pending.first_mut().map(|p| p.mapped.try_recv()) {
+            let p = self.pending.remove(0);
+            let decoded = match mapped {
+                Ok(()) => self.decode(p.staging, p.metas).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = decoded {
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+
+    fn decode(&mut self, staging: wgpu::Buffer, metas: Vec<Meta>) -> Result<()> {
+        let period = self.queries.as_ref().map_or(1.0, |q| q.period_ns);
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Readback {
+                what: "profiler timestamps".into(),
+                reason: e.to_string(),
+            })?;
+        let ticks: Vec<u64> = view
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
+        drop(view);
+        staging.unmap();
+        for (meta, pair) in metas.into_iter().zip(ticks.chunks_exact(2)) {
+            let duration = pair[1].saturating_sub(pair[0]) as f64 * period;
+            self.records.push(meta.record(pair[0] as f64 * period, duration));
+        }
+        Ok(())
+    }
+
+    /// Waits for every outstanding map and builds the profile.
+    async fn finish(mut self, wall_ns: Option<f64>) -> Result<Profile> {
+        for p in std::mem::take(&mut self.pending) {
+            let mapped = p.mapped.await.map_err(|_| Error::Readback {
+                what: "profiler timestamps".into(),
+                reason: "the device was lost before the data arrived".into(),
+            })?;
+            mapped.map_err(|e| Error::Readback {
+                what: "profiler timestamps".into(),
+                reason: e.to_string(),
+            })?;
+            self.decode(p.staging, p.metas)?;
+        }
+        if let Some(reason) = self.failure {
+            return Err(Error::Readback {
+                what: "profiler timestamps".into(),
+                reason,
+            });
+        }
+        Ok(Profile {
+            timing: if self.queries.is_some() {
+                Timing::Device
+            } else {
+                Timing::Cpu
+            },
+            records: self.records,
+            wall_ns,
+        })
+    }
+}
+
+impl Profile {
+    /// Sum of every dispatch's duration.
+    pub fn op_ns(&self) -> f64 {
+        self.records.iter().map(|r| r.duration_ns).sum()
+    }
+
+    /// Time from the first dispatch's start to the last one's end (the op sum plus the
+    /// device's gaps between dispatches); 0 without records. Only meaningful within one
+    /// profile: merged steps have idle time between them.
+    pub fn span_ns(&self) -> f64 {
+        let first = self
+            .records
+            .iter()
+            .map(|r| r.start_ns)
+            .fold(f64::INFINITY, f64::min);
+        let last = self
+            .records
+            .iter()
+            .map(|r| r.start_ns + r.duration_ns)
+            .fold(f64::NEG_INFINITY, f64::max);
+        (last - first).max(0.0)
+    }
+
+    /// Appends a later profile (records in order; wall times add up).
+    pub fn extend(&mut self, later: Profile) {
+        self.records.extend(later.records);
+        self.wall_ns = self.wall_ns.zip(later.wall_ns).map(|(a, b)| a + b);
+    }
+
+    /// One row per (op, kernel), by total time, longest first.
+    pub fn rows(&self) -> Vec<OpRow> {
+        let mut groups: HashMap<(&str, &str), (usize, f64, f64, u64)> = HashMap::new();
+        for r in &self.records {
+            let g = groups.entry((&r.name, &r.kernel)).or_default();
+            *g = (g.0 + 1, g.1 + r.duration_ns, g.2 + r.flops, g.3 + r.bytes);
+        }
+        let all_ns = self.op_ns().max(f64::MIN_POSITIVE);
+        let mut rows: Vec<OpRow> = groups
+            .into_iter()
+            .map(|((op, kernel), (calls, ns, flops, bytes))| {
+                let secs = ns * 1e-9;
+                let bytes = bytes as f64;
+                OpRow {
+                    op: op.to_string(),
+                    kernel: kernel.to_string(),
+                    calls,
+                    total_ms: ns * 1e-6,
+                    mean_ms: ns * 1e-6 / calls as f64,
+                    device_pct: 100.0 * ns / all_ns,
+                    gflop: flops * 1e-9,
+                    gb: bytes * 1e-9,
+                    flop_per_byte: (flops > 0.0 && bytes > 0.0).then(|| flops / bytes),
+                    gflops: (flops > 0.0 && secs > 0.0).then(|| flops * 1e-9 / secs),
+                    gbps: (bytes > 0.0 && secs > 0.0).then(|| bytes * 1e-9 / secs),
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.op.cmp(&b.op)));
+        rows
+    }
+
+    /// The op table, then how times were measured and the wall time against the op sum.
+    pub fn table(&self) -> String {
+        let rows = self.rows();
+        let op_w = rows.iter().map(|r| r.op.len()).chain([2]).max().unwrap_or(2);
+        let kernel_w = rows.iter().map(|r| r.kernel.len()).chain([6]).max().unwrap_or(6);
+        let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+        let mut out = format!(
+            "{:<op_w$}  {:<kernel_w$} {:>6} {:>10} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7}\n",
+            "op",
+            "kernel",
+            "calls",
+            "total ms",
+            "mean ms",
+            "device%",
+            "GFLOP",
+            "GB",
+            "FLOP/B",
+            "GFLOP/s",
+            "GB/s"
+        );
+        for r in &rows {
+            out += &format!(
+                "{:<op_w$}  {:<kernel_w$} {:>6} {:>10.3} {:>9.4} {:>7.1}% {:>8} {:>8} {:>7} {:>8} {:>7}\n",
+                r.op,
+                r.kernel,
+                r.calls,
+                r.total_ms,
+                r.mean_ms,
+                r.device_pct,
+                opt((r.gflop > 0.0).then_some(r.gflop), 4),
+                opt((r.gb > 0.0).then_some(r.gb), 5),
+                opt(r.flop_per_byte, 1),
+                opt(r.gflops, 2),
+                opt(r.gbps, 2),
+            );
+        }
+        out += match self.timing {
+            Timing::Device => "timing: device timestamps before and after every dispatch\n",
+            Timing::Cpu => {
+                "timing: CPU wall clock per dispatch (no TIMESTAMP_QUERY_INSIDE_PASSES on this adapter): \
+                 each dispatch is synced alone, so times include submit overhead\n"
+            }
+        };
+        let ops_ms = self.op_ns() * 1e-6;
+        out += &format!(
+            "{} dispatches; sum of op times {ops_ms:.3} ms",
+            self.records.len()
+        );
+        if let Some(wall) = self.wall_ns {
+            let wall_ms = wall * 1e-6;
+            out += &format!(
+                "; wall time of the profiled region {wall_ms:.3} ms (ops {:.0}%)",
+                100.0 * ops_ms / wall_ms.max(f64::MIN_POSITIVE)
+            );
+        }
+        out + "\n"
+    }
+
+    /// One JSON object per op row, one per line.
+    pub fn json_lines(&self) -> String {
+        self.rows()
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("op rows serialise"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The dispatches in Chrome trace format (chrome://tracing, Perfetto): one complete
+    /// ("X") event each, times in microseconds from the first dispatch.
+    pub fn chrome_trace(&self) -> String {
+        let origin = self
+            .records
+            .iter()
+            .map(|r| r.start_ns)
+            .fold(f64::INFINITY, f64::min);
+        let events: Vec<serde_json::Value> = self
+            .records
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name,
+                    "cat": "dispatch",
+                    "ph": "X",
+                    "ts": (r.start_ns - origin) * 1e-3,
+                    "dur": r.duration_ns * 1e-3,
+                    "pid": 0,
+                    "tid": 0,
+                    "args": { "kernel": r.kernel, "flops": r.flops, "bytes": r.bytes },
+                })
+            })
+            .collect();
+        serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" }).to_string()
+    }
+}

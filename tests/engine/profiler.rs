@@ -1,0 +1,156 @@
+//! The per-dispatch profiler: one record per dispatch with op names, kernel labels and
+//! positive durations; nothing while off; the CPU-timing fallback; the report's sums.
+
+use wgdiff::gpu::{KernelSpec, Profile, Record, Timing};
+use wgdiff::{shader, AdapterChoice, DType, Gpu, Tensor};
+
+/// A device of its own: the shared test device runs other tests' work concurrently,
+/// which a profiler on it would record too.
+fn own_gpu(without: wgpu::Features) -> Gpu {
+    Gpu::new_blocking(AdapterChoice {
+        without,
+        ..Default::default()
+    })
+    .expect("a GPU adapter (install mesa-vulkan-drivers)")
+}
+
+/// tanh, add, sum and an 8x8x8 matmul, plus a plain dispatch of the fill kernel.
+fn small_workload(gpu: &Gpu, x: &Tensor) -> wgdiff::Result<()> {
+    let y = x.tanh()?;
+    y.add(&y)?.sum_all()?;
+    x.matmul(x)?;
+    let fill = gpu.kernel(&KernelSpec {
+        source: shader!("fill"),
+        entry: "fill",
+        defines: &[],
+        inputs: 0,
+        outputs: 1,
+    });
+    gpu.dispatch(&fill, &[4, 0], &[], &[x.buffer()], [1, 1, 1]);
+    Ok(())
+}
+
+fn check_records(gpu: &Gpu, timing: Timing) {
+    let x = Tensor::from_f32(gpu, &[8, 8], &[0.5; 64]).unwrap();
+    small_workload(gpu, &x).unwrap(); // warm-up: compiles and autotunes
+    gpu.sync().unwrap();
+    assert_eq!(gpu.profiler().timing(), timing);
+    gpu.profiler().start().unwrap();
+    assert!(gpu.profiler().is_on());
+    small_workload(gpu, &x).unwrap();
+    let profile = gpu.profiler().stop_blocking().unwrap();
+    assert!(!gpu.profiler().is_on());
+    assert_eq!(profile.timing, timing);
+    let names: Vec<&str> = profile.records.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["tanh", "add", "sum", "matmul", "fill::fill"],
+        "{profile:?}"
+    );
+    let kernels: Vec<&str> = profile.records.iter().map(|r| r.kernel.as_str()).collect();
+    assert_eq!(kernels[0], "elementwise::unary_forward");
+    assert_eq!(kernels[3], "matmul_blocked::matmul_blocked");
+    for r in &profile.records {
+        assert!(r.duration_ns > 0.0, "{r:?}");
+    }
+    let mm = &profile.records[3];
+    assert_eq!(mm.flops, 2.0 * 8.0 * 8.0 * 8.0);
+    assert_eq!(mm.bytes, 3 * 64 * 4);
+    assert_eq!(profile.records[0].bytes, 2 * 64 * 4);
+    assert_eq!((profile.records[4].flops, profile.records[4].bytes), (0.0, 0));
+    assert!(profile.wall_ns.unwrap() > 0.0);
+    assert!(profile.table().contains("tanh"));
+}
+
+#[test]
+fn records_every_dispatch_with_its_name_and_cost() {
+    let gpu = own_gpu(wgpu::Features::empty());
+    let timing = gpu.profiler().timing();
+    check_records(&gpu, timing);
+}
+
+#[test]
+fn cpu_timing_fallback_without_timestamp_queries() {
+    let gpu = own_gpu(
+        wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
+    );
+    check_records(&gpu, Timing::Cpu);
+    gpu.profiler().start().unwrap();
+    Tensor::zeros(&gpu, &[4], DType::F32).unwrap();
+    let table = gpu.profiler().stop_blocking().unwrap().table();
+    assert!(table.contains("CPU wall clock"), "{table}");
+}
+
+#[test]
+fn off_records_nothing_and_misuse_is_an_error() {
+    let gpu = own_gpu(wgpu::Features::empty());
+    assert!(!gpu.profiler().is_on());
+    assert!(gpu.profiler().stop_blocking().is_err());
+    let x = Tensor::from_f32(&gpu, &[8, 8], &[0.5; 64]).unwrap();
+    small_workload(&gpu, &x).unwrap();
+    gpu.profiler().start().unwrap();
+    assert!(gpu.profiler().start().is_err());
+    let profile = gpu.profiler().stop_blocking().unwrap();
+    assert!(profile.records.is_empty(), "{profile:?}");
+    // Still usable afterwards.
+    assert_eq!(x.tanh().unwrap().to_vec().unwrap().len(), 64);
+}
+
+#[test]
+fn rows_sum_calls_and_shares() {
+    let record = |name: &str, ns: f64, flops: f64, bytes: u64| Record {
+        name: name.into(),
+        kernel: "k".into(),
+        start_ns: 0.0,
+        duration_ns: ns,
+        flops,
+        bytes,
+    };
+    let profile = Profile {
+        timing: Timing::Device,
+        records: vec![
+            record("matmul", 3e6, 6e6, 3000),
+            record("add", 1e6, 0.0, 1000),
+            record("matmul", 1e6, 2e6, 1000),
+        ],
+        wall_ns: Some(6e6),
+    };
+    let rows = profile.rows();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].op.as_str(), rows[0].calls), ("matmul", 2));
+    assert!((rows[0].total_ms - 4.0).abs() < 1e-9 && (rows[0].mean_ms - 2.0).abs() < 1e-9);
+    assert!((rows[0].device_pct - 80.0).abs() < 1e-9);
+    assert!((rows[0].flop_per_byte.unwrap() - 2000.0).abs() < 1e-9);
+    assert!((rows[0].gflops.unwrap() - 2.0).abs() < 1e-9);
+    assert_eq!(rows[1].flop_per_byte, None);
+    let trace: serde_json::Value = serde_json::from_str(&profile.chrome_trace()).unwrap();
+    assert_eq!(trace["traceEvents"].as_array().unwrap().len(), 3);
+    for line in profile.json_lines().lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(row.get("gflops").is_some() && row.get("share_pct").is_none());
+    }
+}
+
+#[test]
+fn long_profiles_span_several_query_batches() {
+    let gpu = own_gpu(wgpu::Features::empty());
+    let x = Tensor::from_f32(&gpu, &[16], &[0.5; 16]).unwrap();
+    x.tanh().unwrap();
+    gpu.sync().unwrap();
+    gpu.profiler().start().unwrap();
+    for _ in 0..2 {
+        for _ in 0..1100 {
+            x.tanh().unwrap();
+        }
+        gpu.sync().unwrap(); // maps the finished batches, decoded at the next flush
+    }
+    let profile = gpu.profiler().stop_blocking().unwrap();
+    assert_eq!(profile.records.len(), 2200);
+    assert!(profile
+        .records
+        .iter()
+        .all(|r| r.name == "tanh" && r.duration_ns > 0.0));
+    assert_eq!(profile.rows()[0].calls, 2200);
+}
