@@ -24,6 +24,9 @@ pub enum Error {
     /// The profiler was used out of order or cannot time this device.
     #[error("profiler: {0}")]
     Profiler(String),
+    /// A file the engine keeps (caches, traces) could not be written or read.
+    #[error("{what}: {reason}")]
+    Io { what: String, reason: String },
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

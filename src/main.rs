@@ -124,7 +124,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             trace.as_deref(),
         ),
         Command::Bench { what } => {
-            let gpu = Gpu::new_blocking(choice)?;
+            let gpu = open_gpu(choice)?;
             match what {
                 BenchCommand::Conv {
                     variants,
@@ -202,6 +202,15 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     }
 }
 
+/// Opens the device with kernel choices remembered across runs in the user's cache folder.
+fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
+    let gpu = Gpu::new_blocking(choice)?;
+    if let Some(path) = wgdiff::gpu::tuning_cache_path(&gpu.info) {
+        gpu.tuner().use_cache_file(path);
+    }
+    Ok(gpu)
+}
+
 fn print_tuner(gpu: &Gpu) {
     println!("kernel choices measured by the autotuner:");
     for (key, choice) in gpu.tuner().snapshot() {
@@ -255,7 +264,7 @@ fn profile(
             std::fs::File::create(p).with_context(|| format!("cannot write the trace file {}", p.display()))
         })
         .transpose()?;
-    let gpu = Gpu::new_blocking(choice)?;
+    let gpu = open_gpu(choice)?;
     let log = |line: String| {
         if json {
             eprintln!("{line}");

@@ -2,45 +2,77 @@
 //! every candidate is timed on the device and the fastest is remembered.
 
 use crate::Result;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// Remembers the measured winner (index and label) for each key.
+/// Remembers the label of the measured winner for each key, optionally in a JSON file so
+/// later runs skip the measurement (native only).
 #[derive(Default)]
 pub struct Autotuner {
-    choices: Mutex<HashMap<String, (usize, String)>>,
+    choices: Mutex<BTreeMap<String, String>>,
+    cache_file: Mutex<Option<PathBuf>>,
 }
 
 impl Autotuner {
-    /// The remembered choice for `key`, if any.
-    pub fn get(&self, key: &str) -> Option<usize> {
-        self.choices.lock().unwrap().get(key).map(|c| c.0)
+    /// The remembered winner for `key` if it is one of `labels`.
+    fn lookup(&self, key: &str, labels: &[String]) -> Option<usize> {
+        let choices = self.choices.lock().unwrap();
+        let label = choices.get(key)?;
+        labels.iter().position(|l| l == label)
     }
 
-    /// Forces a choice (used by benchmarks and tests that pin a variant).
-    pub fn set(&self, key: &str, choice: usize, label: &str) {
+    /// Forces a choice (benchmarks and tests that pin a variant).
+    pub fn set(&self, key: &str, label: &str) {
         self.choices
             .lock()
             .unwrap()
-            .insert(key.to_string(), (choice, label.to_string()));
+            .insert(key.to_string(), label.to_string());
     }
 
     /// All remembered choices as (key, label of the winner), sorted by key.
     pub fn snapshot(&self) -> Vec<(String, String)> {
-        let mut v: Vec<_> = self
-            .choices
+        self.choices
             .lock()
             .unwrap()
             .iter()
-            .map(|(k, v)| (k.clone(), v.1.clone()))
-            .collect();
-        v.sort();
-        v
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
-    /// Index of the fastest candidate (named by `labels`) as timed by `run(i)`;
-    /// `fallback` where timing is unavailable (the web). `run` must record work on `gpu`
-    /// without reading it back.
+    /// Loads earlier choices from `path` (a missing or unreadable file starts empty) and
+    /// saves every new choice there (written to a temporary file, then renamed).
+    pub fn use_cache_file(&self, path: PathBuf) {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if let Ok(saved) = serde_json::from_str::<BTreeMap<String, String>>(&text) {
+                self.choices.lock().unwrap().extend(saved);
+            }
+        }
+        *self.cache_file.lock().unwrap() = Some(path);
+    }
+
+    fn save(&self) -> Result<()> {
+        let Some(path) = self.cache_file.lock().unwrap().clone() else {
+            return Ok(());
+        };
+        let text = serde_json::to_string_pretty(&*self.choices.lock().unwrap()).expect("map serialises");
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| crate::Error::Io {
+            what: format!("the autotune cache {}", path.display()),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Index of the fastest candidate (named by `labels`) as timed by `run(i)`, measured
+    /// the first time `key` is seen; `fallback` where timing is unavailable (the web).
+    /// `run` must record work on `gpu` without reading it back.
     pub fn choose(
         &self,
         gpu: &super::Gpu,
@@ -49,7 +81,7 @@ impl Autotuner {
         fallback: usize,
         run: impl Fn(usize) -> Result<()>,
     ) -> Result<usize> {
-        if let Some(c) = self.get(key) {
+        if let Some(c) = self.lookup(key, labels) {
             return Ok(c);
         }
         let best = if labels.len() == 1 {
@@ -57,7 +89,8 @@ impl Autotuner {
         } else {
             measure(gpu, labels.len(), run)?.unwrap_or(fallback)
         };
-        self.set(key, best, &labels[best]);
+        self.set(key, &labels[best]);
+        self.save()?;
         Ok(best)
     }
 }

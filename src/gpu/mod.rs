@@ -63,6 +63,30 @@ pub fn instance_for(choice: &AdapterChoice) -> Result<wgpu::Instance> {
     Ok(wgpu::Instance::new(desc))
 }
 
+/// Where the CLI keeps measured kernel choices for this adapter: `$WGDIFF_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/wgdiff`, else `~/.cache/wgdiff` (None on the web or without a home).
+pub fn tuning_cache_path(info: &wgpu::AdapterInfo) -> Option<std::path::PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    let dir = var("WGDIFF_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("wgdiff")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("wgdiff")))?;
+    let name: String = format!("{}-{:?}-{}", info.name, info.backend, info.driver_info)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Some(dir.join(format!("autotune-{name}.json")))
+}
+
 /// Every adapter the instance can see (on the web: the one the browser offers).
 pub async fn list_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
     #[cfg(not(target_arch = "wasm32"))]

@@ -110,3 +110,30 @@ fn norm_and_resample_fall_back_to_f32_without_f16() {
     wgdiff::backward(&y.sum_all().unwrap()).unwrap();
     assert_eq!(x.grad().unwrap().dtype(), DType::F16);
 }
+
+#[test]
+fn autotune_choices_persist_in_the_cache_file() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-tune-{}", std::process::id()));
+    let path = dir.join("autotune.json");
+    let labels = vec!["slow".to_string(), "fast".to_string()];
+    let first = wgdiff::gpu::Autotuner::default();
+    first.use_cache_file(path.clone());
+    // Candidate 1 records less work, so it is measured faster.
+    let t = Tensor::zeros(gpu(), &[1 << 16], DType::F32).unwrap();
+    let chosen = first
+        .choose(gpu(), "test:key", &labels, 0, |c| {
+            for _ in 0..(if c == 0 { 200 } else { 1 }) {
+                drop(t.add_scalar(1.0)?);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(chosen, 1);
+    let saved = std::fs::read_to_string(&path).unwrap();
+    assert!(saved.contains("test:key") && saved.contains("fast"), "{saved}");
+    let second = wgdiff::gpu::Autotuner::default();
+    second.use_cache_file(path);
+    let reused = second.choose(gpu(), "test:key", &labels, 0, |_| panic!("must not measure again")).unwrap();
+    assert_eq!(reused, 1);
+    std::fs::remove_dir_all(dir).unwrap();
+}
