@@ -36,7 +36,7 @@ enum Command {
     },
     /// Time every kernel dispatch of a training step, per op (a table, --json or a Chrome trace)
     Profile {
-        /// What to run: mlp or matmul (default: mlp)
+        /// What to run: resblocks, mlp or matmul (default: resblocks)
         workload: Option<Workload>,
         /// Profiled steps (after one unprofiled warm-up step)
         #[arg(long, default_value_t = 3)]

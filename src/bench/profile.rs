@@ -2,7 +2,7 @@
 //! per-dispatch profiler (see `gpu::profiler`) after an unprofiled warm-up step.
 
 use crate::gpu::Profile;
-use crate::nn::Mlp;
+use crate::nn::{Mlp, ResBlock};
 use crate::ops::random::Rng;
 use crate::optim::{Adam, AdamConfig};
 use crate::{DType, Gpu, Result};
@@ -15,21 +15,31 @@ pub enum Workload {
     Mlp,
     /// A 512x512x512 matmul forward and backward (loss = sum of the product).
     Matmul,
+    /// A training step of two 64-channel ResBlocks at 32x32, batch 16 (the U-Net's inner
+    /// loop until the U-Net exists): forward, MSE, backward, Adam step.
+    ResBlocks,
 }
 
 impl Workload {
-    /// The workload `wgdiff profile` runs when none is named. (The U-Net training step
-    /// replaces this default once the U-Net exists.)
-    pub const DEFAULT: Workload = Workload::Mlp;
+    /// The workload `wgdiff profile` runs when none is named (the U-Net training step
+    /// replaces it once the U-Net exists).
+    pub const DEFAULT: Workload = Workload::ResBlocks;
 
     /// Every workload with its name on the command line.
-    pub const ALL: [(&'static str, Workload); 2] = [("mlp", Workload::Mlp), ("matmul", Workload::Matmul)];
+    pub const ALL: [(&'static str, Workload); 3] = [
+        ("resblocks", Workload::ResBlocks),
+        ("mlp", Workload::Mlp),
+        ("matmul", Workload::Matmul),
+    ];
 
     /// One line describing the step.
     pub fn describe(self) -> &'static str {
         match self {
             Workload::Mlp => "2-64-64-1 tanh MLP on 256 points: forward, MSE, backward, Adam step",
             Workload::Matmul => "512x512 @ 512x512 matmul: forward, sum, backward",
+            Workload::ResBlocks => {
+                "2 ResBlocks (GroupNorm, SiLU, 3x3 conv 64->64, time embedding) on [16, 64, 32, 32]: forward, MSE, backward, Adam step"
+            }
         }
     }
 
@@ -51,6 +61,25 @@ impl Workload {
                     opt.zero_grad();
                     let loss = mlp.forward(&x)?.sub(&y)?.square()?.mean_all()?;
                     crate::backward(&loss)?;
+                    opt.step()
+                }))
+            }
+            Workload::ResBlocks => {
+                let x = rng.normal(gpu, &[16, 64, 32, 32], 0.0, 1.0, DType::F32)?;
+                let temb = rng.normal(gpu, &[16, 128], 0.0, 1.0, DType::F32)?;
+                let blocks = [
+                    ResBlock::new(gpu, &mut rng, 64, 64, 128, 8)?,
+                    ResBlock::new(gpu, &mut rng, 64, 64, 128, 8)?,
+                ];
+                let params: Vec<_> = blocks.iter().flat_map(|b| b.params()).collect();
+                let mut opt = Adam::new(params, AdamConfig::default())?;
+                Ok(Box::new(move || {
+                    opt.zero_grad();
+                    let mut h = x.clone();
+                    for b in &blocks {
+                        h = b.forward(&h, &temb)?;
+                    }
+                    crate::backward(&h.square()?.mean_all()?)?;
                     opt.step()
                 }))
             }

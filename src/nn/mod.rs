@@ -1,6 +1,10 @@
-//! Small reusable network pieces built from tensor ops: a fully connected layer and a
-//! tanh MLP (used by the two-spirals example and `wgdiff profile mlp`).
+//! Reusable network layers built from tensor ops: Linear/Mlp, Conv2d, GroupNorm and the
+//! DDPM residual block.
 
+mod conv;
 mod linear;
+mod resblock;
 
+pub use conv::{Conv2d, GroupNorm};
 pub use linear::{Linear, Mlp};
+pub use resblock::ResBlock;

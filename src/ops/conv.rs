@@ -3,6 +3,7 @@
 //! direct) plus `auto`, and input/weight/bias gradients. Kernels: shaders/conv_*.wgsl.
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
+use crate::gpu::Cost;
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
 /// Which forward implementation a convolution uses.
@@ -477,12 +478,13 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
         ConvImpl::Naive => {
             let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
             let kernel = kernel_for(gpu, shader!("conv_naive"), "conv_forward_naive", dt, &[], 2, 1);
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &geo.params(),
                 &[x.buffer(), w.buffer()],
                 &[y.buffer()],
                 flat_groups(gpu, y.numel()),
+                Cost::new("conv2d", geo.flops(), x.byte_len() + w.byte_len() + y.byte_len()),
             );
             Ok(y)
         }
@@ -494,12 +496,13 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
             }
             let kernel = kernel_for(gpu, shader!("conv_direct"), "conv_forward_direct", dt, &[], 2, 1);
             let groups = [geo.pixels().div_ceil(4 * FLAT_WG as usize) as u32, rows as u32, 1];
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &geo.params(),
                 &[x.buffer(), w.buffer()],
                 &[y.buffer()],
                 groups,
+                Cost::new("conv2d", geo.flops(), x.byte_len() + w.byte_len() + y.byte_len()),
             );
             Ok(y)
         }
@@ -530,12 +533,13 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
                 geo.cout_g().div_ceil(tile.rows as usize) as u32,
                 geo.opts.groups as u32,
             ];
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &geo.params(),
                 &[x.buffer(), w4.buffer()],
                 &[y.buffer()],
                 groups,
+                Cost::new("conv2d", geo.flops(), x.byte_len() + w4.byte_len() + y.byte_len()),
             );
             Ok(y)
         }
@@ -598,12 +602,13 @@ fn im2col(x: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
     let gpu = x.gpu();
     let col = Tensor::empty(gpu, &[geo.opts.groups, geo.k4(), geo.n * geo.pixels()], x.dtype())?;
     let kernel = kernel_for(gpu, shader!("conv_im2col"), "im2col", x.dtype(), &[], 1, 1);
-    gpu.dispatch(
+    gpu.dispatch_named(
         &kernel,
         &geo.params(),
         &[x.buffer()],
         &[col.buffer()],
         flat_groups(gpu, col.numel()),
+        Cost::memory("im2col", x.byte_len() + col.byte_len()),
     );
     Ok(col)
 }
@@ -630,12 +635,13 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
         _ if as_conv => {
             let flipped = Tensor::empty(gpu, &[geo.cin, geo.cout_g(), geo.kh, geo.kw], dt)?;
             let kernel = kernel_for(gpu, shader!("conv_weights"), "flip_transpose", dt, &[], 1, 1);
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &geo.params(),
                 &[w.buffer()],
                 &[flipped.buffer()],
                 flat_groups(gpu, flipped.numel()),
+                Cost::memory("conv_weight_flip", 2 * w.byte_len()),
             );
             let back = ConvOptions {
                 stride: (1, 1),
@@ -660,12 +666,17 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
                 2,
                 1,
             );
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &geo.params(),
                 &[dy.buffer(), w.buffer()],
                 &[dx.buffer()],
                 flat_groups(gpu, dx.numel()),
+                Cost::new(
+                    "conv2d_input_grad",
+                    geo.flops(),
+                    dy.byte_len() + w.byte_len() + dx.byte_len(),
+                ),
             );
             Ok(dx)
         }
@@ -673,12 +684,13 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
             let dcol = grouped_weights(w, gc)?.matmul_t(&grouped_rows(dyc, gc)?, true, false)?; // [G, K4, N*P]
             let dx = Tensor::empty(gpu, &gc.input_shape(), dt)?;
             let kernel = kernel_for(gpu, shader!("conv_im2col"), "col2im", dt, &[], 1, 1);
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &gc.params(),
                 &[dcol.buffer()],
                 &[dx.buffer()],
                 flat_groups(gpu, dx.numel()),
+                Cost::memory("col2im", dcol.byte_len() + dx.byte_len()),
             );
             Ok(dx)
         }),
@@ -701,12 +713,17 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
                 2,
                 1,
             );
-            gpu.dispatch(
+            gpu.dispatch_named(
                 &kernel,
                 &geo.params(),
                 &[x.buffer(), dy.buffer()],
                 &[dw.buffer()],
                 flat_groups(gpu, dw.numel()),
+                Cost::new(
+                    "conv2d_weight_grad",
+                    geo.flops(),
+                    x.byte_len() + dy.byte_len() + dw.byte_len(),
+                ),
             );
             Ok(dw)
         }

@@ -133,7 +133,11 @@ fn autotune_choices_persist_in_the_cache_file() {
     assert!(saved.contains("test:key") && saved.contains("fast"), "{saved}");
     let second = wgdiff::gpu::Autotuner::default();
     second.use_cache_file(path);
-    let reused = second.choose(gpu(), "test:key", &labels, 0, |_| panic!("must not measure again")).unwrap();
+    let reused = second
+        .choose(gpu(), "test:key", &labels, 0, |_| {
+            panic!("must not measure again")
+        })
+        .unwrap();
     assert_eq!(reused, 1);
     std::fs::remove_dir_all(dir).unwrap();
 }
