@@ -13,26 +13,25 @@ struct Conv {
 @group(0) @binding(1) var<storage, read> dcol: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;
 
+// Workgroup (wid.y = n * OH + oh, wid.z = g * K4 + k) covers 64 output columns along ow, so
+// every division is on workgroup-uniform values (integer division is slow per lane on CPUs).
 @compute @workgroup_size(64)
-fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
-    let pixels = p.oh * p.ow;
-    let cols = p.n * pixels;
-    if (i >= p.groups * p.k4 * cols) { return; }
-    let q = i % cols;
-    let k = (i / cols) % p.k4;
-    let g = i / (cols * p.k4);
+fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let ow = wid.x * 64u + lid;
+    if (ow >= p.ow) { return; }
+    let oh = wid.y % p.oh;
+    let n = wid.y / p.oh;
+    let k = wid.z % p.k4;
+    let g = wid.z / p.k4;
     let c = k % p.kw;
     let r = (k / p.kw) % p.kh;
     let ci = k / (p.kw * p.kh);
-    let n = q / pixels;
-    let pix = q % pixels;
-    let ih = i32((pix / p.ow) * p.sh + r * p.dh) - i32(p.ph);
-    let iw = i32((pix % p.ow) * p.sw + c * p.dw) - i32(p.pw);
+    let ih = i32(oh * p.sh + r * p.dh) - i32(p.ph);
+    let iw = i32(ow * p.sw + c * p.dw) - i32(p.pw);
     let inside = k < p.k && ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
     let idx = select(0u, ((n * p.cin + g * p.cin_g + ci) * p.h + u32(ih)) * p.w + u32(iw), inside);
-    col[i] = {{T}}(select(0.0, f32(x[idx]), inside));
+    let cols = p.n * p.oh * p.ow;
+    col[wid.z * cols + (n * p.oh + oh) * p.ow + ow] = {{T}}(select(0.0, f32(x[idx]), inside));
 }
 
 @compute @workgroup_size(64)

@@ -566,7 +566,18 @@ fn images_per_chunk(geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<usize> {
             limit: gpu.max_binding_bytes(),
         });
     }
-    Ok(fit.min(geo.n))
+    // im2col dispatches one workgroup row per (image, output row).
+    let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
+    if geo.opts.groups * geo.k4() > max_groups {
+        return Err(Error::shape(
+            "conv2d",
+            format!(
+                "im2col of {} has too many columns for one dispatch; use the tiled or direct implementation",
+                geo.describe()
+            ),
+        ));
+    }
+    Ok(fit.min(geo.n).min(max_groups / geo.oh.max(1)).max(1))
 }
 
 /// Runs `f` on slices of the batch small enough for [`images_per_chunk`] and concatenates the
@@ -607,7 +618,11 @@ fn im2col(x: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
         &geo.params(),
         &[x.buffer()],
         &[col.buffer()],
-        flat_groups(gpu, col.numel()),
+        [
+            geo.ow.div_ceil(FLAT_WG as usize) as u32,
+            (geo.n * geo.oh) as u32,
+            (geo.opts.groups * geo.k4()) as u32,
+        ],
         Cost::memory("im2col", x.byte_len() + col.byte_len()),
     );
     Ok(col)
