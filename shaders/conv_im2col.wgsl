@@ -13,25 +13,30 @@ struct Conv {
 @group(0) @binding(1) var<storage, read> dcol: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;
 
-// Workgroup (wid.y = n * OH + oh, wid.z = g * K4 + k) covers 64 output columns along ow, so
-// every division is on workgroup-uniform values (integer division is slow per lane on CPUs).
+// One workgroup per (image n = wid.y, row g * K4 + k = wid.z) of the column matrix: the
+// kernel offset is decoded once (uniform), and lanes walk the output pixels row by row, so
+// no lane divides (integer division is slow per lane on CPU adapters) and workgroups are
+// few and large (each costs a thread hand-off on lavapipe).
 @compute @workgroup_size(64)
 fn im2col(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let ow = wid.x * 64u + lid;
-    if (ow >= p.ow) { return; }
-    let oh = wid.y % p.oh;
-    let n = wid.y / p.oh;
+    let n = wid.y;
     let k = wid.z % p.k4;
     let g = wid.z / p.k4;
     let c = k % p.kw;
     let r = (k / p.kw) % p.kh;
-    let ci = k / (p.kw * p.kh);
-    let ih = i32(oh * p.sh + r * p.dh) - i32(p.ph);
-    let iw = i32(ow * p.sw + c * p.dw) - i32(p.pw);
-    let inside = k < p.k && ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
-    let idx = select(0u, ((n * p.cin + g * p.cin_g + ci) * p.h + u32(ih)) * p.w + u32(iw), inside);
-    let cols = p.n * p.oh * p.ow;
-    col[wid.z * cols + (n * p.oh + oh) * p.ow + ow] = {{T}}(select(0.0, f32(x[idx]), inside));
+    let ci = min(k / (p.kw * p.kh), p.cin_g - 1u);
+    let plane = (n * p.cin + g * p.cin_g + ci) * p.h * p.w;
+    let out_row = wid.z * (p.n * p.oh * p.ow) + n * p.oh * p.ow;
+    for (var oh = 0u; oh < p.oh; oh++) {
+        let ih = i32(oh * p.sh + r * p.dh) - i32(p.ph);
+        let row_ok = k < p.k && ih >= 0 && ih < i32(p.h);
+        for (var ow = lid; ow < p.ow; ow += 64u) {
+            let iw = i32(ow * p.sw + c * p.dw) - i32(p.pw);
+            let inside = row_ok && iw >= 0 && iw < i32(p.w);
+            let idx = select(0u, plane + u32(ih) * p.w + u32(iw), inside);
+            col[out_row + oh * p.ow + ow] = {{T}}(select(0.0, f32(x[idx]), inside));
+        }
+    }
 }
 
 @compute @workgroup_size(64)

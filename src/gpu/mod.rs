@@ -27,6 +27,12 @@ pub const WANTED_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
     .union(wgpu::Features::SUBGROUP);
 
+/// Most loop iterations one shader invocation may run, summed over all its loops. Mesa's
+/// lavapipe (gallivm) silently leaves every loop of an invocation once 65535 iterations have
+/// run in total; kernels that loop over data split the work so no invocation goes past this
+/// (with a margin for the loops around the main one).
+pub const MAX_LOOP_ITERATIONS: usize = 60_000;
+
 /// Shared handle to the compute device (cheap to clone).
 #[derive(Clone)]
 pub struct Gpu(Arc<GpuInner>);

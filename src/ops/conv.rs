@@ -3,7 +3,7 @@
 //! direct) plus `auto`, and input/weight/bias gradients. Kernels: shaders/conv_*.wgsl.
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
-use crate::gpu::Cost;
+use crate::gpu::{Cost, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
 /// Which forward implementation a convolution uses.
@@ -566,7 +566,7 @@ fn images_per_chunk(geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<usize> {
             limit: gpu.max_binding_bytes(),
         });
     }
-    // im2col dispatches one workgroup row per (image, output row).
+    // im2col dispatches one workgroup per (image, column-matrix row).
     let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
     if geo.opts.groups * geo.k4() > max_groups {
         return Err(Error::shape(
@@ -577,7 +577,7 @@ fn images_per_chunk(geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<usize> {
             ),
         ));
     }
-    Ok(fit.min(geo.n).min(max_groups / geo.oh.max(1)).max(1))
+    Ok(fit.min(geo.n).min(max_groups))
 }
 
 /// Runs `f` on slices of the batch small enough for [`images_per_chunk`] and concatenates the
@@ -618,11 +618,7 @@ fn im2col(x: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
         &geo.params(),
         &[x.buffer()],
         &[col.buffer()],
-        [
-            geo.ow.div_ceil(FLAT_WG as usize) as u32,
-            (geo.n * geo.oh) as u32,
-            (geo.opts.groups * geo.k4()) as u32,
-        ],
+        [1, geo.n as u32, (geo.opts.groups * geo.k4()) as u32],
         Cost::memory("im2col", x.byte_len() + col.byte_len()),
     );
     Ok(col)
@@ -718,7 +714,13 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
     let dt = x.dtype();
     match imp {
         ConvImpl::Naive | ConvImpl::Direct => {
-            let dw = Tensor::empty(gpu, &geo.weight_shape(), dt)?;
+            // Each invocation loops over images x output pixels: keep that under the loop budget
+            // by summing over batch slices (or use the GEMM route when one image is too big).
+            let per_image = geo.oh * (geo.ow + 1) + 1;
+            let images = MAX_LOOP_ITERATIONS / per_image;
+            if images == 0 {
+                return conv_weight_grad(x, dy, geo, ConvImpl::Im2col);
+            }
             let kernel = kernel_for(
                 gpu,
                 shader!("conv_direct"),
@@ -728,19 +730,30 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
                 2,
                 1,
             );
-            gpu.dispatch_named(
-                &kernel,
-                &geo.params(),
-                &[x.buffer(), dy.buffer()],
-                &[dw.buffer()],
-                flat_groups(gpu, dw.numel()),
-                Cost::new(
-                    "conv2d_weight_grad",
-                    geo.flops(),
-                    x.byte_len() + dy.byte_len() + dw.byte_len(),
-                ),
-            );
-            Ok(dw)
+            let mut total: Option<Tensor> = None;
+            for start in (0..geo.n).step_by(images) {
+                let len = images.min(geo.n - start);
+                let gc = geo.with_batch(len);
+                let (xc, dyc) = (x.slice(0, start, len)?, dy.slice(0, start, len)?);
+                let dw = Tensor::empty(gpu, &geo.weight_shape(), dt)?;
+                gpu.dispatch_named(
+                    &kernel,
+                    &gc.params(),
+                    &[xc.buffer(), dyc.buffer()],
+                    &[dw.buffer()],
+                    flat_groups(gpu, dw.numel()),
+                    Cost::new(
+                        "conv2d_weight_grad",
+                        gc.flops(),
+                        xc.byte_len() + dyc.byte_len() + dw.byte_len(),
+                    ),
+                );
+                total = Some(match total {
+                    Some(t) => t.add(&dw)?,
+                    None => dw,
+                });
+            }
+            Ok(total.expect("batch of at least one image"))
         }
         _ => {
             let fit = images_per_chunk(geo, dt, gpu)?;

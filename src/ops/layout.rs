@@ -31,13 +31,21 @@ pub(crate) fn strided_copy(src: &Tensor, dst: &Tensor, c: &StridedCopy) -> Resul
     params.extend(pack8(c.shape, 1));
     params.extend(pack8(c.src_strides, 0));
     params.extend(pack8(c.dst_strides, 0));
-    let kernel = kernel_for(gpu, shader!("layout"), "strided_copy", src.dtype(), &[], 1, 1);
+    // CPU adapters: one invocation per row of the last dim (see `strided_copy_rows`).
+    let row_len = c.shape.last().copied().unwrap_or(1);
+    let (entry, invocations) = if gpu.is_cpu() && (4..=crate::gpu::MAX_LOOP_ITERATIONS).contains(&row_len) {
+        params[0] = (n / row_len) as u32;
+        ("strided_copy_rows", n / row_len)
+    } else {
+        ("strided_copy", n)
+    };
+    let kernel = kernel_for(gpu, shader!("layout"), entry, src.dtype(), &[], 1, 1);
     gpu.dispatch_named(
         &kernel,
         &params,
         &[src.buffer()],
         &[dst.buffer()],
-        gpu.grid((n as u32).div_ceil(FLAT_WG)),
+        gpu.grid((invocations as u32).div_ceil(FLAT_WG)),
         Cost::memory(c.op, (2 * n * src.dtype().size()) as u64),
     );
     Ok(())

@@ -4,6 +4,7 @@
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::gpu::Cost;
+use crate::gpu::MAX_LOOP_ITERATIONS;
 use crate::tensor::numel;
 use crate::{shader, DType, Error, Result, Tensor};
 
@@ -26,11 +27,18 @@ pub enum ReduceKernel {
 }
 
 impl ReduceKernel {
-    /// Strategies the device can run.
-    pub fn available(gpu: &crate::Gpu) -> Vec<ReduceKernel> {
-        let mut v = vec![ReduceKernel::Lane, ReduceKernel::Tree];
-        if gpu.has_subgroups() {
-            v.push(ReduceKernel::Subgroup);
+    /// Strategies the device can run on rows of length `len` (each invocation's loop must
+    /// stay under [`crate::gpu::MAX_LOOP_ITERATIONS`]).
+    pub fn available(gpu: &crate::Gpu, len: usize) -> Vec<ReduceKernel> {
+        let mut v = Vec::new();
+        if len <= MAX_LOOP_ITERATIONS {
+            v.push(ReduceKernel::Lane);
+        }
+        if len <= MAX_LOOP_ITERATIONS * FLAT_WG as usize {
+            v.push(ReduceKernel::Tree);
+            if gpu.has_subgroups() {
+                v.push(ReduceKernel::Subgroup);
+            }
         }
         v
     }
@@ -90,7 +98,13 @@ pub fn reduce_rows_with(
 fn reduce_rows(x: &Tensor, rows: usize, len: usize, op: ReduceOp, scale: f32) -> Result<Tensor> {
     let gpu = x.gpu();
     let out = Tensor::empty(gpu, &[rows], x.dtype())?;
-    let kinds = ReduceKernel::available(gpu);
+    let kinds = ReduceKernel::available(gpu, len);
+    if kinds.is_empty() {
+        return Err(Error::shape(
+            "reduce",
+            format!("rows of {len} elements are longer than one reduction pass handles; reduce in two steps (e.g. reshape and sum twice)"),
+        ));
+    }
     let key = format!(
         "reduce:{:?}:{:?}:{}x{}",
         op,

@@ -16,6 +16,16 @@ impl Tensor {
         let gpu = self.gpu();
         let len = *self.shape().last().unwrap();
         let rows = self.numel() / len.max(1);
+        // The kernel walks each row three times in one invocation.
+        if 3 * len > crate::gpu::MAX_LOOP_ITERATIONS {
+            return Err(Error::shape(
+                "softmax",
+                format!(
+                    "rows of {len} elements are longer than this kernel handles ({}); split the last axis",
+                    crate::gpu::MAX_LOOP_ITERATIONS / 3
+                ),
+            ));
+        }
         let out = Tensor::empty(gpu, self.shape(), self.dtype())?;
         let kernel = kernel_for(
             gpu,

@@ -140,3 +140,24 @@ fn im2col_larger_than_a_binding_is_split_over_the_batch() {
     .0;
     assert_close("chunked im2col conv", &download(&y), &want, 1e-4);
 }
+
+#[test]
+fn direct_weight_gradient_over_many_pixels_is_complete() {
+    // 3 images x 160x160 output pixels = 76800 > the per-invocation loop budget.
+    let (xs, ws, opts) = ([3, 1, 160, 160], [2, 1, 3, 3], ConvOptions::new(1, 1, 1, 1));
+    let mut r = rng();
+    let (x, w) = (normal_vec(&mut r, 3 * 160 * 160), normal_vec(&mut r, 18));
+    let xt = upload(&xs, &x, DType::F32);
+    let wt = upload(&ws, &w, DType::F32).requires_grad();
+    let y = xt.conv2d(&wt, None, opts, ConvImpl::Direct).unwrap();
+    wgdiff::backward(&y.sum_all().unwrap()).unwrap();
+    // d sum(y) / d w[co, 0, r, c] = sum over images and pixels of the shifted input
+    let xr = round_to(&x, DType::F32);
+    let mut want = vec![0.0; 18];
+    for (i, wv) in want.iter_mut().enumerate() {
+        let mut one = vec![0.0; 18];
+        one[i] = 1.0;
+        *wv = cpu::conv2d(&xr, xs, &one, ws, &opts).0.iter().sum();
+    }
+    assert_close("direct dW", &download(&wt.grad().unwrap()), &want, 1e-4);
+}

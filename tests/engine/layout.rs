@@ -150,3 +150,18 @@ fn casts_between_f32_and_f16_round_correctly() {
         assert_eq!(download(&back), round_to(&x, DType::F16), "f16->f32, n={n}");
     }
 }
+
+#[test]
+fn long_rows_are_copied_completely() {
+    // Lavapipe ends an invocation's loops after 65535 iterations: rows longer than that must
+    // not be walked by one invocation.
+    let (a, d) = (3, 70_001);
+    let x: Vec<f64> = (0..a * 2 * d).map(|i| (i % 1000) as f64).collect();
+    let t = upload(&[a, 2, d], &x, DType::F32);
+    assert_close(
+        "permute long rows",
+        &download(&t.permute(&[1, 0, 2]).unwrap()),
+        &cpu::permute(&x, &[a, 2, d], &[1, 0, 2]),
+        0.0,
+    );
+}

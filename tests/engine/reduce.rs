@@ -40,7 +40,7 @@ fn every_row_strategy_agrees_with_cpu() {
         for (rows, len) in [(1, 1), (3, 7), (5, 64), (2, 1000), (130, 33), (7, 4099)] {
             let x = normal_vec(&mut rng(), rows * len);
             let t = upload(&[rows * len], &x, dtype);
-            for how in ReduceKernel::available(gpu) {
+            for how in ReduceKernel::available(gpu, len) {
                 for (op, kind) in [(ReduceOp::Sum, "sum"), (ReduceOp::Max, "max")] {
                     let out = Tensor::empty(gpu, &[rows], dtype).unwrap();
                     reduce_rows_with(&t, &out, rows, len, op, 1.0, how);
@@ -70,4 +70,13 @@ fn sum_to_shape_reduces_broadcast_dims() {
         &cpu::reduce(&round_to(&x, DType::F32), &[2, 3, 4], &[0, 2], "sum"),
         1e-5,
     );
+}
+
+#[test]
+fn rows_longer_than_the_loop_budget_reduce_completely() {
+    let len = 300_001;
+    let x = normal_vec(&mut rng(), len);
+    let t = upload(&[len], &x, DType::F32);
+    let want: f64 = round_to(&x, DType::F32).iter().sum();
+    assert_close("sum of 300001", &download(&t.sum_all().unwrap()), &[want], 1e-4);
 }
