@@ -2,6 +2,7 @@
 //! with four forward implementations behind one op (naive, im2col+GEMM, tiled implicit GEMM,
 //! direct) plus `auto`, and input/weight/bias gradients. Kernels: shaders/conv_*.wgsl.
 
+use super::matmul::BlockShape;
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::gpu::{Cost, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
@@ -271,33 +272,6 @@ impl ConvGeometry {
     }
 }
 
-/// Tile shape of the tiled kernel: output channels x (4*col4) pixels per invocation, lanes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConvTile {
-    pub rows: u32,
-    pub col4: u32,
-    pub lanes: u32,
-}
-
-impl ConvTile {
-    /// Per adapter: big register tiles and 8 invocations on CPU adapters, 4x4 and 64 on GPUs.
-    pub fn for_device(gpu: &Gpu) -> ConvTile {
-        if gpu.is_cpu() {
-            ConvTile {
-                rows: 16,
-                col4: 4,
-                lanes: 8,
-            }
-        } else {
-            ConvTile {
-                rows: 4,
-                col4: 1,
-                lanes: 64,
-            }
-        }
-    }
-}
-
 impl Tensor {
     /// conv2d(x, w) + bias with the implementation `imp` (see [`ConvImpl`]).
     pub fn conv2d(
@@ -507,40 +481,19 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
             Ok(y)
         }
         ConvImpl::Tiled => {
-            let tile = ConvTile::for_device(gpu);
-            let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
             let k = geo.k();
-            let w4 = w
-                .reshape(&[geo.cout, k])?
-                .pad_axis(1, 0, k.next_multiple_of(4) - k)?;
-            let kernel = kernel_for(
-                gpu,
-                shader!("conv_tiled"),
-                "conv_forward_tiled",
-                dt,
-                &[
-                    ("R", tile.rows.to_string()),
-                    ("C4", tile.col4.to_string()),
-                    ("C", (4 * tile.col4).to_string()),
-                    ("W", tile.lanes.to_string()),
-                ],
-                2,
-                1,
-            );
-            let cols = geo.n * geo.pixels();
-            let groups = [
-                cols.div_ceil((4 * tile.col4 * tile.lanes) as usize) as u32,
-                geo.cout_g().div_ceil(tile.rows as usize) as u32,
-                geo.opts.groups as u32,
-            ];
-            gpu.dispatch_named(
-                &kernel,
-                &geo.params(),
-                &[x.buffer(), w4.buffer()],
-                &[y.buffer()],
-                groups,
-                Cost::new("conv2d", geo.flops(), x.byte_len() + w4.byte_len() + y.byte_len()),
-            );
+            let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
+            let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
+            let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
+            let key = format!("{}:tile", geo.tuning_key(dt));
+            let fallback = 0;
+            let choice = gpu.tuner().choose(gpu, &key, &labels, fallback, |c| {
+                let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+                dispatch_tiled(x, &w4, &scratch, geo, tiles[c]);
+                Ok(())
+            })?;
+            let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+            dispatch_tiled(x, &w4, &y, geo, tiles[choice]);
             Ok(y)
         }
         ConvImpl::Im2col => in_batch_chunks(geo, dt, gpu, x, |xc, gc| {
@@ -552,6 +505,40 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
         }),
         ConvImpl::Auto => Err(Error::shape("conv2d", "Auto must be resolved before running")),
     }
+}
+
+/// Records the implicit-GEMM kernel with register tile `tile` (the matmul's tile shapes:
+/// output channels x pixels per invocation, invocations per workgroup).
+fn dispatch_tiled(x: &Tensor, w4: &Tensor, y: &Tensor, geo: &ConvGeometry, tile: BlockShape) {
+    let gpu = x.gpu();
+    let kernel = kernel_for(
+        gpu,
+        shader!("conv_tiled"),
+        "conv_forward_tiled",
+        x.dtype(),
+        &[
+            ("R", tile.rows.to_string()),
+            ("C4", tile.col4.to_string()),
+            ("C", (4 * tile.col4).to_string()),
+            ("W", tile.lanes.to_string()),
+        ],
+        2,
+        1,
+    );
+    let cols = geo.n * geo.pixels();
+    let groups = [
+        cols.div_ceil((4 * tile.col4 * tile.lanes) as usize) as u32,
+        geo.cout_g().div_ceil(tile.rows as usize) as u32,
+        geo.opts.groups as u32,
+    ];
+    gpu.dispatch_named(
+        &kernel,
+        &geo.params(),
+        &[x.buffer(), w4.buffer()],
+        &[y.buffer()],
+        groups,
+        Cost::new("conv2d", geo.flops(), x.byte_len() + w4.byte_len() + y.byte_len()),
+    );
 }
 
 /// Images per im2col chunk: the column matrix [G, K4, N*P] (and the matmul's output, and
