@@ -61,7 +61,7 @@ fn spatial_self_attention_matches_cpu_and_differentiates() {
 fn attention_rejects_bad_shapes() {
     let t = |shape: &[usize]| upload(shape, &vec![0.0; shape.iter().product()], DType::F32);
     let q = t(&[1, 2, 4, 8]);
-    let msg = |r: wgdiff::Result<wgdiff::Tensor>| r.err().expect("an error").to_string();
+    let msg = |r: wgdiff::Result<wgdiff::Tensor>| r.expect_err("an error").to_string();
     assert!(msg(attention(&q, &t(&[1, 2, 5, 8]), &q)).contains("k [1, 2, 5, 8]"));
     assert!(msg(attention(&t(&[2, 4, 8]), &q, &q)).contains("[B, heads, L, d]"));
     assert!(msg(attention(
