@@ -1,6 +1,7 @@
 // Scaled dot-product attention O = softmax(Q K^T * scale) V on [P, L, D] tensors (P = batch *
 // heads independent problems, L positions, D = head dim, templated), memory-efficient: the
-// L x L matrix is never stored. One row per invocation, rows kept in private arrays:
+// L x L matrix is never stored. One row per invocation, its D values in named registers
+// (unrolled with #for):
 //   attn_forward:     query row i, online softmax over the keys (running max m, running sum
 //                     s, output accumulator rescaled by exp(m_old - m_new)); writes O and
 //                     lse_i = m + log(s).
@@ -53,38 +54,27 @@ fn attn_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let row = row_index(wid, nwg, lid);
     if (row >= p.rows) { return; }
     let kv0 = (row / p.len) * p.len * D;
-    var qi: array<f32, D>;
-    var acc: array<f32, D>;
-    for (var c = 0u; c < D; c++) {
-        qi[c] = f32(q[row * D + c]) * p.scale;
-        acc[c] = 0.0;
-    }
+    let qi = row * D;
+    #for c in 0..{{D}}: let q{c} = f32(q[qi + {c}u]) * p.scale;
+    #for c in 0..{{D}}: var acc{c} = 0.0;
     var m = MIN;
     var s = 0.0;
     for (var j = 0u; j < p.len; j++) {
         let kj = kv0 + j * D;
         var score = 0.0;
-        for (var c = 0u; c < D; c++) {
-            score = fma(qi[c], f32(k[kj + c]), score);
-        }
+        #for c in 0..{{D}}: score = fma(q{c}, f32(k[kj + {c}u]), score);
         if (score > m) {
             let corr = exp(m - score);
             s *= corr;
-            for (var c = 0u; c < D; c++) {
-                acc[c] *= corr;
-            }
+            #for c in 0..{{D}}: acc{c} *= corr;
             m = score;
         }
         let e = exp(score - m);
         s += e;
-        for (var c = 0u; c < D; c++) {
-            acc[c] = fma(e, f32(v[kj + c]), acc[c]);
-        }
+        #for c in 0..{{D}}: acc{c} = fma(e, f32(v[kj + {c}u]), acc{c});
     }
     let inv = 1.0 / s;
-    for (var c = 0u; c < D; c++) {
-        o[row * D + c] = {{T}}(acc[c] * inv);
-    }
+    #for c in 0..{{D}}: o[qi + {c}u] = {{T}}(acc{c} * inv);
     lse[row] = m + log(s);
 }
 
@@ -94,33 +84,23 @@ fn attn_backward_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let row = row_index(wid, nwg, lid);
     if (row >= p.rows) { return; }
     let kv0 = (row / p.len) * p.len * D;
-    var qi: array<f32, D>;
-    var gi: array<f32, D>;
-    var acc: array<f32, D>;
+    let qi = row * D;
+    #for c in 0..{{D}}: let q{c} = f32(q[qi + {c}u]) * p.scale;
+    #for c in 0..{{D}}: let g{c} = f32(gout[qi + {c}u]);
+    #for c in 0..{{D}}: var acc{c} = 0.0;
     var di = 0.0;
-    for (var c = 0u; c < D; c++) {
-        qi[c] = f32(q[row * D + c]) * p.scale;
-        gi[c] = f32(gout[row * D + c]);
-        di = fma(gi[c], f32(o_saved[row * D + c]), di);
-        acc[c] = 0.0;
-    }
+    #for c in 0..{{D}}: di = fma(g{c}, f32(o_saved[qi + {c}u]), di);
     let li = lse_saved[row];
     for (var j = 0u; j < p.len; j++) {
         let kj = kv0 + j * D;
         var score = 0.0;
         var dp = 0.0;
-        for (var c = 0u; c < D; c++) {
-            score = fma(qi[c], f32(k[kj + c]), score);
-            dp = fma(gi[c], f32(v[kj + c]), dp);
-        }
+        #for c in 0..{{D}}: score = fma(q{c}, f32(k[kj + {c}u]), score);
+        #for c in 0..{{D}}: dp = fma(g{c}, f32(v[kj + {c}u]), dp);
         let ds = exp(score - li) * (dp - di);
-        for (var c = 0u; c < D; c++) {
-            acc[c] = fma(ds, f32(k[kj + c]), acc[c]);
-        }
+        #for c in 0..{{D}}: acc{c} = fma(ds, f32(k[kj + {c}u]), acc{c});
     }
-    for (var c = 0u; c < D; c++) {
-        gq[row * D + c] = {{T}}(acc[c] * p.scale);
-    }
+    #for c in 0..{{D}}: gq[qi + {c}u] = {{T}}(acc{c} * p.scale);
     delta[row] = di;
 }
 
@@ -130,33 +110,22 @@ fn attn_backward_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let row = row_index(wid, nwg, lid);
     if (row >= p.rows) { return; }
     let first = (row / p.len) * p.len;
-    var kj: array<f32, D>;
-    var vj: array<f32, D>;
-    var dk: array<f32, D>;
-    var dv: array<f32, D>;
-    for (var c = 0u; c < D; c++) {
-        kj[c] = f32(k[row * D + c]) * p.scale;
-        vj[c] = f32(v[row * D + c]);
-        dk[c] = 0.0;
-        dv[c] = 0.0;
-    }
+    let kj = row * D;
+    #for c in 0..{{D}}: let k{c} = f32(k[kj + {c}u]) * p.scale;
+    #for c in 0..{{D}}: let v{c} = f32(v[kj + {c}u]);
+    #for c in 0..{{D}}: var dk{c} = 0.0;
+    #for c in 0..{{D}}: var dv{c} = 0.0;
     for (var i = first; i < first + p.len; i++) {
         let qi = i * D;
         var score = 0.0;
         var dp = 0.0;
-        for (var c = 0u; c < D; c++) {
-            score = fma(kj[c], f32(q[qi + c]), score);
-            dp = fma(f32(gout_kv[qi + c]), vj[c], dp);
-        }
+        #for c in 0..{{D}}: score = fma(k{c}, f32(q[qi + {c}u]), score);
+        #for c in 0..{{D}}: dp = fma(f32(gout_kv[qi + {c}u]), v{c}, dp);
         let pij = exp(score - lse_saved[i]);
         let ds = pij * (dp - delta_saved[i]);
-        for (var c = 0u; c < D; c++) {
-            dv[c] = fma(pij, f32(gout_kv[qi + c]), dv[c]);
-            dk[c] = fma(ds, f32(q[qi + c]), dk[c]);
-        }
+        #for c in 0..{{D}}: dv{c} = fma(pij, f32(gout_kv[qi + {c}u]), dv{c});
+        #for c in 0..{{D}}: dk{c} = fma(ds, f32(q[qi + {c}u]), dk{c});
     }
-    for (var c = 0u; c < D; c++) {
-        gk[row * D + c] = {{T}}(dk[c] * p.scale);
-        gv[row * D + c] = {{T}}(dv[c]);
-    }
+    #for c in 0..{{D}}: gk[kj + {c}u] = {{T}}(dk{c} * p.scale);
+    #for c in 0..{{D}}: gv[kj + {c}u] = {{T}}(dv{c});
 }
