@@ -1,6 +1,7 @@
 //! Tensor operations, one file per kernel family: each holds the forward launch, the
 //! backward (as a closure recorded on the tape) and, where it matters, FLOP/byte counts.
 
+pub mod attention;
 pub mod cast;
 pub mod conv;
 pub mod elementwise;
@@ -12,6 +13,7 @@ pub mod reduce;
 pub mod resample;
 pub mod softmax;
 
+pub use attention::{attention, spatial_self_attention};
 pub use conv::{ConvImpl, ConvOptions};
 pub use elementwise::{Binary, Unary};
 pub use matmul::MatmulKernel;

@@ -408,3 +408,77 @@ pub fn resize_bicubic(x: &[f64], shape: &[usize], out_h: usize, out_w: usize) ->
     }
     y
 }
+
+/// softmax(q k^T / sqrt(d)) v for q, k, v of shape [P, L, d] (P = batch * heads), rows
+/// `rows` of the output only (each row is L*d contiguous values in the result).
+pub fn attention_rows(q: &[f64], k: &[f64], v: &[f64], len: usize, d: usize, rows: &[usize]) -> Vec<f64> {
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut out = Vec::with_capacity(rows.len() * d);
+    for &row in rows {
+        let base = (row / len) * len;
+        let qi = &q[row * d..(row + 1) * d];
+        let scores: Vec<f64> = (base..base + len)
+            .map(|j| (0..d).map(|c| qi[c] * k[j * d + c]).sum::<f64>() * scale)
+            .collect();
+        let p = softmax(&scores, len);
+        for c in 0..d {
+            out.push((0..len).map(|j| p[j] * v[(base + j) * d + c]).sum());
+        }
+    }
+    out
+}
+
+/// [`attention_rows`] over every row.
+pub fn attention(q: &[f64], k: &[f64], v: &[f64], len: usize, d: usize) -> Vec<f64> {
+    let rows: Vec<usize> = (0..q.len() / d).collect();
+    attention_rows(q, k, v, len, d, &rows)
+}
+
+/// The spatial self-attention layer on x [B, C, H, W]: q, k, v = 1x1 projection (channels
+/// q, k, v, each `heads` groups of C / heads), attention per head over the H*W positions,
+/// heads merged, 1x1 output projection.
+pub fn spatial_self_attention(
+    x: &[f64],
+    shape: &[usize],
+    (wqkv, bqkv, wo, bo): (&[f64], &[f64], &[f64], &[f64]),
+    heads: usize,
+) -> Vec<f64> {
+    let (b, c, len) = (shape[0], shape[1], shape[2] * shape[3]);
+    let d = c / heads;
+    let mut out = vec![0.0; x.len()];
+    for n in 0..b {
+        let xn = &x[n * c * len..(n + 1) * c * len];
+        // proj[o][s] = sum_i w[o][i] x[i][s] + bias[o]
+        let proj: Vec<f64> = (0..3 * c * len)
+            .map(|i| {
+                let (o, s) = (i / len, i % len);
+                bqkv[o] + (0..c).map(|ci| wqkv[o * c + ci] * xn[ci * len + s]).sum::<f64>()
+            })
+            .collect();
+        // part [heads, L, d] of q (0), k (1) or v (2)
+        let part = |which: usize| -> Vec<f64> {
+            let mut t = vec![0.0; heads * len * d];
+            for h in 0..heads {
+                for s in 0..len {
+                    for e in 0..d {
+                        t[(h * len + s) * d + e] = proj[(which * c + h * d + e) * len + s];
+                    }
+                }
+            }
+            t
+        };
+        let att = attention(&part(0), &part(1), &part(2), len, d);
+        for o in 0..c {
+            for s in 0..len {
+                let mut acc = bo[o];
+                for h in 0..heads {
+                    for e in 0..d {
+                        acc += wo[o * c + h * d + e] * att[(h * len + s) * d + e];
+                    }
+                }
+                out[n * c * len + o * len + s] = acc;
+            }
+        }
+    }
+    out
+}

@@ -141,3 +141,32 @@ fn autotune_choices_persist_in_the_cache_file() {
     assert_eq!(reused, 1);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn attention_falls_back_to_f32_without_f16() {
+    let gpu = Gpu::new_blocking(AdapterChoice {
+        without: wgpu::Features::SHADER_F16,
+        ..Default::default()
+    })
+    .unwrap();
+    gpu.set_poison(true);
+    let (shape, len, d) = ([1, 2, 6, 4], 6, 4);
+    let mut r = rng();
+    let xs: Vec<Vec<f64>> = (0..3)
+        .map(|_| round_to(&normal_vec(&mut r, 48), DType::F16))
+        .collect();
+    let [q, k, v] = [0, 1, 2].map(|i| {
+        let f: Vec<f32> = xs[i].iter().map(|&x| x as f32).collect();
+        Tensor::from_slice(&gpu, &shape, &f, DType::F16)
+            .unwrap()
+            .requires_grad()
+    });
+    let y = wgdiff::ops::attention(&q, &k, &v).unwrap();
+    assert_eq!(y.dtype(), DType::F16);
+    let want = cpu::attention(&xs[0], &xs[1], &xs[2], len, d);
+    assert_close("attention f16 fallback", &download(&y), &want, 1e-2);
+    wgdiff::backward(&y.sum_all().unwrap()).unwrap();
+    for t in [&q, &k, &v] {
+        assert_eq!(t.grad().unwrap().dtype(), DType::F16);
+    }
+}

@@ -4,6 +4,7 @@
 mod common;
 mod cpu;
 
+mod attention;
 mod autograd;
 mod cli;
 mod conv;

@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use crate::cpu;
+use rand::seq::SliceRandom;
 use wgdiff::ops::reduce::reduce_rows_with;
 use wgdiff::ops::{ReduceKernel, ReduceOp};
 use wgdiff::{DType, Tensor};
@@ -14,7 +15,9 @@ fn sum_mean_max_over_axis_sets() {
         for axes in axis_sets {
             for kind in ["sum", "mean", "max"] {
                 for keepdim in [false, true] {
-                    let x = normal_vec(&mut rng(), 60);
+                    // distinct values, exact in f16 (a multiple of 1/64 below 1): no ties for max
+                    let mut x: Vec<f64> = (0..60).map(|i| (i as f64 - 30.0) / 64.0).collect();
+                    x.shuffle(&mut rng());
                     let s2 = shape.clone();
                     check_op(
                         &format!("{kind} over {axes:?} keepdim={keepdim}"),
@@ -45,7 +48,8 @@ fn every_row_strategy_agrees_with_cpu() {
                     let out = Tensor::empty(gpu, &[rows], dtype).unwrap();
                     reduce_rows_with(&t, &out, rows, len, op, 1.0, how);
                     let want = cpu::reduce(&round_to(&x, dtype), &[rows, len], &[1], kind);
-                    let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
+                    // f32 sums of thousands of terms, accumulated in different orders
+                    let tol = if dtype == DType::F32 { 1e-4 } else { 1e-2 };
                     assert_close(
                         &format!("{how:?} {kind} {rows}x{len} {dtype:?}"),
                         &download(&out),

@@ -1,0 +1,100 @@
+//! Multi-head attention and the spatial self-attention layer against the CPU references
+//! (gradients by finite differences), and a forward at the 32x32 U-Net size.
+
+use crate::common::*;
+use crate::cpu;
+use wgdiff::ops::{attention, spatial_self_attention};
+use wgdiff::DType;
+
+#[test]
+fn attention_matches_cpu_and_differentiates() {
+    let shapes = [
+        [2, 2, 7, 8],
+        [1, 4, 49, 16],
+        [3, 1, 1, 4],
+        [1, 2, 5, 3],
+        [1, 1, 9, 64],
+    ];
+    for dtype in dtypes() {
+        for shape in shapes {
+            let mut r = rng();
+            let n: usize = shape.iter().product();
+            let inputs: Vec<_> = (0..3).map(|_| (shape.to_vec(), normal_vec(&mut r, n))).collect();
+            let (len, d) = (shape[2], shape[3]);
+            check_op(
+                &format!("attention {shape:?}"),
+                dtype,
+                &inputs,
+                move |xs| cpu::attention(&xs[0], &xs[1], &xs[2], len, d),
+                |ts| attention(&ts[0], &ts[1], &ts[2]),
+            );
+        }
+    }
+}
+
+#[test]
+fn spatial_self_attention_matches_cpu_and_differentiates() {
+    let (shape, heads) = ([2, 8, 3, 5], 2);
+    let c = shape[1];
+    for dtype in dtypes() {
+        let mut r = rng();
+        let mut normal = |n: usize, s: f64| normal_vec(&mut r, n).iter().map(|v| v * s).collect();
+        let w = 1.0 / (c as f64).sqrt();
+        let inputs = vec![
+            (shape.to_vec(), normal(shape.iter().product(), 1.0)),
+            (vec![3 * c, c], normal(3 * c * c, w)),
+            (vec![3 * c], normal(3 * c, 0.1)),
+            (vec![c, c], normal(c * c, w)),
+            (vec![c], normal(c, 0.1)),
+        ];
+        check_op(
+            &format!("spatial_self_attention {shape:?} heads {heads}"),
+            dtype,
+            &inputs,
+            move |xs| cpu::spatial_self_attention(&xs[0], &shape, (&xs[1], &xs[2], &xs[3], &xs[4]), heads),
+            |ts| spatial_self_attention(&ts[0], &ts[1], &ts[2], &ts[3], &ts[4], heads),
+        );
+    }
+}
+
+#[test]
+fn attention_rejects_bad_shapes() {
+    let t = |shape: &[usize]| upload(shape, &vec![0.0; shape.iter().product()], DType::F32);
+    let q = t(&[1, 2, 4, 8]);
+    let msg = |r: wgdiff::Result<wgdiff::Tensor>| r.expect_err("an error").to_string();
+    assert!(msg(attention(&q, &t(&[1, 2, 5, 8]), &q)).contains("k [1, 2, 5, 8]"));
+    assert!(msg(attention(&t(&[2, 4, 8]), &q, &q)).contains("[B, heads, L, d]"));
+    assert!(msg(attention(
+        &t(&[1, 1, 2, 65]),
+        &t(&[1, 1, 2, 65]),
+        &t(&[1, 1, 2, 65])
+    ))
+    .contains("head dim 65"));
+    let x = t(&[1, 6, 2, 2]);
+    let (w, b) = (t(&[18, 6]), t(&[18]));
+    let (wo, bo) = (t(&[6, 6]), t(&[6]));
+    assert!(msg(spatial_self_attention(&x, &w, &b, &wo, &bo, 4)).contains("4 heads do not divide"));
+    assert!(msg(spatial_self_attention(&x, &wo, &b, &wo, &bo, 2)).contains("qkv_weight has shape [6, 6]"));
+}
+
+/// 16 problems (batch * heads) over the 32x32 map (L = 1024), head dim 32: the forward
+/// against the CPU on sampled rows (one per problem).
+#[test]
+fn attention_at_unet_size() {
+    let shape = [4, 4, 1024, 32];
+    let (len, d) = (shape[2], shape[3]);
+    let n: usize = shape.iter().product();
+    let mut r = rng();
+    let xs: Vec<Vec<f64>> = (0..3)
+        .map(|_| round_to(&normal_vec(&mut r, n), DType::F32))
+        .collect();
+    let [q, k, v] = [0, 1, 2].map(|i| upload(&shape, &xs[i], DType::F32));
+    let got = download(&attention(&q, &k, &v).unwrap());
+    let rows: Vec<usize> = (0..16).map(|p| p * len + (p * 67 + 5) % len).collect();
+    let want = cpu::attention_rows(&xs[0], &xs[1], &xs[2], len, d, &rows);
+    let got: Vec<f64> = rows
+        .iter()
+        .flat_map(|&row| got[row * d..(row + 1) * d].to_vec())
+        .collect();
+    assert_close("attention [4, 4, 1024, 32]", &got, &want, 1e-4);
+}
