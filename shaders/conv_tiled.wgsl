@@ -15,15 +15,10 @@ struct Conv {
 @group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read_write> y: array<{{T}}>;
 
-// Input value for pixel origin (ih0, iw0) of plane `plane` at kernel offset k; 0 outside.
-fn gather(plane: u32, ih0: i32, iw0: i32, k: u32) -> f32 {
-    let ci = min(k / (p.kh * p.kw), p.cin_g - 1u);
-    let r = (k / p.kw) % p.kh;
-    let c = k % p.kw;
-    let ih = ih0 + i32(r * p.dh);
-    let iw = iw0 + i32(c * p.dw);
+// Input value at (ih, iw) of channel plane `plane`; 0 outside the image.
+fn gather(plane: u32, ih: i32, iw: i32) -> f32 {
     let inside = ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
-    let idx = select(0u, (plane + ci) * p.h * p.w + u32(ih) * p.w + u32(iw), inside);
+    let idx = select(0u, plane * p.h * p.w + u32(ih) * p.w + u32(iw), inside);
     return select(0.0, f32(x[idx]), inside);
 }
 
@@ -45,13 +40,16 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     #end
     #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
     for (var kk = 0u; kk < p.k4 / 4u; kk++) {
-        let k0 = kk * 4u;
+        // The 4 kernel offsets of this step, decoded once (uniform): channel, row, column shift.
+        #for e in 0..4 {
+        let k{e} = kk * 4u + {e}u;
+        let ci{e} = min(k{e} / (p.kh * p.kw), p.cin_g - 1u);
+        let dr{e} = i32(((k{e} / p.kw) % p.kh) * p.dh);
+        let dc{e} = i32((k{e} % p.kw) * p.dw);
+        #end
         #for r in 0..{{R}}: let a{r} = vec4<f32>(wts[wrow{r} + kk]);
         #for j in 0..{{C4}} {
-        let b0_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0));
-        let b1_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0 + 1u), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0 + 1u), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0 + 1u), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0 + 1u));
-        let b2_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0 + 2u), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0 + 2u), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0 + 2u), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0 + 2u));
-        let b3_{j} = vec4<f32>(gather(plane{j*4+0}, ih{j*4+0}, iw{j*4+0}, k0 + 3u), gather(plane{j*4+1}, ih{j*4+1}, iw{j*4+1}, k0 + 3u), gather(plane{j*4+2}, ih{j*4+2}, iw{j*4+2}, k0 + 3u), gather(plane{j*4+3}, ih{j*4+3}, iw{j*4+3}, k0 + 3u));
+        #for e in 0..4: let b{e}_{j} = vec4<f32>(gather(plane{j*4+0} + ci{e}, ih{j*4+0} + dr{e}, iw{j*4+0} + dc{e}), gather(plane{j*4+1} + ci{e}, ih{j*4+1} + dr{e}, iw{j*4+1} + dc{e}), gather(plane{j*4+2} + ci{e}, ih{j*4+2} + dr{e}, iw{j*4+2} + dc{e}), gather(plane{j*4+3} + ci{e}, ih{j*4+3} + dr{e}, iw{j*4+3} + dc{e}));
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }
@@ -67,3 +65,4 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     }
     #end
 }
+

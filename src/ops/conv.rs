@@ -541,6 +541,58 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, y: &Tensor, geo: &ConvGeometry, tile:
     );
 }
 
+/// dw by the implicit-GEMM kernel: no column matrix; the pixel reduction is split in slices
+/// (enough workgroups for every core, each slice under the loop budget) summed afterwards.
+fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let (rows, cols, lanes) = if gpu.is_cpu() { (16, 8, 8) } else { (4, 4, 64) };
+    let groups_xy = geo.cout_g().div_ceil(cols * lanes) * geo.k4().div_ceil(rows) * geo.opts.groups;
+    let reduction = geo.n * geo.pixels();
+    let slices = (reduction / 4)
+        .div_ceil(MAX_LOOP_ITERATIONS / 2)
+        .max(16usize.div_ceil(groups_xy))
+        .min(reduction.div_ceil(256))
+        .max(1);
+    let kernel = kernel_for(
+        gpu,
+        shader!("conv_wgrad_tiled"),
+        "conv_weight_grad_tiled",
+        x.dtype(),
+        &[
+            ("R", rows.to_string()),
+            ("C", cols.to_string()),
+            ("W", lanes.to_string()),
+            ("S", slices.to_string()),
+            ("C4", "1".into()),
+        ],
+        2,
+        1,
+    );
+    let partial = Tensor::empty(gpu, &[slices, geo.cout, geo.k4()], DType::F32)?;
+    let groups = [
+        geo.cout_g().div_ceil(cols * lanes) as u32,
+        geo.k4().div_ceil(rows) as u32,
+        (geo.opts.groups * slices) as u32,
+    ];
+    gpu.dispatch_named(
+        &kernel,
+        &geo.params(),
+        &[x.buffer(), dy.buffer()],
+        &[partial.buffer()],
+        groups,
+        Cost::new(
+            "conv2d_weight_grad",
+            geo.flops(),
+            x.byte_len() + dy.byte_len() + partial.byte_len(),
+        ),
+    );
+    partial
+        .sum(&[0], false)?
+        .slice(1, 0, geo.k())?
+        .reshape(&geo.weight_shape())?
+        .to_dtype(x.dtype())
+}
+
 /// Images per im2col chunk: the column matrix [G, K4, N*P] (and the matmul's output, and
 /// its padding of N*P to a multiple of 4) must fit one storage binding.
 fn images_per_chunk(geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<usize> {
@@ -742,6 +794,7 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
             }
             Ok(total.expect("batch of at least one image"))
         }
+        ConvImpl::Tiled => weight_grad_tiled(x, dy, geo),
         _ => {
             let fit = images_per_chunk(geo, dt, gpu)?;
             let mut total: Option<Tensor> = None;
