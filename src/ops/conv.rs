@@ -545,7 +545,7 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, y: &Tensor, geo: &ConvGeometry, tile:
 /// (enough workgroups for every core, each slice under the loop budget) summed afterwards.
 fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
     let gpu = x.gpu();
-    let (rows, cols, lanes) = if gpu.is_cpu() { (16, 8, 8) } else { (4, 4, 64) };
+    let (rows, cols, lanes) = if gpu.is_cpu() { (32, 8, 8) } else { (4, 4, 64) };
     let groups_xy = geo.cout_g().div_ceil(cols * lanes) * geo.k4().div_ceil(rows) * geo.opts.groups;
     let reduction = geo.n * geo.pixels();
     let slices = (reduction / 4)
