@@ -1,6 +1,7 @@
 //! Tensor operations, one file per kernel family: each holds the forward launch, the
 //! backward (as a closure recorded on the tape) and, where it matters, FLOP/byte counts.
 
+pub mod blocks;
 pub mod cast;
 pub mod conv;
 pub mod elementwise;

@@ -5,6 +5,7 @@ mod common;
 mod cpu;
 
 mod autograd;
+mod blocks;
 mod cli;
 mod conv;
 mod device;
