@@ -1,16 +1,19 @@
-// The fused ConvNeXt block forward (src/ops/blocks.rs), two kernels, one pixel (n, h, w)
-// per invocation, W invocations per workgroup over consecutive pixels of the flat N*H*W
-// range, so per-pixel loads are contiguous across lanes and every weight load has a
-// workgroup-uniform address (a loop counter or template index only):
-//   dwconv_layernorm: d = depthwise 7x7 conv (padding 3) + bias, then LayerNorm over the
+// The fused ConvNeXt block forward (src/ops/blocks.rs) in two kernels. Invocations walk the
+// flat N*H*W pixel range in order (W per workgroup), so per-pixel loads are contiguous
+// across lanes and every weight load has a workgroup-uniform address (loop counters and
+// template indices only):
+//   dwconv_layernorm: one pixel per invocation; d = depthwise 7x7 conv (padding 3) + bias, then LayerNorm over the
 //                     channels of the pixel: z = (d - mean) * rstd * gamma + beta. d is
 //                     written to z, re-read for the variance (two passes, no E[d^2] - mean^2
 //                     cancellation) and overwritten with the result.
-//   pointwise_mlp:    y = x + b2 + W2 gelu(W1 z + b1) (1x1 convs C -> 4C -> C, GELU tanh).
-//                     z is held in C/4 named vec4 registers and the output in C/4 named vec4
-//                     accumulators; each hidden unit j is computed, activated and folded
-//                     into the accumulators at once, so the 4C hidden activations never
-//                     leave registers. Needs C = 4 * C4.
+//   pointwise_mlp:    y = x + b2 + W2 gelu(W1 z + b1) (1x1 convs C -> 4C -> C, GELU tanh),
+//                     four pixels per invocation (so W4 invocations per workgroup cover 4W
+//                     pixels). z and the output accumulators of the four pixels sit in two
+//                     private vec4 arrays of C entries; the hidden layer is produced 16 units
+//                     at a time as a 16 x 4-pixel register tile (w1 rows read as vec4 along
+//                     c, uniform), activated and folded into the outputs (w2 read as vec4
+//                     along the hidden dim, uniform), so the 4C hidden activations never
+//                     leave registers. Needs C = 4 * C4 (then 4C is a multiple of 16).
 // Both compute in f32 on storage type T.
 
 struct Params {
@@ -30,19 +33,19 @@ struct Params {
 @group(0) @binding(5) var<storage, read> beta: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> z_out: array<{{T}}>;
 
-// pointwise_mlp: (z, x, w1 [4C, C] as vec4 rows, b1 [4C], w2 [C, 4C], b2 [C]) -> y
+// pointwise_mlp: (z, x, w1 [4C, C], b1 [4C], w2 [C, 4C], b2 [C]) -> y; weights as vec4 rows
 @group(0) @binding(1) var<storage, read> z_in: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> res: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> w1: array<vec4<{{T}}>>;
 @group(0) @binding(4) var<storage, read> b1: array<{{T}}>;
-@group(0) @binding(5) var<storage, read> w2: array<{{T}}>;
+@group(0) @binding(5) var<storage, read> w2: array<vec4<{{T}}>>;
 @group(0) @binding(6) var<storage, read> b2: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> y: array<{{T}}>;
 
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2/pi), as in elementwise.wgsl
 
-fn gelu(v: f32) -> f32 {
-    return 0.5 * v * (1.0 + tanh(clamp(GELU_C * (v + 0.044715 * v * v * v), -15.0, 15.0)));
+fn gelu4(v: vec4<f32>) -> vec4<f32> {
+    return 0.5 * v * (1.0 + tanh(clamp(GELU_C * (v + 0.044715 * v * v * v), vec4<f32>(-15.0), vec4<f32>(15.0))));
 }
 
 // Flat pixel index of this invocation (the grid may be 2-D when N*H*W is large).
@@ -93,21 +96,35 @@ fn dwconv_layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 @compute @workgroup_size({{W}})
 fn pointwise_mlp(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let q = pixel(wid, nwg, lid);
+    let q0 = pixel(wid, nwg, lid) * 4u;
     let hw = p.h * p.w;
-    if (q >= p.n * hw) { return; }
-    let base = (q / hw) * {{C}}u * hw + q % hw;
-    let hidden = 4u * {{C}}u;
-    #for k in 0..{{C4}}: let z{k} = vec4<f32>(f32(z_in[base + {k*4+0}u * hw]), f32(z_in[base + {k*4+1}u * hw]), f32(z_in[base + {k*4+2}u * hw]), f32(z_in[base + {k*4+3}u * hw]));
-    #for k in 0..{{C4}}: var acc{k} = vec4<f32>(f32(b2[{k*4+0}u]), f32(b2[{k*4+1}u]), f32(b2[{k*4+2}u]), f32(b2[{k*4+3}u]));
-    for (var j = 0u; j < hidden; j++) {
-        let row = j * {{C4}}u;
-        var hv = vec4<f32>(0.0);
-        #for k in 0..{{C4}}: hv = fma(vec4<f32>(w1[row + {k}u]), z{k}, hv);
-        let a = vec4<f32>(gelu(f32(b1[j]) + hv.x + hv.y + hv.z + hv.w));
-        #for k in 0..{{C4}}: acc{k} = fma(a, vec4<f32>(f32(w2[{k*4+0}u * hidden + j]), f32(w2[{k*4+1}u * hidden + j]), f32(w2[{k*4+2}u * hidden + j]), f32(w2[{k*4+3}u * hidden + j])), acc{k});
+    let total = p.n * hw;
+    if (q0 >= total) { return; }
+    // Base index of channel 0 of each of the four pixels (past the end: the last pixel).
+    #for e in 0..4: let base{e} = (min(q0 + {e}u, total - 1u) / hw) * {{C}}u * hw + min(q0 + {e}u, total - 1u) % hw;
+    var zv: array<vec4<f32>, {{C}}>;
+    var out: array<vec4<f32>, {{C}}>;
+    for (var c = 0u; c < {{C}}u; c++) {
+        let o = c * hw;
+        zv[c] = vec4<f32>(f32(z_in[base0 + o]), f32(z_in[base1 + o]), f32(z_in[base2 + o]), f32(z_in[base3 + o]));
+        out[c] = f32(b2[c]) + vec4<f32>(f32(res[base0 + o]), f32(res[base1 + o]), f32(res[base2 + o]), f32(res[base3 + o]));
     }
-    #for k in 0..{{C4}} {
-    #for e in 0..4: y[base + {k*4+0}u * hw + {e}u * hw] = {{T}}(acc{k}[{e}] + f32(res[base + {k*4+0}u * hw + {e}u * hw]));
-    #end
+    // 16 hidden units x 4 pixels at a time: expand, GELU, fold into the outputs.
+    for (var j0 = 0u; j0 < 4u * {{C}}u; j0 += 16u) {
+        #for r in 0..16: var h{r} = vec4<f32>(f32(b1[j0 + {r}u]));
+        for (var c4 = 0u; c4 < {{C4}}u; c4++) {
+            #for e in 0..4: let z{e} = zv[c4 * 4u + {e}u];
+            #for r in 0..16: let wr{r} = vec4<f32>(w1[(j0 + {r}u) * {{C4}}u + c4]); h{r} = fma(vec4<f32>(wr{r}.w), z3, fma(vec4<f32>(wr{r}.z), z2, fma(vec4<f32>(wr{r}.y), z1, fma(vec4<f32>(wr{r}.x), z0, h{r}))));
+        }
+        #for r in 0..16: h{r} = gelu4(h{r});
+        for (var c = 0u; c < {{C}}u; c++) {
+            var o = out[c];
+            #for g in 0..4: let v{g} = vec4<f32>(w2[c * {{C}}u + j0 / 4u + {g}u]); o = fma(vec4<f32>(v{g}.w), h{g*4+3}, fma(vec4<f32>(v{g}.z), h{g*4+2}, fma(vec4<f32>(v{g}.y), h{g*4+1}, fma(vec4<f32>(v{g}.x), h{g*4+0}, o))));
+            out[c] = o;
+        }
+    }
+    for (var c = 0u; c < {{C}}u; c++) {
+        let o = c * hw;
+        #for e in 0..4: if (q0 + {e}u < total) { y[base{e} + o] = {{T}}(out[c][{e}]); }
+    }
 }

@@ -168,6 +168,7 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     ];
     let params = [n as u32, c as u32, h as u32, w as u32, p.eps.to_bits()];
     let groups = gpu.grid((pixels as u32).div_ceil(lanes));
+    let mlp_groups = gpu.grid((pixels as u32).div_ceil(4 * lanes));
     let act_bytes = (x.numel() * dt.size()) as u64;
     let param_bytes = |ts: &[&Tensor]| ts.iter().map(|t| (t.numel() * dt.size()) as u64).sum::<u64>();
 
@@ -203,7 +204,7 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
             p.b2.buffer(),
         ],
         &[y.buffer()],
-        groups,
+        mlp_groups,
         Cost::new(
             "convnext_pointwise_mlp",
             (pixels * 2 * 2 * 4 * c * c) as f64,
