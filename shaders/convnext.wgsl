@@ -2,13 +2,12 @@
 // flat N*H*W pixel range in order (W per workgroup), so per-pixel loads are contiguous
 // across lanes and every weight load has a workgroup-uniform address (loop counters and
 // template indices only):
-//   dwconv_layernorm: one pixel per invocation; d = depthwise 7x7 conv (padding 3) + bias, then LayerNorm over the
-//                     channels of the pixel: z = (d - mean) * rstd * gamma + beta. d is
+//   dwconv_layernorm: one pixel per invocation: d = depthwise 7x7 conv (padding 3) + bias,
+//                     then LayerNorm over the channels of the pixel: z = (d - mean) * rstd * gamma + beta. d is
 //                     written to z, re-read for the variance (two passes, no E[d^2] - mean^2
 //                     cancellation) and overwritten with the result.
 //   pointwise_mlp:    y = x + b2 + W2 gelu(W1 z + b1) (1x1 convs C -> 4C -> C, GELU tanh),
-//                     four pixels per invocation (so W4 invocations per workgroup cover 4W
-//                     pixels). z and the output accumulators of the four pixels sit in two
+//                     four consecutive pixels per invocation (4W per workgroup). z and the output accumulators of the four pixels sit in two
 //                     private vec4 arrays of C entries; the hidden layer is produced 16 units
 //                     at a time as a 16 x 4-pixel register tile (w1 rows read as vec4 along
 //                     c, uniform), activated and folded into the outputs (w2 read as vec4

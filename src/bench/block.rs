@@ -6,6 +6,9 @@ use crate::ops::blocks::{convnext_block_fused, convnext_block_unfused, ConvNextP
 use crate::ops::random::Rng;
 use crate::{DType, Gpu, Result, Tensor};
 
+/// A ConvNeXt block forward (fused or unfused).
+type Block = fn(&Tensor, &ConvNextParams) -> Result<Tensor>;
+
 /// Input shapes [B, C, H, W] of the default run: the 32x32 and 16x16 levels of a U-Net.
 pub const DEFAULT_SHAPES: [[usize; 4]; 2] = [[16, 64, 32, 32], [16, 128, 16, 16]];
 
@@ -36,20 +39,10 @@ pub fn run(gpu: &Gpu, shapes: &[[usize; 4]], warmup: usize, reps: usize) -> Resu
             .chain(p.tensors())
             .map(|t| t.detach().requires_grad())
             .collect();
-        let tracked = ConvNextParams {
-            dw_weight: leaves[1].clone(),
-            dw_bias: leaves[2].clone(),
-            gamma: leaves[3].clone(),
-            beta: leaves[4].clone(),
-            w1: leaves[5].clone(),
-            b1: leaves[6].clone(),
-            w2: leaves[7].clone(),
-            b2: leaves[8].clone(),
-            eps: p.eps,
-        };
+        let tracked = ConvNextParams::from_tensors(std::array::from_fn(|i| leaves[i + 1].clone()), p.eps);
         let flops = forward_flops(shape);
         let bytes = (2 * x.numel() * 4) as f64;
-        let variants: [(&str, fn(&Tensor, &ConvNextParams) -> Result<Tensor>); 2] = [
+        let variants: [(&str, Block); 2] = [
             ("fused", convnext_block_fused),
             ("unfused", convnext_block_unfused),
         ];

@@ -62,7 +62,7 @@ impl ConvNextParams {
     }
 
     /// The same parameters as new tensors from `t` (in [`ConvNextParams::tensors`] order).
-    fn from_tensors(t: [Tensor; 8], eps: f32) -> ConvNextParams {
+    pub fn from_tensors(t: [Tensor; 8], eps: f32) -> ConvNextParams {
         let [dw_weight, dw_bias, gamma, beta, w1, b1, w2, b2] = t;
         ConvNextParams {
             dw_weight,

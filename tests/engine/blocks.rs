@@ -35,17 +35,7 @@ fn convnext_inputs(shape: [usize; 4]) -> Vec<(Vec<usize>, Vec<f64>)> {
 }
 
 fn params(ts: &[Tensor]) -> ConvNextParams {
-    ConvNextParams {
-        dw_weight: ts[1].clone(),
-        dw_bias: ts[2].clone(),
-        gamma: ts[3].clone(),
-        beta: ts[4].clone(),
-        w1: ts[5].clone(),
-        b1: ts[6].clone(),
-        w2: ts[7].clone(),
-        b2: ts[8].clone(),
-        eps: EPS,
-    }
+    ConvNextParams::from_tensors(std::array::from_fn(|i| ts[i + 1].clone()), EPS)
 }
 
 /// The ConvNeXt block in f64 from the CPU references of its ops.
