@@ -71,6 +71,22 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The ConvNeXt block fused (two kernels) vs unfused (composed ops), forward and
+    /// forward+backward, on U-Net-like shapes (B16 C64 32x32, B16 C128 16x16)
+    Block {
+        /// Shapes as BxCxHxW, comma-separated (default: 16x64x32x32,16x128x16x16)
+        #[arg(long, value_delimiter = ',')]
+        shapes: Vec<String>,
+        /// Timed repetitions per variant (the median is reported)
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Untimed runs per variant before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
@@ -162,6 +178,27 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
                     if !json {
                         print_conv_summary(&rows);
                         print_tuner(&gpu);
+                    }
+                    Ok(())
+                }
+                BenchCommand::Block {
+                    shapes,
+                    reps,
+                    warmup,
+                    json,
+                } => {
+                    let shapes = if shapes.is_empty() {
+                        wgdiff::bench::block::DEFAULT_SHAPES.to_vec()
+                    } else {
+                        shapes.iter().map(|s| parse_bchw(s)).collect::<Result<_>>()?
+                    };
+                    if !json {
+                        eprintln!("device: {}", describe(&gpu.info));
+                    }
+                    let rows = wgdiff::bench::block::run(&gpu, &shapes, warmup, reps)?;
+                    print_rows(&rows, json);
+                    if !json {
+                        print_block_summary(&rows);
                     }
                     Ok(())
                 }
@@ -333,6 +370,33 @@ fn parse_mnk(s: &str) -> Result<(usize, usize, usize)> {
         [m, n, k] => Ok((m, n, k)),
         [s] => Ok((s, s, s)),
         _ => anyhow::bail!("shape \"{s}\" should look like 1024x1024x1024 (MxNxK)"),
+    }
+}
+
+fn parse_bchw(s: &str) -> Result<[usize; 4]> {
+    let parts: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("shape \"{s}\" should look like 16x64x32x32 (BxCxHxW)"))?;
+    <[usize; 4]>::try_from(parts)
+        .map_err(|_| anyhow::anyhow!("shape \"{s}\" should look like 16x64x32x32 (BxCxHxW)"))
+}
+
+/// "fused is X.Xx faster than unfused" per shape and pass.
+fn print_block_summary(rows: &[wgdiff::bench::Measurement]) {
+    for fused in rows.iter().filter(|r| r.variant == "fused") {
+        if let Some(unfused) = rows
+            .iter()
+            .find(|r| r.variant == "unfused" && r.shape == fused.shape && r.pass == fused.pass)
+        {
+            println!(
+                "{} {}: fused is {:.1}x faster than unfused",
+                fused.shape,
+                fused.pass.as_deref().unwrap_or("forward"),
+                unfused.median_ms / fused.median_ms
+            );
+        }
     }
 }
 

@@ -40,6 +40,13 @@ pub fn no_grad() -> NoGradGuard {
     NoGradGuard { previous }
 }
 
+/// Turns graph recording back on until the guard drops (a backward closure that
+/// differentiates a recomputed sub-graph uses it; backward closures run under `no_grad`).
+pub fn enable_grad() -> NoGradGuard {
+    let previous = GRAD_ENABLED.with(|g| g.replace(true));
+    NoGradGuard { previous }
+}
+
 impl Drop for NoGradGuard {
     fn drop(&mut self) {
         GRAD_ENABLED.with(|g| g.set(self.previous));

@@ -1,6 +1,7 @@
 //! Benchmark harness shared by every `wgdiff bench ...` (interleaved repetitions, medians,
-//! a table and JSON lines) and the `wgdiff profile` workloads (`profile.rs`).
+//! a table and JSON lines), `bench conv|matmul|block`, and the `wgdiff profile` workloads (`profile.rs`).
 
+pub mod block;
 pub mod conv;
 pub mod matmul;
 pub mod profile;

@@ -2,6 +2,7 @@
 //! backward (as a closure recorded on the tape) and, where it matters, FLOP/byte counts.
 
 pub mod attention;
+pub mod blocks;
 pub mod cast;
 pub mod conv;
 pub mod elementwise;

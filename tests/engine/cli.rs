@@ -1,5 +1,5 @@
-//! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench matmul --json`
-//! prints one well-formed object per measurement, `profile --trace` writes a Chrome trace.
+//! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench matmul|block --json`
+//! print one well-formed object per measurement, `profile --trace` writes a Chrome trace.
 
 use std::process::Command;
 
@@ -56,6 +56,32 @@ fn bench_matmul_json_has_the_documented_keys() {
         assert_eq!(row["shape"], "48x40x36");
         assert!(row["median_ms"].as_f64().unwrap() > 0.0);
     }
+}
+
+#[test]
+fn bench_block_json_has_variant_pass_and_shape() {
+    let out = wgdiff()
+        .args([
+            "bench", "block", "--json", "--shapes", "2x8x5x6", "--reps", "1", "--warmup", "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let cells: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["variant"].as_str().unwrap(), r["pass"].as_str().unwrap()))
+        .collect();
+    for variant in ["fused", "unfused"] {
+        for pass in ["forward", "forward+backward"] {
+            assert!(
+                cells.contains(&(variant, pass)),
+                "{variant} {pass} missing: {stdout}"
+            );
+        }
+    }
+    assert!(rows.iter().all(|r| r["shape"] == "B2 C8 5x6"), "{stdout}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod cpu;
 
 mod attention;
 mod autograd;
+mod blocks;
 mod cli;
 mod conv;
 mod device;

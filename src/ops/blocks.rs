@@ -1,0 +1,275 @@
+//! Fused network blocks: the ConvNeXt block (two kernels instead of nine, shaders/convnext.wgsl)
+//! and the DDPM ResBlock's GroupNorm -> FiLM -> SiLU -> 3x3 conv chain, each beside its unfused reference.
+
+use super::{kernel_for, needs_f32_fallback, ConvImpl, ConvOptions};
+use crate::gpu::Cost;
+use crate::ops::random::Rng;
+use crate::{shader, DType, Error, Gpu, Result, Tensor};
+
+/// Most channels the fused ConvNeXt MLP kernel keeps in registers (C/4 vec4 inputs and as
+/// many accumulators per invocation).
+pub const CONVNEXT_FUSED_MAX_CHANNELS: usize = 128;
+
+/// Parameters of a ConvNeXt block on C channels (PyTorch layouts).
+#[derive(Clone)]
+pub struct ConvNextParams {
+    /// Depthwise 7x7 weight [C, 1, 7, 7] and bias [C].
+    pub dw_weight: Tensor,
+    pub dw_bias: Tensor,
+    /// Channel LayerNorm gamma, beta [C].
+    pub gamma: Tensor,
+    pub beta: Tensor,
+    /// 1x1 expand weight [4C, C, 1, 1] and bias [4C].
+    pub w1: Tensor,
+    pub b1: Tensor,
+    /// 1x1 project weight [C, 4C, 1, 1] and bias [C].
+    pub w2: Tensor,
+    pub b2: Tensor,
+    /// LayerNorm epsilon.
+    pub eps: f32,
+}
+
+impl ConvNextParams {
+    /// Random parameters (fan-in scaled normals, gamma near 1, small biases), eps 1e-6.
+    pub fn random(gpu: &Gpu, channels: usize, rng: &mut Rng, dtype: DType) -> Result<ConvNextParams> {
+        let c = channels;
+        let mut normal = |shape: &[usize], mean: f32, std: f32| rng.normal(gpu, shape, mean, std, dtype);
+        Ok(ConvNextParams {
+            dw_weight: normal(&[c, 1, 7, 7], 0.0, 1.0 / 7.0)?,
+            dw_bias: normal(&[c], 0.0, 0.1)?,
+            gamma: normal(&[c], 1.0, 0.1)?,
+            beta: normal(&[c], 0.0, 0.1)?,
+            w1: normal(&[4 * c, c, 1, 1], 0.0, 1.0 / (c as f32).sqrt())?,
+            b1: normal(&[4 * c], 0.0, 0.1)?,
+            w2: normal(&[c, 4 * c, 1, 1], 0.0, 0.5 / (c as f32).sqrt())?,
+            b2: normal(&[c], 0.0, 0.1)?,
+            eps: 1e-6,
+        })
+    }
+
+    /// The tensors in a fixed order (x's gradient comes first in the fused backward).
+    pub fn tensors(&self) -> [&Tensor; 8] {
+        [
+            &self.dw_weight,
+            &self.dw_bias,
+            &self.gamma,
+            &self.beta,
+            &self.w1,
+            &self.b1,
+            &self.w2,
+            &self.b2,
+        ]
+    }
+
+    /// The same parameters as new tensors from `t` (in [`ConvNextParams::tensors`] order).
+    pub fn from_tensors(t: [Tensor; 8], eps: f32) -> ConvNextParams {
+        let [dw_weight, dw_bias, gamma, beta, w1, b1, w2, b2] = t;
+        ConvNextParams {
+            dw_weight,
+            dw_bias,
+            gamma,
+            beta,
+            w1,
+            b1,
+            w2,
+            b2,
+            eps,
+        }
+    }
+
+    /// Errors unless every parameter fits x [N, C, H, W] in shape and dtype.
+    fn check(&self, x: &Tensor) -> Result<()> {
+        const OP: &str = "convnext_block";
+        let [_, c, _, _] = <[usize; 4]>::try_from(x.shape())
+            .map_err(|_| Error::shape(OP, format!("input {:?} must be [N, C, H, W]", x.shape())))?;
+        let want: [&[usize]; 8] = [
+            &[c, 1, 7, 7],
+            &[c],
+            &[c],
+            &[c],
+            &[4 * c, c, 1, 1],
+            &[4 * c],
+            &[c, 4 * c, 1, 1],
+            &[c],
+        ];
+        let names = ["dw_weight", "dw_bias", "gamma", "beta", "w1", "b1", "w2", "b2"];
+        for ((t, shape), name) in self.tensors().iter().zip(want).zip(names) {
+            if t.shape() != shape {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "{name} has shape {:?} but input {:?} needs {shape:?}",
+                        t.shape(),
+                        x.shape()
+                    ),
+                ));
+            }
+            super::check_same_dtype(OP, x, t)?;
+        }
+        Ok(())
+    }
+}
+
+/// The ConvNeXt block composed from existing ops (the reference, differentiable op by op):
+/// x + conv1x1(gelu(conv1x1(layer_norm_channels(dwconv7x7(x) + b_dw)) + b1)) + b2.
+pub fn convnext_block_unfused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
+    p.check(x)?;
+    let c = x.shape()[1];
+    let pointwise = ConvOptions::default();
+    x.conv2d(
+        &p.dw_weight,
+        Some(&p.dw_bias),
+        ConvOptions::new(1, 3, 1, c),
+        ConvImpl::Auto,
+    )?
+    .layer_norm_channels(&p.gamma, &p.beta, p.eps)?
+    .conv2d(&p.w1, Some(&p.b1), pointwise, ConvImpl::Auto)?
+    .gelu()?
+    .conv2d(&p.w2, Some(&p.b2), pointwise, ConvImpl::Auto)?
+    .add(x)
+}
+
+/// Why the fused kernels cannot run a block on C channels, or None when they can.
+pub fn convnext_fused_unsupported(channels: usize) -> Option<String> {
+    if channels % 4 != 0 || channels > CONVNEXT_FUSED_MAX_CHANNELS {
+        Some(format!(
+            "the fused ConvNeXt MLP kernel keeps C/4 vec4 registers per pixel and needs C a multiple of 4 and at most {CONVNEXT_FUSED_MAX_CHANNELS}, got C = {channels}"
+        ))
+    } else {
+        None
+    }
+}
+
+/// The ConvNeXt block of [`convnext_block_unfused`] in two kernels: depthwise conv + bias +
+/// channel LayerNorm, then 1x1 expand + bias + GELU + 1x1 project + bias + residual with the
+/// 4C hidden activations in registers. Shapes the kernels do not take
+/// ([`convnext_fused_unsupported`]) run the unfused composition. The backward recomputes the
+/// unfused forward on detached copies of the inputs and back-propagates through it.
+pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
+    p.check(x)?;
+    let gpu = x.gpu();
+    let [n, c, h, w] = <[usize; 4]>::try_from(x.shape()).expect("checked");
+    if convnext_fused_unsupported(c).is_some() {
+        return convnext_block_unfused(x, p);
+    }
+    if needs_f32_fallback(gpu, x.dtype()) {
+        let f = |t: &Tensor| t.to_dtype(DType::F32);
+        let cast: Vec<Tensor> = p.tensors().into_iter().map(f).collect::<Result<_>>()?;
+        let params = ConvNextParams::from_tensors(cast.try_into().expect("eight tensors"), p.eps);
+        return convnext_block_fused(&f(x)?, &params)?.to_dtype(DType::F16);
+    }
+    let dt = x.dtype();
+    let pixels = n * h * w;
+    let lanes: u32 = if gpu.is_cpu() { 8 } else { 64 };
+    let defines = [
+        ("W", lanes.to_string()),
+        ("C", c.to_string()),
+        ("C4", (c / 4).to_string()),
+    ];
+    let params = [n as u32, c as u32, h as u32, w as u32, p.eps.to_bits()];
+    let groups = gpu.grid((pixels as u32).div_ceil(lanes));
+    let mlp_groups = gpu.grid((pixels as u32).div_ceil(4 * lanes));
+    let act_bytes = (x.numel() * dt.size()) as u64;
+    let param_bytes = |ts: &[&Tensor]| ts.iter().map(|t| (t.numel() * dt.size()) as u64).sum::<u64>();
+
+    let z = Tensor::empty(gpu, x.shape(), dt)?;
+    gpu.dispatch_named(
+        &kernel_for(gpu, shader!("convnext"), "dwconv_layernorm", dt, &defines, 5, 1),
+        &params,
+        &[
+            x.buffer(),
+            p.dw_weight.buffer(),
+            p.dw_bias.buffer(),
+            p.gamma.buffer(),
+            p.beta.buffer(),
+        ],
+        &[z.buffer()],
+        groups,
+        Cost::new(
+            "convnext_dwconv_layernorm",
+            (x.numel() * (2 * 49 + 8)) as f64,
+            2 * act_bytes + param_bytes(&p.tensors()[..4]),
+        ),
+    );
+    let y = Tensor::empty(gpu, x.shape(), dt)?;
+    gpu.dispatch_named(
+        &kernel_for(gpu, shader!("convnext"), "pointwise_mlp", dt, &defines, 6, 1),
+        &params,
+        &[
+            z.buffer(),
+            x.buffer(),
+            p.w1.buffer(),
+            p.b1.buffer(),
+            p.w2.buffer(),
+            p.b2.buffer(),
+        ],
+        &[y.buffer()],
+        mlp_groups,
+        Cost::new(
+            "convnext_pointwise_mlp",
+            (pixels * 2 * 2 * 4 * c * c) as f64,
+            3 * act_bytes + param_bytes(&p.tensors()[4..]),
+        ),
+    );
+    let inputs: Vec<Tensor> = std::iter::once(x).chain(p.tensors()).cloned().collect();
+    let eps = p.eps;
+    Ok(y.with_grad_fn(
+        "convnext_block_fused",
+        inputs.clone(),
+        Box::new(move |g| {
+            let _grad = crate::autograd::enable_grad();
+            let leaves: Vec<Tensor> = inputs.iter().map(|t| t.detach().requires_grad()).collect();
+            let params = ConvNextParams::from_tensors(std::array::from_fn(|i| leaves[i + 1].clone()), eps);
+            let y = convnext_block_unfused(&leaves[0], &params)?;
+            crate::backward(&y.mul(&g.detach())?.sum_all()?)?;
+            Ok(leaves.iter().map(Tensor::grad).collect())
+        }),
+    ))
+}
+
+/// The DDPM ResBlock chain as separate ops (the reference):
+/// conv2d(silu(group_norm(x) * (1 + scale) + shift)) with `scale`, `shift` [N, C].
+#[allow(clippy::too_many_arguments)]
+pub fn resblock_norm_act_conv_unfused(
+    x: &Tensor,
+    groups: usize,
+    (gamma, beta): (&Tensor, &Tensor),
+    (scale, shift): (&Tensor, &Tensor),
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    opts: ConvOptions,
+    eps: f32,
+) -> Result<Tensor> {
+    let nc11 = |t: &Tensor| {
+        let s = t.shape();
+        if s.len() != 2 {
+            return Err(Error::shape(
+                "resblock_norm_act_conv",
+                format!("scale/shift {s:?} must be [N, C]"),
+            ));
+        }
+        t.reshape(&[s[0], s[1], 1, 1])
+    };
+    x.group_norm(groups, gamma, beta, eps)?
+        .mul(&nc11(scale)?.add_scalar(1.0)?)?
+        .add(&nc11(shift)?)?
+        .silu()?
+        .conv2d(weight, bias, opts, ConvImpl::Auto)
+}
+
+/// [`resblock_norm_act_conv_unfused`] with GroupNorm + FiLM + SiLU as the one fused kernel
+/// [`Tensor::group_norm_scale_shift_silu`] followed by conv2d (auto).
+#[allow(clippy::too_many_arguments)]
+pub fn resblock_norm_act_conv_fused(
+    x: &Tensor,
+    groups: usize,
+    (gamma, beta): (&Tensor, &Tensor),
+    (scale, shift): (&Tensor, &Tensor),
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    opts: ConvOptions,
+    eps: f32,
+) -> Result<Tensor> {
+    x.group_norm_scale_shift_silu(groups, gamma, beta, scale, shift, eps)?
+        .conv2d(weight, bias, opts, ConvImpl::Auto)
+}
