@@ -2,7 +2,7 @@
 //! per-dispatch profiler (see `gpu::profiler`) after an unprofiled warm-up step.
 
 use crate::gpu::Profile;
-use crate::nn::{Mlp, ResBlock};
+use crate::nn::{AttentionBlock, Mlp, ResBlock};
 use crate::ops::random::Rng;
 use crate::optim::{Adam, AdamConfig};
 use crate::{DType, Gpu, Result};
@@ -15,8 +15,9 @@ pub enum Workload {
     Mlp,
     /// A 512x512x512 matmul forward and backward (loss = sum of the product).
     Matmul,
-    /// A training step of two 64-channel ResBlocks at 32x32, batch 16 (the U-Net's inner
-    /// loop until the U-Net exists): forward, MSE, backward, Adam step.
+    /// A training step of ResBlock (32x32) -> 2x average pool -> self-attention block (4 heads,
+    /// 16x16) -> nearest upsample, added back -> ResBlock, 64 channels, batch 16 (the U-Net's
+    /// layers until the U-Net exists): forward, MSE, backward, Adam step.
     ResBlocks,
 }
 
@@ -38,7 +39,7 @@ impl Workload {
             Workload::Mlp => "2-64-64-1 tanh MLP on 256 points: forward, MSE, backward, Adam step",
             Workload::Matmul => "512x512 @ 512x512 matmul: forward, sum, backward",
             Workload::ResBlocks => {
-                "2 ResBlocks (GroupNorm, SiLU, 3x3 conv 64->64, time embedding) on [16, 64, 32, 32]: forward, MSE, backward, Adam step"
+                "ResBlock 32x32, attention (4 heads) at 16x16, ResBlock; 64 channels, batch 16: forward, MSE, backward, Adam step"
             }
         }
     }
@@ -67,18 +68,19 @@ impl Workload {
             Workload::ResBlocks => {
                 let x = rng.normal(gpu, &[16, 64, 32, 32], 0.0, 1.0, DType::F32)?;
                 let temb = rng.normal(gpu, &[16, 128], 0.0, 1.0, DType::F32)?;
-                let blocks = [
-                    ResBlock::new(gpu, &mut rng, 64, 64, 128, 8)?,
-                    ResBlock::new(gpu, &mut rng, 64, 64, 128, 8)?,
-                ];
-                let params: Vec<_> = blocks.iter().flat_map(|b| b.params()).collect();
+                let first = ResBlock::new(gpu, &mut rng, 64, 64, 128, 8)?;
+                let attention = AttentionBlock::new(gpu, &mut rng, 64, 4, 8)?;
+                let second = ResBlock::new(gpu, &mut rng, 64, 64, 128, 8)?;
+                let mut params = first.params();
+                params.extend(attention.params());
+                params.extend(second.params());
                 let mut opt = Adam::new(params, AdamConfig::default())?;
                 Ok(Box::new(move || {
                     opt.zero_grad();
-                    let mut h = x.clone();
-                    for b in &blocks {
-                        h = b.forward(&h, &temb)?;
-                    }
+                    let h = first.forward(&x, &temb)?;
+                    // attention at the half-resolution level, as in the DDPM U-Net
+                    let low = attention.forward(&h.avg_pool2d(2, 2)?)?;
+                    let h = second.forward(&h.add(&low.upsample_nearest2x()?)?, &temb)?;
                     crate::backward(&h.square()?.mean_all()?)?;
                     opt.step()
                 }))
