@@ -3,11 +3,7 @@
 // invocation computes 4 consecutive output pixels), and the gather-form backward passes:
 // input gradient (one input element per invocation, a transposed conv without atomics) and
 // weight gradient (one weight per invocation, reducing over batch and output pixels).
-struct Conv {
-    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
-    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
-    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
-}
+#include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 // forward: (x, w) -> y
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;

@@ -2,11 +2,7 @@
 // with k = (ci_local * KH + kh) * KW + kw and rows k >= K zero (K4 = K rounded up to 4, what
 // the blocked matmul wants), so each group's conv is one matmul W_g [Cout_g, K4] x col_g. col2im is the gather form of the scatter-add: each
 // input element sums the column entries that read it (no atomics).
-struct Conv {
-    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
-    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
-    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
-}
+#include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> col: array<{{T}}>;

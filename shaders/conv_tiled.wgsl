@@ -5,11 +5,7 @@
 // workgroup-uniform address (weights are repacked with K padded to K4 = multiple of 4, pad
 // = 0), while input values are gathered per pixel with zero padding. On CPU adapters
 // (lavapipe) large R x 4*C4 tiles with W = 8 and no workgroup memory are fastest.
-struct Conv {
-    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
-    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
-    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
-}
+#include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;

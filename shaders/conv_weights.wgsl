@@ -1,11 +1,7 @@
 // Weight transform for computing a stride-1 conv's input gradient as another conv:
 // w [Cout, Cin/g, KH, KW] -> w' [Cin, Cout/g, KH, KW] with in/out channels swapped within
 // each group and the window flipped: w'[g*cin_g + ci, co, r, c] = w[g*cout_g + co, ci, KH-1-r, KW-1-c].
-struct Conv {
-    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
-    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
-    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
-}
+#include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> wts: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> flipped: array<{{T}}>;

@@ -4,11 +4,7 @@
 // writing a partial sum the caller adds up. Each invocation owns R kernel offsets x C output
 // channels; the reduction index is workgroup-uniform, so input gathers are uniform loads and
 // only dY is read per lane. Output: partial[s][g*cout_g + co][k], rows k padded to K4.
-struct Conv {
-    n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
-    sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
-    groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
-}
+#include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> dy_g: array<{{T}}>;

@@ -60,7 +60,7 @@ pub(crate) struct PipelineCache {
 /// `#for j in 0..8 {` repeats every line up to the matching `#end`, which may hold further
 /// `#for` lines. Bounds may be template values (`0..{{R}}`).
 pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
-    let mut out = src.to_string();
+    let mut out = include_shared(src);
     for (k, v) in defines {
         out = out.replace(&format!("{{{{{k}}}}}"), v);
     }
@@ -74,6 +74,28 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
         out = format!("enable f16;\n{out}");
     }
     out
+}
+
+/// Shader pieces several files share, pulled in by a line `#include <name>`.
+const SHARED: [(&str, &str); 1] = [(
+    "conv_params",
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
+)];
+
+/// Replaces each `#include <name>` line by the shared piece of that name.
+fn include_shared(src: &str) -> String {
+    src.lines()
+        .map(|line| match line.trim().strip_prefix("#include ") {
+            Some(name) => SHARED
+                .iter()
+                .find(|(n, _)| *n == name.trim())
+                .unwrap_or_else(|| panic!("unknown shader include {name}"))
+                .1
+                .to_string(),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Parses `r in 0..4, c in 0..2` into (variable, count) pairs.
