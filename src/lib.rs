@@ -6,6 +6,7 @@ pub mod autograd;
 pub mod bench;
 pub mod error;
 pub mod gpu;
+pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;

@@ -1,0 +1,37 @@
+//! Diffusion networks (the DDPM U-Net, the NCSN ScoreNet) behind one trait, so training,
+//! sampling, checkpoints and `wgdiff model` treat every network alike.
+
+use crate::{Result, Tensor};
+
+/// One row of a model summary (as torchinfo prints): a layer, its output shape for the
+/// summarised input, and its parameter count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerRow {
+    /// Dotted path of the layer, e.g. `down.1.res.0.conv1`.
+    pub name: String,
+    /// Layer kind, e.g. `Conv2d(64->128, k3 s1 p1)`.
+    pub kind: String,
+    /// Output shape for the summarised batch.
+    pub output_shape: Vec<usize>,
+    /// Parameters owned directly by this layer.
+    pub params: usize,
+    /// False for fixed (non-trained) tensors such as the ScoreNet's Fourier weights.
+    pub trainable: bool,
+}
+
+/// A network that maps a noisy batch and its noise level to a prediction (noise, x0, v or
+/// score, as its training objective says).
+pub trait DiffusionNet {
+    /// `x` [N, C, H, W]; `t` holds N network time inputs (DDPM: the timestep index as f32;
+    /// SDE models: continuous t in (0, 1]); `labels` N class ids (or the null class) when the
+    /// network is class-conditional; `skip` = number of deepest levels to skip (0 = none).
+    fn forward(&self, x: &Tensor, t: &[f32], labels: Option<&[u32]>, skip: usize) -> Result<Tensor>;
+    /// Trainable parameters with stable dotted names (the checkpoint's tensor names).
+    fn named_params(&self) -> Vec<(String, Tensor)>;
+    /// Fixed tensors saved with the checkpoint but never trained.
+    fn named_buffers(&self) -> Vec<(String, Tensor)>;
+    /// Layer-by-layer summary for a batch of `batch` images.
+    fn summary(&self, batch: usize) -> Result<Vec<LayerRow>>;
+    /// Spatial levels that adaptive skipping can drop (N in k(t)); 1 when it cannot skip.
+    fn levels(&self) -> usize;
+}
