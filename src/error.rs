@@ -27,6 +27,9 @@ pub enum Error {
     /// A file the engine keeps (caches, traces) could not be written or read.
     #[error("{what}: {reason}")]
     Io { what: String, reason: String },
+    /// A checkpoint file that is missing, corrupt, or written for another model.
+    #[error("checkpoint {path}: {msg}")]
+    Checkpoint { path: String, msg: String },
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

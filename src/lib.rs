@@ -4,6 +4,7 @@
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+pub mod checkpoint;
 pub mod error;
 pub mod gpu;
 pub mod models;

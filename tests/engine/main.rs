@@ -7,6 +7,7 @@ mod cpu;
 mod attention;
 mod autograd;
 mod blocks;
+mod checkpoint;
 mod cli;
 mod conv;
 mod device;

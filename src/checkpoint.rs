@@ -1,0 +1,179 @@
+//! Checkpoints: named f32 tensors in one safetensors file whose metadata carries a JSON
+//! document (model config, training state); files are written atomically (temp + rename).
+
+use crate::{DType, Error, Result, Tensor};
+use std::collections::{BTreeMap, HashMap};
+
+/// Metadata key holding the JSON document.
+const META_KEY: &str = "wgdiff";
+
+/// One tensor's values on the CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorData {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// Named tensors plus a JSON document, as stored in a `.safetensors` file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    pub tensors: BTreeMap<String, TensorData>,
+    pub meta: serde_json::Value,
+}
+
+impl Checkpoint {
+    /// Reads `named` back from the device (f16 tensors are widened to f32).
+    pub async fn capture(named: &[(String, Tensor)], meta: serde_json::Value) -> Result<Checkpoint> {
+        let mut tensors = BTreeMap::new();
+        for (name, t) in named {
+            let data = t.to_vec_async().await?;
+            tensors.insert(
+                name.clone(),
+                TensorData {
+                    shape: t.shape().to_vec(),
+                    data,
+                },
+            );
+        }
+        Ok(Checkpoint { tensors, meta })
+    }
+
+    /// The safetensors encoding (all tensors F32, the JSON document in the metadata).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let views = self
+            .tensors
+            .iter()
+            .map(|(name, t)| {
+                let view = safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    t.shape.clone(),
+                    bytemuck::cast_slice(&t.data),
+                )
+                .map_err(|e| checkpoint_error("(being written)", format!("tensor {name}: {e}")))?;
+                Ok((name.clone(), view))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let meta = HashMap::from([(META_KEY.to_string(), self.meta.to_string())]);
+        safetensors::serialize(views, Some(meta))
+            .map_err(|e| checkpoint_error("(being written)", format!("safetensors encoding failed: {e}")))
+    }
+
+    /// Decodes a safetensors file's bytes; `origin` names the file in errors.
+    pub fn from_bytes(bytes: &[u8], origin: &str) -> Result<Checkpoint> {
+        let corrupt = |e: safetensors::SafeTensorError| {
+            checkpoint_error(
+                origin,
+                format!("not a valid safetensors file ({e}); the file is truncated or corrupt — use another checkpoint"),
+            )
+        };
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes).map_err(corrupt)?;
+        let meta_text = header
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get(META_KEY))
+            .ok_or_else(|| {
+                checkpoint_error(
+                    origin,
+                    format!("no \"{META_KEY}\" metadata: this safetensors file was not written by wgdiff"),
+                )
+            })?;
+        let meta = serde_json::from_str(meta_text)
+            .map_err(|e| checkpoint_error(origin, format!("its JSON metadata does not parse: {e}")))?;
+        let file = safetensors::SafeTensors::deserialize(bytes).map_err(corrupt)?;
+        let mut tensors = BTreeMap::new();
+        for (name, view) in file.tensors() {
+            if view.dtype() != safetensors::Dtype::F32 {
+                return Err(checkpoint_error(
+                    origin,
+                    format!(
+                        "tensor {name} has dtype {:?}; wgdiff checkpoints store F32",
+                        view.dtype()
+                    ),
+                ));
+            }
+            let data = bytemuck::pod_collect_to_vec(view.data());
+            tensors.insert(
+                name,
+                TensorData {
+                    shape: view.shape().to_vec(),
+                    data,
+                },
+            );
+        }
+        Ok(Checkpoint { tensors, meta })
+    }
+
+    /// Writes the checkpoint to `path` atomically.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        write_atomic(path, &self.to_bytes()?)
+    }
+
+    /// Reads a checkpoint file.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load(path: &std::path::Path) -> Result<Checkpoint> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| checkpoint_error(&path.display().to_string(), format!("cannot be read: {e}")))?;
+        Checkpoint::from_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// Copies the stored tensors `prefix + name` into the device tensors `named`, checking that
+    /// every one exists with the right shape; `origin` names the checkpoint in errors.
+    pub fn restore(&self, prefix: &str, named: &[(String, Tensor)], origin: &str) -> Result<()> {
+        for (name, t) in named {
+            let key = format!("{prefix}{name}");
+            let stored = self.tensors.get(&key).ok_or_else(|| {
+                checkpoint_error(
+                    origin,
+                    format!("has no tensor {key}; it was written for a different model — check --preset or the config"),
+                )
+            })?;
+            if stored.shape != t.shape() {
+                return Err(checkpoint_error(
+                    origin,
+                    format!(
+                        "tensor {key} has shape {:?} but the model expects {:?}; it was written for a different model configuration",
+                        stored.shape,
+                        t.shape()
+                    ),
+                ));
+            }
+            let upload = Tensor::from_f32(t.gpu(), &stored.shape, &stored.data)?;
+            t.copy_from(&if t.dtype() == DType::F32 {
+                upload
+            } else {
+                upload.to_dtype(t.dtype())?
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn checkpoint_error(path: &str, msg: String) -> Error {
+    Error::Checkpoint {
+        path: path.to_string(),
+        msg,
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so
+/// readers see the old file or the new one, never half of one; creates missing folders.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let io_error = |e: std::io::Error| Error::Io {
+        what: format!("writing {}", path.display()),
+        reason: e.to_string(),
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io_error)?;
+    }
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let mut file = std::fs::File::create(&tmp).map_err(io_error)?;
+    file.write_all(bytes)
+        .and_then(|_| file.sync_all())
+        .map_err(io_error)?;
+    std::fs::rename(&tmp, path).map_err(io_error)
+}

@@ -1,0 +1,110 @@
+//! Checkpoint files: a bit-exact round trip through safetensors, and clear errors for
+//! truncated files, foreign files and tensors of the wrong shape.
+
+use crate::common::gpu;
+use wgdiff::checkpoint::Checkpoint;
+use wgdiff::ops::random::Rng;
+use wgdiff::{DType, Tensor};
+
+fn temp_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("wgdiff-checkpoint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn named_random(seed: u64) -> Vec<(String, Tensor)> {
+    let mut rng = Rng::new(seed);
+    vec![
+        (
+            "conv.weight".into(),
+            rng.normal(gpu(), &[4, 3, 3, 3], 0.0, 1.0, DType::F32).unwrap(),
+        ),
+        (
+            "conv.bias".into(),
+            rng.normal(gpu(), &[4], 0.0, 1.0, DType::F32).unwrap(),
+        ),
+    ]
+}
+
+#[test]
+fn round_trip_is_bit_exact_and_restores_into_tensors() {
+    let named = named_random(1);
+    let meta = serde_json::json!({"step": 7, "config": {"preset": "tiny"}});
+    let ckpt = pollster::block_on(Checkpoint::capture(&named, meta.clone())).unwrap();
+    let path = temp_path("round.safetensors");
+    ckpt.save(&path).unwrap();
+    let back = Checkpoint::load(&path).unwrap();
+    assert_eq!(back.meta, meta);
+    for (name, t) in &named {
+        let a: Vec<u32> = t.to_vec().unwrap().iter().map(|v| v.to_bits()).collect();
+        let b: Vec<u32> = back.tensors[name].data.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(a, b, "{name}");
+    }
+    let fresh = named_random(2);
+    back.restore("", &fresh, "round.safetensors").unwrap();
+    for ((_, a), (_, b)) in named.iter().zip(&fresh) {
+        assert_eq!(a.to_vec().unwrap(), b.to_vec().unwrap());
+    }
+}
+
+#[test]
+fn corrupt_foreign_and_mismatched_checkpoints_give_clear_errors() {
+    let named = named_random(3);
+    let ckpt = pollster::block_on(Checkpoint::capture(&named, serde_json::json!({}))).unwrap();
+    let bytes = ckpt.to_bytes().unwrap();
+
+    let truncated = temp_path("truncated.safetensors");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 10]).unwrap();
+    let msg = Checkpoint::load(&truncated).unwrap_err().to_string();
+    assert!(
+        msg.contains("truncated.safetensors") && msg.contains("truncated or corrupt"),
+        "{msg}"
+    );
+
+    let missing = Checkpoint::load(&temp_path("absent.safetensors"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("absent.safetensors") && missing.contains("cannot be read"),
+        "{missing}"
+    );
+
+    let foreign = safetensors::serialize(
+        [(
+            "w",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1], &[0u8; 4]).unwrap(),
+        )],
+        None,
+    )
+    .unwrap();
+    let msg = Checkpoint::from_bytes(&foreign, "foreign.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("foreign.safetensors") && msg.contains("not written by wgdiff"),
+        "{msg}"
+    );
+
+    let wrong_shape = vec![(
+        "conv.weight".to_string(),
+        Tensor::zeros(gpu(), &[8, 3, 3, 3], DType::F32).unwrap(),
+    )];
+    let msg = ckpt
+        .restore("", &wrong_shape, "ck.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("conv.weight") && msg.contains("[4, 3, 3, 3]") && msg.contains("[8, 3, 3, 3]"),
+        "{msg}"
+    );
+
+    let absent_tensor = vec![(
+        "head.weight".to_string(),
+        Tensor::zeros(gpu(), &[2], DType::F32).unwrap(),
+    )];
+    let msg = ckpt
+        .restore("ema.", &absent_tensor, "ck.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("ema.head.weight"), "{msg}");
+}
