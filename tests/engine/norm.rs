@@ -60,6 +60,29 @@ fn group_norm_matches_cpu_and_differentiates() {
 }
 
 #[test]
+fn group_norm_silu_matches_cpu_and_differentiates() {
+    for dtype in dtypes() {
+        for (shape, groups) in [
+            (vec![2, 6, 5, 7], 3),
+            (vec![2, 8, 4, 4], 8),
+            (vec![1, 8, 12, 12], 2),
+        ] {
+            let s = shape.clone();
+            check_op(
+                &format!("group_norm_silu {shape:?} groups {groups}"),
+                dtype,
+                &norm_inputs(&shape),
+                move |xs| {
+                    let z = cpu::norm(&xs[0], &s, groups, false, &xs[1], &xs[2], EPS as f64);
+                    z.iter().map(|v| v / (1.0 + (-v).exp())).collect()
+                },
+                |ts| ts[0].group_norm_silu(groups, &ts[1], &ts[2], EPS),
+            );
+        }
+    }
+}
+
+#[test]
 fn layer_norm_channels_matches_cpu_and_differentiates() {
     for dtype in dtypes() {
         for shape in [vec![2, 6, 5, 7], vec![3, 5], vec![1, 70, 2, 3], vec![2, 3, 4]] {
