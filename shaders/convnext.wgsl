@@ -12,7 +12,8 @@
 //                     at a time as a 16 x 4-pixel register tile (w1 rows read as vec4 along
 //                     c, uniform), activated and folded into the outputs (w2 read as vec4
 //                     along the hidden dim, uniform), so the 4C hidden activations never
-//                     leave registers. Needs C = 4 * C4 (then 4C is a multiple of 16).
+//                     leave registers (unless SAVE: then they are also stored for the
+//                     backward). Needs C = 4 * C4 (then 4C is a multiple of 16).
 // Both compute in f32 on storage type T.
 
 struct Params {
@@ -40,6 +41,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read> w2: array<vec4<{{T}}>>;
 @group(0) @binding(6) var<storage, read> b2: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> y: array<{{T}}>;
+// With SAVE = true also the pre-GELU hidden activations [N, 4C, H, W] (for the backward).
+@group(0) @binding(8) var<storage, read_write> hidden: array<{{T}}>;
 
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2/pi), as in elementwise.wgsl
 
@@ -101,6 +104,7 @@ fn pointwise_mlp(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (q0 >= total) { return; }
     // Base index of channel 0 of each of the four pixels (past the end: the last pixel).
     #for e in 0..4: let base{e} = (min(q0 + {e}u, total - 1u) / hw) * {{C}}u * hw + min(q0 + {e}u, total - 1u) % hw;
+    #for e in 0..4: let hbase{e} = base{e} + (min(q0 + {e}u, total - 1u) / hw) * 3u * {{C}}u * hw;
     var zv: array<vec4<f32>, {{C}}>;
     var out: array<vec4<f32>, {{C}}>;
     for (var c = 0u; c < {{C}}u; c++) {
@@ -114,6 +118,9 @@ fn pointwise_mlp(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         for (var c4 = 0u; c4 < {{C4}}u; c4++) {
             #for e in 0..4: let z{e} = zv[c4 * 4u + {e}u];
             #for r in 0..16: let wr{r} = vec4<f32>(w1[(j0 + {r}u) * {{C4}}u + c4]); h{r} = fma(vec4<f32>(wr{r}.w), z3, fma(vec4<f32>(wr{r}.z), z2, fma(vec4<f32>(wr{r}.y), z1, fma(vec4<f32>(wr{r}.x), z0, h{r}))));
+        }
+        if ({{SAVE}}) {
+            #for r in 0..16, e in 0..4: if (q0 + {e}u < total) { hidden[hbase{e} + (j0 + {r}u) * hw] = {{T}}(h{r}[{e}]); }
         }
         #for r in 0..16: h{r} = gelu4(h{r});
         for (var c = 0u; c < {{C}}u; c++) {

@@ -13,7 +13,7 @@ pub mod ops;
 pub mod optim;
 pub mod tensor;
 
-pub use autograd::{backward, enable_grad, no_grad, NoGradGuard};
+pub use autograd::{backward, backward_from, enable_grad, no_grad, NoGradGuard};
 pub use error::{Error, Result};
 pub use gpu::{AdapterChoice, Gpu};
 pub use tensor::{DType, Tensor};

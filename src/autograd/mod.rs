@@ -66,18 +66,28 @@ pub fn backward(loss: &Tensor) -> Result<()> {
             loss.shape()
         )));
     }
-    if !loss.tracks_grad() {
+    backward_from(loss, &Tensor::full(loss.gpu(), loss.shape(), 1.0, loss.dtype())?)
+}
+
+/// Back-propagates `grad` = d(something)/d(`output`) (same shape as `output`) into every
+/// tracked leaf `output` depends on, accumulating like [`backward`].
+pub fn backward_from(output: &Tensor, grad: &Tensor) -> Result<()> {
+    if !output.tracks_grad() {
         return Err(Error::Autograd(
             "backward on a tensor that does not depend on any parameter (was it built under no_grad, or did you forget requires_grad?)".into(),
         ));
     }
-    let order = topological_order(loss);
+    if grad.shape() != output.shape() {
+        return Err(Error::Autograd(format!(
+            "backward_from: gradient of shape {:?} for an output of shape {:?}",
+            grad.shape(),
+            output.shape()
+        )));
+    }
+    let order = topological_order(output);
     let _guard = no_grad();
     let mut grads: HashMap<*const (), Tensor> = HashMap::new();
-    grads.insert(
-        key(loss),
-        Tensor::full(loss.gpu(), loss.shape(), 1.0, loss.dtype())?,
-    );
+    grads.insert(key(output), grad.detach());
     for t in order.iter().rev() {
         let Some(g) = grads.remove(&key(t)) else { continue };
         match &t.0.node {

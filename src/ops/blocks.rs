@@ -1,6 +1,7 @@
 //! Fused network blocks: the ConvNeXt block (two kernels instead of nine, shaders/convnext.wgsl)
 //! and the DDPM ResBlock's GroupNorm -> FiLM -> SiLU -> 3x3 conv chain, each beside its unfused reference.
 
+use super::conv::{conv_input_grad, conv_weight_grad, resolve, ConvGeometry};
 use super::{kernel_for, needs_f32_fallback, ConvImpl, ConvOptions};
 use crate::gpu::Cost;
 use crate::ops::random::Rng;
@@ -142,9 +143,8 @@ pub fn convnext_fused_unsupported(channels: usize) -> Option<String> {
 
 /// The ConvNeXt block of [`convnext_block_unfused`] in two kernels: depthwise conv + bias +
 /// channel LayerNorm, then 1x1 expand + bias + GELU + 1x1 project + bias + residual with the
-/// 4C hidden activations in registers. Shapes the kernels do not take
-/// ([`convnext_fused_unsupported`]) run the unfused composition. The backward recomputes the
-/// unfused forward on detached copies of the inputs and back-propagates through it.
+/// 4C hidden activations in registers (also stored when a backward will need them). Shapes the
+/// kernels do not take ([`convnext_fused_unsupported`]) run the unfused composition.
 pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     p.check(x)?;
     let gpu = x.gpu();
@@ -165,6 +165,7 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
         ("W", lanes.to_string()),
         ("C", c.to_string()),
         ("C4", (c / 4).to_string()),
+        ("SAVE", "false".to_string()),
     ];
     let params = [n as u32, c as u32, h as u32, w as u32, p.eps.to_bits()];
     let groups = gpu.grid((pixels as u32).div_ceil(lanes));
@@ -191,9 +192,15 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
             2 * act_bytes + param_bytes(&p.tensors()[..4]),
         ),
     );
+    // The backward needs the pre-GELU hidden activations: store them only when it will run.
+    let inputs: Vec<Tensor> = std::iter::once(x).chain(p.tensors()).cloned().collect();
+    let save = crate::autograd::grad_enabled() && inputs.iter().any(Tensor::tracks_grad);
+    let hidden = Tensor::empty(gpu, &if save { vec![n, 4 * c, h, w] } else { vec![1] }, dt)?;
+    let mut mlp_defines = defines.clone();
+    mlp_defines[3].1 = save.to_string();
     let y = Tensor::empty(gpu, x.shape(), dt)?;
     gpu.dispatch_named(
-        &kernel_for(gpu, shader!("convnext"), "pointwise_mlp", dt, &defines, 6, 1),
+        &kernel_for(gpu, shader!("convnext"), "pointwise_mlp", dt, &mlp_defines, 6, 2),
         &params,
         &[
             z.buffer(),
@@ -203,28 +210,75 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
             p.w2.buffer(),
             p.b2.buffer(),
         ],
-        &[y.buffer()],
+        &[y.buffer(), hidden.buffer()],
         mlp_groups,
         Cost::new(
             "convnext_pointwise_mlp",
             (pixels * 2 * 2 * 4 * c * c) as f64,
-            3 * act_bytes + param_bytes(&p.tensors()[4..]),
+            (3 + 4 * save as u64) * act_bytes + param_bytes(&p.tensors()[4..]),
         ),
     );
-    let inputs: Vec<Tensor> = std::iter::once(x).chain(p.tensors()).cloned().collect();
     let eps = p.eps;
     Ok(y.with_grad_fn(
         "convnext_block_fused",
         inputs.clone(),
-        Box::new(move |g| {
-            let _grad = crate::autograd::enable_grad();
-            let leaves: Vec<Tensor> = inputs.iter().map(|t| t.detach().requires_grad()).collect();
-            let params = ConvNextParams::from_tensors(std::array::from_fn(|i| leaves[i + 1].clone()), eps);
-            let y = convnext_block_unfused(&leaves[0], &params)?;
-            crate::backward(&y.mul(&g.detach())?.sum_all()?)?;
-            Ok(leaves.iter().map(Tensor::grad).collect())
-        }),
+        Box::new(move |g| convnext_fused_backward(&inputs, &z, &hidden, g, eps)),
     ))
+}
+
+/// Gradients of the fused block from its saved LayerNorm output `z` and pre-GELU `hidden`:
+/// the two 1x1 convs' gradients directly (no forward recomputed), GELU' through autograd,
+/// and the cheap depthwise conv + LayerNorm recomputed and differentiated by autograd.
+fn convnext_fused_backward(
+    inputs: &[Tensor],
+    z: &Tensor,
+    hidden: &Tensor,
+    g: &Tensor,
+    eps: f32,
+) -> Result<Vec<Option<Tensor>>> {
+    let [x, dw_weight, dw_bias, gamma, beta, w1, _, w2, _] = inputs else {
+        unreachable!("the block has nine inputs")
+    };
+    let pointwise_grads = |input: &Tensor, weight: &Tensor, dy: &Tensor| -> Result<(Tensor, Tensor)> {
+        let geo = ConvGeometry::new(input.shape(), weight.shape(), ConvOptions::default())?;
+        let imp = resolve(input, weight, &geo, ConvImpl::Auto)?;
+        Ok((
+            conv_input_grad(dy, weight, &geo, imp)?,
+            conv_weight_grad(input, dy, &geo, imp)?,
+        ))
+    };
+    let _grad = crate::autograd::enable_grad();
+    let pre = hidden.detach().requires_grad();
+    let act = pre.gelu()?;
+    let (d_act, d_w2) = pointwise_grads(&act.detach(), w2, g)?;
+    crate::backward_from(&act, &d_act)?;
+    let d_pre = pre.grad().expect("gelu input is a tracked leaf");
+    let (d_z, d_w1) = pointwise_grads(z, w1, &d_pre)?;
+    let leaves: Vec<Tensor> = [x, dw_weight, dw_bias, gamma, beta]
+        .iter()
+        .map(|t| t.detach().requires_grad())
+        .collect();
+    let c = x.shape()[1];
+    let z_again = leaves[0]
+        .conv2d(
+            &leaves[1],
+            Some(&leaves[2]),
+            ConvOptions::new(1, 3, 1, c),
+            ConvImpl::Auto,
+        )?
+        .layer_norm_channels(&leaves[3], &leaves[4], eps)?;
+    crate::backward_from(&z_again, &d_z)?;
+    let _no_grad = crate::no_grad();
+    let dx = leaves[0].grad().expect("tracked leaf").add(g)?;
+    let mut grads = vec![Some(dx)];
+    grads.extend(leaves[1..].iter().map(Tensor::grad));
+    grads.extend([
+        Some(d_w1),
+        Some(d_pre.sum(&[0, 2, 3], false)?),
+        Some(d_w2),
+        Some(g.sum(&[0, 2, 3], false)?),
+    ]);
+    Ok(grads)
 }
 
 /// The DDPM ResBlock chain as separate ops (the reference):

@@ -70,3 +70,20 @@ fn micro_batches_accumulate_to_the_full_batch_gradient() {
         1e-5,
     );
 }
+
+#[test]
+fn backward_from_seeds_the_given_output_gradient() {
+    let x = upload(&[3], &[1.0, -2.0, 3.0], DType::F32).requires_grad();
+    let y = x.square().unwrap();
+    let seed = upload(&[3], &[0.5, 2.0, -1.0], DType::F32);
+    wgdiff::backward_from(&y, &seed).unwrap();
+    assert_close(
+        "2x * seed",
+        &download(&x.grad().unwrap()),
+        &[1.0, -8.0, -6.0],
+        1e-6,
+    );
+    let wrong = upload(&[2], &[1.0, 1.0], DType::F32);
+    let err = wgdiff::backward_from(&y, &wrong).unwrap_err().to_string();
+    assert!(err.contains("[2]") && err.contains("[3]"), "{err}");
+}
