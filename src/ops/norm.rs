@@ -191,18 +191,18 @@ impl Tensor {
     /// GroupNorm of [N, C, H, W] (or [N, C], [N, C, L]) over `groups` channel groups, with
     /// per-channel `gamma`, `beta` ([C]).
     pub fn group_norm(&self, groups: usize, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("group_norm", groups, false, Act::Identity, gamma, beta, eps)
+        self.affine_norm("group_norm", groups, false, Act::Identity, (gamma, beta), eps)
     }
 
     /// `silu(group_norm(x))` in one kernel (the DDPM ResBlock's norm + activation).
     pub fn group_norm_silu(&self, groups: usize, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("group_norm_silu", groups, false, Act::Silu, gamma, beta, eps)
+        self.affine_norm("group_norm_silu", groups, false, Act::Silu, (gamma, beta), eps)
     }
 
     /// LayerNorm over the channel dim at every (n, h, w) position (ConvNeXt style), with
     /// per-channel `gamma`, `beta` ([C]).
     pub fn layer_norm_channels(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("layer_norm_channels", 1, true, Act::Identity, gamma, beta, eps)
+        self.affine_norm("layer_norm_channels", 1, true, Act::Identity, (gamma, beta), eps)
     }
 
     fn affine_norm(
@@ -211,8 +211,7 @@ impl Tensor {
         groups: usize,
         per_position: bool,
         act: Act,
-        gamma: &Tensor,
-        beta: &Tensor,
+        (gamma, beta): (&Tensor, &Tensor),
         eps: f32,
     ) -> Result<Tensor> {
         let rows = Rows::new(op, self, groups, per_position)?;
@@ -222,7 +221,7 @@ impl Tensor {
         if needs_f32_fallback(self.gpu(), self.dtype()) {
             let f = |t: &Tensor| t.to_dtype(DType::F32);
             return f(self)?
-                .affine_norm(op, groups, per_position, act, &f(gamma)?, &f(beta)?, eps)?
+                .affine_norm(op, groups, per_position, act, (&f(gamma)?, &f(beta)?), eps)?
                 .to_dtype(DType::F16);
         }
         let (y, stats) = normalize(self, rows, Coef::Table, &[gamma, beta], act, eps)?;
