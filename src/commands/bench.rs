@@ -1,0 +1,246 @@
+//! `wgdiff bench conv|block|matmul`: interleaved timings of kernel variants, printed as a
+//! table (plus the ratios the issues' targets are about) or as JSON lines.
+
+use super::print_tuner;
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use wgdiff::bench::conv::Passes;
+use wgdiff::gpu::describe;
+use wgdiff::ops::ConvImpl;
+use wgdiff::Gpu;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Every conv implementation (forward, forward+backward) on the convs of a 32x32 U-Net
+    /// (batch 16), beside a matmul of the same GEMM size
+    Conv {
+        /// Implementations: naive, im2col, tiled, direct, auto (comma-separated; default all)
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<String>,
+        /// forward, backward (= forward+backward) or both
+        #[arg(long, default_value = "both")]
+        pass: String,
+        /// Timed repetitions per variant (the median is reported)
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Untimed runs per variant before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
+    /// The ConvNeXt block fused (two kernels) vs unfused (composed ops), forward and
+    /// forward+backward, on U-Net-like shapes (B16 C64 32x32, B16 C128 16x16)
+    Block {
+        /// Shapes as BxCxHxW, comma-separated (default: 16x64x32x32,16x128x16x16)
+        #[arg(long, value_delimiter = ',')]
+        shapes: Vec<String>,
+        /// Timed repetitions per variant (the median is reported)
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Untimed runs per variant before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
+    /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
+    Matmul {
+        /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
+        #[arg(long, value_delimiter = ',')]
+        shapes: Vec<String>,
+        /// Only these variants (naive, blocked, blocked-f16), comma-separated (default: all)
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<String>,
+        /// Timed repetitions per variant (the median is reported)
+        #[arg(long, default_value_t = 7)]
+        reps: usize,
+        /// Untimed runs per variant before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs one benchmark on `gpu`.
+pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
+    match what {
+        BenchCommand::Conv {
+            variants,
+            pass,
+            reps,
+            warmup,
+            json,
+        } => {
+            let imps = if variants.is_empty() {
+                ConvImpl::ALL.to_vec()
+            } else {
+                variants
+                    .iter()
+                    .map(|v| ConvImpl::from_name(v))
+                    .collect::<Result<_, _>>()?
+            };
+            let passes = match pass.as_str() {
+                "forward" => Passes::Forward,
+                "backward" | "forward+backward" => Passes::ForwardBackward,
+                "both" => Passes::Both,
+                other => anyhow::bail!("--pass {other}: use forward, backward or both"),
+            };
+            if !json {
+                eprintln!("device: {}", describe(&gpu.info));
+            }
+            let rows = wgdiff::bench::conv::run(
+                gpu,
+                &wgdiff::bench::conv::default_shapes(),
+                &imps,
+                passes,
+                warmup,
+                reps,
+            )?;
+            print_rows(&rows, json);
+            if !json {
+                print_conv_summary(&rows);
+                print_tuner(gpu);
+            }
+            Ok(())
+        }
+        BenchCommand::Block {
+            shapes,
+            reps,
+            warmup,
+            json,
+        } => {
+            let shapes = if shapes.is_empty() {
+                wgdiff::bench::block::DEFAULT_SHAPES.to_vec()
+            } else {
+                shapes.iter().map(|s| parse_bchw(s)).collect::<Result<_>>()?
+            };
+            if !json {
+                eprintln!("device: {}", describe(&gpu.info));
+            }
+            let rows = wgdiff::bench::block::run(gpu, &shapes, warmup, reps)?;
+            print_rows(&rows, json);
+            if !json {
+                print_block_summary(&rows);
+            }
+            Ok(())
+        }
+        BenchCommand::Matmul {
+            shapes,
+            variants,
+            reps,
+            warmup,
+            json,
+        } => {
+            let shapes = if shapes.is_empty() {
+                wgdiff::bench::matmul::DEFAULT_SHAPES.to_vec()
+            } else {
+                shapes.iter().map(|s| parse_mnk(s)).collect::<Result<_>>()?
+            };
+            if !json {
+                eprintln!("device: {}", describe(&gpu.info));
+            }
+            let rows = wgdiff::bench::matmul::run(gpu, &shapes, &variants, warmup, reps)?;
+            print_rows(&rows, json);
+            if !json {
+                for w in rows
+                    .windows(2)
+                    .filter(|w| w[0].shape == w[1].shape && w[0].variant == "naive")
+                {
+                    println!(
+                        "{}: blocked is {:.1}x naive",
+                        w[0].shape,
+                        w[0].median_ms / w[1].median_ms
+                    );
+                }
+                print_tuner(gpu);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Ratios the conv acceptance figures are about, per shape: auto vs naive forward,
+/// auto forward+backward vs its forward, auto forward vs the same-size matmul.
+fn print_conv_summary(rows: &[wgdiff::bench::Measurement]) {
+    let find = |shape: &str, variant: &str, pass: &str| {
+        rows.iter()
+            .find(|r| r.shape == shape && r.variant == variant && r.pass.as_deref() == Some(pass))
+            .map(|r| r.median_ms)
+    };
+    let mut shapes: Vec<&str> = rows.iter().map(|r| r.shape.as_str()).collect();
+    shapes.dedup();
+    for shape in shapes {
+        let mut parts = Vec::new();
+        if let (Some(naive), Some(auto)) = (find(shape, "naive", "forward"), find(shape, "auto", "forward")) {
+            parts.push(format!("auto {:.1}x faster than naive", naive / auto));
+        }
+        if let (Some(fb), Some(f)) = (
+            find(shape, "auto", "forward+backward"),
+            find(shape, "auto", "forward"),
+        ) {
+            parts.push(format!("auto forward+backward = {:.2}x its forward", fb / f));
+        }
+        if let (Some(mm), Some(auto)) = (find(shape, "matmul", "forward"), find(shape, "auto", "forward")) {
+            parts.push(format!(
+                "auto reaches {:.0}% of the same-size matmul",
+                100.0 * mm / auto
+            ));
+        }
+        if !parts.is_empty() {
+            println!("{shape}: {}", parts.join("; "));
+        }
+    }
+}
+
+fn print_rows(rows: &[wgdiff::bench::Measurement], json: bool) {
+    if json {
+        println!("{}", wgdiff::bench::json_lines(rows));
+    } else {
+        print!("{}", wgdiff::bench::table(rows));
+    }
+}
+
+fn parse_mnk(s: &str) -> Result<(usize, usize, usize)> {
+    let parts: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("shape \"{s}\" should look like 1024x1024x1024 (MxNxK)"))?;
+    match parts[..] {
+        [m, n, k] => Ok((m, n, k)),
+        [s] => Ok((s, s, s)),
+        _ => anyhow::bail!("shape \"{s}\" should look like 1024x1024x1024 (MxNxK)"),
+    }
+}
+
+fn parse_bchw(s: &str) -> Result<[usize; 4]> {
+    let parts: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("shape \"{s}\" should look like 16x64x32x32 (BxCxHxW)"))?;
+    <[usize; 4]>::try_from(parts)
+        .map_err(|_| anyhow::anyhow!("shape \"{s}\" should look like 16x64x32x32 (BxCxHxW)"))
+}
+
+/// "fused is X.Xx faster than unfused" per shape and pass.
+fn print_block_summary(rows: &[wgdiff::bench::Measurement]) {
+    for fused in rows.iter().filter(|r| r.variant == "fused") {
+        if let Some(unfused) = rows
+            .iter()
+            .find(|r| r.variant == "unfused" && r.shape == fused.shape && r.pass == fused.pass)
+        {
+            println!(
+                "{} {}: fused is {:.1}x faster than unfused",
+                fused.shape,
+                fused.pass.as_deref().unwrap_or("forward"),
+                unfused.median_ms / fused.median_ms
+            );
+        }
+    }
+}

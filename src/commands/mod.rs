@@ -1,0 +1,26 @@
+//! The `wgdiff` subcommands, one module each; shared here: opening the device with the
+//! autotuner's cache file, and printing the autotuner's choices.
+
+pub mod bench;
+pub mod info;
+pub mod profile;
+
+use anyhow::Result;
+use wgdiff::{AdapterChoice, Gpu};
+
+/// Opens the device with kernel choices remembered across runs in the user's cache folder.
+pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
+    let gpu = Gpu::new_blocking(choice)?;
+    if let Some(path) = wgdiff::gpu::tuning_cache_path(&gpu.info) {
+        gpu.tuner().use_cache_file(path);
+    }
+    Ok(gpu)
+}
+
+/// The kernel choices the autotuner measured in this run or loaded from its cache.
+pub fn print_tuner(gpu: &Gpu) {
+    println!("kernel choices measured by the autotuner:");
+    for (key, choice) in gpu.tuner().snapshot() {
+        println!("  {key:<50} {choice}");
+    }
+}
