@@ -27,6 +27,9 @@ pub enum Error {
     /// A file the engine keeps (caches, traces) could not be written or read.
     #[error("{what}: {reason}")]
     Io { what: String, reason: String },
+    /// A model configuration (or preset name) that cannot be built.
+    #[error("{0}")]
+    Config(String),
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

@@ -13,6 +13,7 @@ mod device;
 mod elementwise;
 mod layout;
 mod matmul;
+mod models;
 mod norm;
 mod optim;
 mod profiler;
