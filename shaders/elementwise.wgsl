@@ -61,6 +61,8 @@ fn unary(v: f32) -> f32 {
         case 12u: { return p.a / v; }
         case 13u: { return abs(v); }
         case 14u: { return v * v; }
+        case 15u: { return sin(v); }
+        case 16u: { return cos(v); }
         default: { return v; }
     }
 }
@@ -88,6 +90,8 @@ fn unary_grad(v: f32) -> f32 {
         case 12u: { return -p.a / (v * v); }
         case 13u: { return sign(v); }
         case 14u: { return 2.0 * v; }
+        case 15u: { return cos(v); }
+        case 16u: { return -sin(v); }
         default: { return 1.0; }
     }
 }

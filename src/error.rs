@@ -30,6 +30,9 @@ pub enum Error {
     /// A checkpoint file that is missing, corrupt, or written for another model.
     #[error("checkpoint {path}: {msg}")]
     Checkpoint { path: String, msg: String },
+    /// A configuration (model, training run, preset name) that cannot be used.
+    #[error("{0}")]
+    Config(String),
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

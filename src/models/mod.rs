@@ -1,6 +1,19 @@
 //! Diffusion networks (the DDPM U-Net, the NCSN ScoreNet) behind one trait, so training,
 //! sampling, checkpoints and `wgdiff model` treat every network alike.
 
+mod config;
+mod embedding;
+mod scorenet;
+mod summary;
+mod unet;
+mod unet_config;
+
+pub use config::{preset, ModelConfig, PRESETS};
+pub use embedding::{one_hot, timestep_embedding};
+pub use scorenet::{ScoreNet, ScoreNetConfig};
+pub use unet::UNet;
+pub use unet_config::{AttentionAt, SkipType, UNetConfig};
+
 use crate::{Result, Tensor};
 
 /// One row of a model summary (as torchinfo prints): a layer, its output shape for the
@@ -34,4 +47,7 @@ pub trait DiffusionNet {
     fn summary(&self, batch: usize) -> Result<Vec<LayerRow>>;
     /// Spatial levels that adaptive skipping can drop (N in k(t)); 1 when it cannot skip.
     fn levels(&self) -> usize;
+    /// Training mode (dropout on) or evaluation mode (the default). Networks without
+    /// train-only behaviour keep this default, which changes nothing.
+    fn set_training(&mut self, _training: bool) {}
 }

@@ -1,5 +1,5 @@
-//! `Conv2d` (weight [Cout, Cin/groups, K, K] ~ N(0, 1/fan_in), zero bias) and `GroupNorm`
-//! (gamma 1, beta 0) layers: parameters plus a forward that calls the tensor ops.
+//! `Conv2d` (weight [Cout, Cin/groups, K, K] ~ N(0, 1/fan_in), zero bias), `ConvTranspose2d`
+//! and `GroupNorm` (gamma 1, beta 0) layers: parameters plus a forward that calls the tensor ops.
 
 use crate::ops::random::Rng;
 use crate::ops::{ConvImpl, ConvOptions};
@@ -8,7 +8,7 @@ use crate::{DType, Gpu, Result, Tensor};
 /// A 2-D convolution layer.
 pub struct Conv2d {
     pub weight: Tensor,
-    pub bias: Tensor,
+    pub bias: Option<Tensor>,
     pub opts: ConvOptions,
     /// Implementation used by `forward` (default `auto`).
     pub imp: ConvImpl,
@@ -33,18 +33,88 @@ impl Conv2d {
             weight: rng
                 .normal(gpu, &[cout, cin / groups, kernel, kernel], 0.0, std, DType::F32)?
                 .requires_grad(),
-            bias: Tensor::zeros(gpu, &[cout], DType::F32)?.requires_grad(),
+            bias: Some(Tensor::zeros(gpu, &[cout], DType::F32)?.requires_grad()),
             opts: ConvOptions::new(stride, padding, 1, groups),
             imp: ConvImpl::Auto,
         })
     }
 
+    /// The same layer without its bias.
+    pub fn without_bias(self) -> Conv2d {
+        Conv2d { bias: None, ..self }
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.conv2d(&self.weight, Some(&self.bias), self.opts, self.imp)
+        x.conv2d(&self.weight, self.bias.as_ref(), self.opts, self.imp)
     }
 
     pub fn params(&self) -> Vec<Tensor> {
-        vec![self.weight.clone(), self.bias.clone()]
+        std::iter::once(self.weight.clone())
+            .chain(self.bias.clone())
+            .collect()
+    }
+}
+
+/// A transposed 2-D convolution layer (PyTorch's `ConvTranspose2d`): weight
+/// [Cin, Cout/groups, K, K] ~ N(0, 1/(Cin/groups * K * K)), zero bias.
+pub struct ConvTranspose2d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: ConvOptions,
+    pub output_padding: usize,
+}
+
+impl ConvTranspose2d {
+    /// Square `kernel`, `stride`, no padding, `output_padding` extra rows/columns at the end.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gpu: &Gpu,
+        rng: &mut Rng,
+        cin: usize,
+        cout: usize,
+        kernel: usize,
+        stride: usize,
+        output_padding: usize,
+        groups: usize,
+    ) -> Result<ConvTranspose2d> {
+        let fan_in = cin / groups * kernel * kernel;
+        let std = (1.0 / fan_in as f32).sqrt();
+        Ok(ConvTranspose2d {
+            weight: rng
+                .normal(gpu, &[cin, cout / groups, kernel, kernel], 0.0, std, DType::F32)?
+                .requires_grad(),
+            bias: Some(Tensor::zeros(gpu, &[cout], DType::F32)?.requires_grad()),
+            opts: ConvOptions::new(stride, 0, 1, groups),
+            output_padding,
+        })
+    }
+
+    /// The same layer without its bias.
+    pub fn without_bias(self) -> ConvTranspose2d {
+        ConvTranspose2d { bias: None, ..self }
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let op = (self.output_padding, self.output_padding);
+        x.conv_transpose2d(&self.weight, self.bias.as_ref(), self.opts, op)
+    }
+
+    pub fn params(&self) -> Vec<Tensor> {
+        std::iter::once(self.weight.clone())
+            .chain(self.bias.clone())
+            .collect()
+    }
+
+    /// Output channels.
+    pub fn cout(&self) -> usize {
+        self.weight.shape()[1] * self.opts.groups
+    }
+
+    /// Output [N, Cout, OH, OW] for an input [N, Cin, H, W]: (H - 1) * stride + K + output_padding.
+    pub fn output_shape(&self, shape: &[usize]) -> Vec<usize> {
+        let k = self.weight.shape()[2];
+        let size = |i: usize| i.saturating_sub(1) * self.opts.stride.0 + k + self.output_padding;
+        vec![shape[0], self.cout(), size(shape[2]), size(shape[3])]
     }
 }
 

@@ -1,12 +1,16 @@
-//! Reusable network layers built from tensor ops: Linear/Mlp, Conv2d, GroupNorm, the DDPM
-//! residual block and the self-attention block.
+//! Reusable network layers built from tensor ops: Linear/Mlp, Conv2d/ConvTranspose2d, GroupNorm,
+//! dropout, the (grouped, bottlenecked) 3x3 conv, the DDPM residual block and self-attention block.
 
 mod attention;
 mod conv;
+mod dropout;
 mod linear;
 mod resblock;
+mod spatial_conv;
 
 pub use attention::AttentionBlock;
-pub use conv::{Conv2d, GroupNorm};
+pub use conv::{Conv2d, ConvTranspose2d, GroupNorm};
+pub use dropout::dropout;
 pub use linear::{Linear, Mlp};
-pub use resblock::ResBlock;
+pub use resblock::{ResBlock, ResBlockOptions};
+pub use spatial_conv::{ConvGroups, SpatialConv};

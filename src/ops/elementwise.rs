@@ -1,5 +1,5 @@
 //! Elementwise ops: unary maps (neg, exp, log, sqrt, relu, silu, gelu, sigmoid, tanh, clamp,
-//! scalar pow/affine/reciprocal, abs, square) and broadcasting binary maps, with backward.
+//! scalar pow/affine/reciprocal, abs, square, sin, cos) and broadcasting binary maps, with backward.
 //! Kernels: shaders/elementwise.wgsl.
 
 use super::{check_rank, check_same_dtype, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
@@ -29,6 +29,8 @@ pub enum Unary {
     Reciprocal(f32),
     Abs,
     Square,
+    Sin,
+    Cos,
 }
 
 impl Unary {
@@ -50,6 +52,8 @@ impl Unary {
             Unary::Reciprocal(_) => ["reciprocal", "reciprocal_backward"],
             Unary::Abs => ["abs", "abs_backward"],
             Unary::Square => ["square", "square_backward"],
+            Unary::Sin => ["sin", "sin_backward"],
+            Unary::Cos => ["cos", "cos_backward"],
         }
     }
 
@@ -70,6 +74,8 @@ impl Unary {
             Unary::Reciprocal(a) => (12, a, 0.0),
             Unary::Abs => (13, 0.0, 0.0),
             Unary::Square => (14, 0.0, 0.0),
+            Unary::Sin => (15, 0.0, 0.0),
+            Unary::Cos => (16, 0.0, 0.0),
         }
     }
 }
@@ -215,6 +221,12 @@ impl Tensor {
     }
     pub fn square(&self) -> Result<Tensor> {
         self.unary(Unary::Square)
+    }
+    pub fn sin(&self) -> Result<Tensor> {
+        self.unary(Unary::Sin)
+    }
+    pub fn cos(&self) -> Result<Tensor> {
+        self.unary(Unary::Cos)
     }
     pub fn clamp(&self, lo: f32, hi: f32) -> Result<Tensor> {
         self.unary(Unary::Clamp(lo, hi))

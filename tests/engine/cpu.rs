@@ -23,6 +23,8 @@ pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
             Unary::Reciprocal(a) => a as f64 / v,
             Unary::Abs => v.abs(),
             Unary::Square => v * v,
+            Unary::Sin => v.sin(),
+            Unary::Cos => v.cos(),
         })
         .collect()
 }

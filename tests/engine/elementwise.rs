@@ -30,7 +30,7 @@ fn sample_input(op: Unary, n: usize) -> Vec<f64> {
     }
 }
 
-const UNARY: [Unary; 15] = [
+const UNARY: [Unary; 17] = [
     Unary::Neg,
     Unary::Exp,
     Unary::Log,
@@ -46,6 +46,8 @@ const UNARY: [Unary; 15] = [
     Unary::Reciprocal(2.0),
     Unary::Abs,
     Unary::Square,
+    Unary::Sin,
+    Unary::Cos,
 ];
 
 #[test]

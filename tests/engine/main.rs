@@ -14,6 +14,7 @@ mod device;
 mod elementwise;
 mod layout;
 mod matmul;
+mod models;
 mod norm;
 mod optim;
 mod profiler;

@@ -1,0 +1,224 @@
+//! `UNetConfig`: every size and option of the DDPM U-Net (serde, with defaults for the
+//! optional parts), its presets, and the checks that make a config buildable.
+
+use crate::nn::ConvGroups;
+use crate::ops::attention::MAX_HEAD_DIM;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// What the first active up level receives in place of the skipped levels' output
+/// (Giladi et al., "Accelerating Diffusion Models using Adaptive Neural Network Architecture").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipType {
+    /// Zeros.
+    #[default]
+    Zero,
+    /// The contracting-path tensor of that level again (repeated along channels to fit).
+    Duplicate,
+    /// The contracting-path tensor resized bicubically to the middle resolution, a 1x1 conv,
+    /// the middle block, a 1x1 conv and a bicubic resize back (extra parameters per level).
+    Interpolate,
+}
+
+/// Where the U-Net has self-attention (the middle block always has it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionAt {
+    /// At levels of these resolutions (DDPM's `attn_resolutions`, e.g. [16] on 32x32 images).
+    Resolutions(Vec<usize>),
+    /// At these level indices (0 = full resolution).
+    Levels(Vec<usize>),
+}
+
+/// The DDPM U-Net's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UNetConfig {
+    /// Square image side the summary and attention resolutions refer to.
+    pub image_size: usize,
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub base_channels: usize,
+    /// Channels of level i = base_channels * channel_mult[i]; one level per entry.
+    pub channel_mult: Vec<usize>,
+    /// ResBlocks per down level (up levels have one more).
+    pub res_blocks: usize,
+    pub attention: AttentionAt,
+    pub heads: usize,
+    /// GroupNorm groups of every norm.
+    pub norm_groups: usize,
+    /// Sinusoidal time features (even), then a Linear to `time_embed_dim`, SiLU, Linear.
+    pub time_sinusoid_dim: usize,
+    pub time_embed_dim: usize,
+    #[serde(default)]
+    pub dropout: f32,
+    /// Groups of every 3x3 conv (resolved per layer, see [`ConvGroups`]).
+    #[serde(default)]
+    pub conv_groups: ConvGroups,
+    /// 1x1 -> 3x3 -> 1x1 factorisation of the ResBlock convs with width Cout / factor.
+    #[serde(default)]
+    pub bottleneck: Option<usize>,
+    /// Class-conditional with this many classes (plus the null class for guidance).
+    #[serde(default)]
+    pub classes: Option<usize>,
+    #[serde(default)]
+    pub skip_type: SkipType,
+}
+
+impl UNetConfig {
+    /// The MNIST U-Net: 2,287,489 parameters (see the `unet` module doc for the layout).
+    pub fn mnist() -> UNetConfig {
+        UNetConfig {
+            image_size: 28,
+            in_channels: 1,
+            out_channels: 1,
+            base_channels: 32,
+            channel_mult: vec![1, 2, 2],
+            res_blocks: 2,
+            attention: AttentionAt::Resolutions(vec![7]),
+            heads: 4,
+            norm_groups: 8,
+            time_sinusoid_dim: 128,
+            time_embed_dim: 512,
+            dropout: 0.0,
+            conv_groups: ConvGroups::default(),
+            bottleneck: None,
+            classes: None,
+            skip_type: SkipType::Zero,
+        }
+    }
+
+    /// A small MNIST U-Net for fast experiments and shipping: base 16, 2 ResBlocks per
+    /// level, attention only in the middle block.
+    pub fn mnist_small() -> UNetConfig {
+        UNetConfig {
+            base_channels: 16,
+            attention: AttentionAt::Levels(vec![]),
+            time_sinusoid_dim: 64,
+            time_embed_dim: 256,
+            ..UNetConfig::mnist()
+        }
+    }
+
+    /// DDPM's CIFAR-10 model (35.7M parameters). Four heads of 64 channels instead of the
+    /// paper's one head of 256, because the attention kernels take head dims up to 64
+    /// (the parameter count is the same).
+    pub fn cifar10() -> UNetConfig {
+        UNetConfig {
+            image_size: 32,
+            in_channels: 3,
+            out_channels: 3,
+            base_channels: 128,
+            channel_mult: vec![1, 2, 2, 2],
+            res_blocks: 2,
+            attention: AttentionAt::Resolutions(vec![16]),
+            heads: 4,
+            norm_groups: 32,
+            time_sinusoid_dim: 128,
+            time_embed_dim: 512,
+            dropout: 0.1,
+            conv_groups: ConvGroups::default(),
+            bottleneck: None,
+            classes: None,
+            skip_type: SkipType::Zero,
+        }
+    }
+
+    /// A U-Net of a few thousand parameters with every kind of layer, for tests.
+    pub fn tiny() -> UNetConfig {
+        UNetConfig {
+            base_channels: 4,
+            res_blocks: 1,
+            heads: 2,
+            norm_groups: 2,
+            time_sinusoid_dim: 8,
+            time_embed_dim: 16,
+            ..UNetConfig::mnist()
+        }
+    }
+
+    pub fn levels(&self) -> usize {
+        self.channel_mult.len()
+    }
+
+    /// Channels of level `level`.
+    pub fn channels(&self, level: usize) -> usize {
+        self.base_channels * self.channel_mult[level]
+    }
+
+    /// Whether the ResBlocks of `level` are followed by self-attention.
+    pub fn has_attention(&self, level: usize) -> bool {
+        match &self.attention {
+            AttentionAt::Resolutions(r) => r.contains(&(self.image_size >> level)),
+            AttentionAt::Levels(l) => l.contains(&level),
+        }
+    }
+
+    /// Errors naming the first setting that cannot be built.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(format!("U-Net config: {msg}")));
+        let levels = self.levels();
+        if levels == 0 || self.channel_mult.contains(&0) || self.base_channels == 0 {
+            return bad(
+                "channel_mult needs at least one level and every channel count must be positive".into(),
+            );
+        }
+        if self.in_channels == 0 || self.out_channels == 0 || self.res_blocks == 0 {
+            return bad("in_channels, out_channels and res_blocks must be at least 1".into());
+        }
+        if self.image_size == 0 || self.image_size % (1 << (levels - 1)) != 0 {
+            return bad(format!(
+                "image_size {} must be divisible by 2^{} to go down {} levels and back",
+                self.image_size,
+                levels - 1,
+                levels - 1
+            ));
+        }
+        match &self.attention {
+            AttentionAt::Resolutions(r) => {
+                if let Some(res) = r
+                    .iter()
+                    .find(|&&res| (0..levels).all(|l| self.image_size >> l != res))
+                {
+                    return bad(format!(
+                        "no level has resolution {res} (levels: {:?})",
+                        (0..levels).map(|l| self.image_size >> l).collect::<Vec<_>>()
+                    ));
+                }
+            }
+            AttentionAt::Levels(l) => {
+                if let Some(level) = l.iter().find(|&&level| level >= levels) {
+                    return bad(format!(
+                        "attention level {level} does not exist (levels 0..{levels})"
+                    ));
+                }
+            }
+        }
+        for level in 0..levels {
+            let c = self.channels(level);
+            if self.norm_groups == 0 || c % self.norm_groups != 0 {
+                return bad(format!(
+                    "norm_groups {} must divide the {c} channels of level {level}",
+                    self.norm_groups
+                ));
+            }
+            let attends = self.has_attention(level) || level == levels - 1;
+            if attends && (self.heads == 0 || c % self.heads != 0 || c / self.heads > MAX_HEAD_DIM) {
+                return bad(format!(
+                    "{} heads must divide the {c} channels of level {level} into heads of at most {MAX_HEAD_DIM}",
+                    self.heads
+                ));
+            }
+        }
+        if self.time_sinusoid_dim < 4 || self.time_sinusoid_dim % 2 != 0 || self.time_embed_dim == 0 {
+            return bad("time_sinusoid_dim must be even and at least 4, time_embed_dim positive".into());
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return bad(format!("dropout {} must be in [0, 1)", self.dropout));
+        }
+        if self.conv_groups == ConvGroups::Fixed(0) || self.bottleneck == Some(0) || self.classes == Some(0) {
+            return bad("conv_groups, bottleneck and classes must be at least 1 when set".into());
+        }
+        Ok(())
+    }
+}
