@@ -33,6 +33,18 @@ enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+    /// Print a model's layers, output shapes and parameter counts (like torchinfo)
+    Model {
+        /// Model preset: mnist, mnist-small, cifar10, tiny, ncsn-mnist
+        #[arg(long, default_value = "mnist")]
+        preset: String,
+        /// Batch size of the output shapes shown
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
+        /// Print one JSON document (config, layers, totals) instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// Time every kernel dispatch of a training step, per op (a table, --json or a Chrome trace)
     Profile {
         /// What to run: resblocks, mlp or matmul (default: resblocks)
@@ -81,6 +93,9 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             json,
             trace.as_deref(),
         ),
+        Command::Model { preset, batch, json } => {
+            commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)
+        }
         Command::Bench { what } => commands::bench::run(&commands::open_gpu(choice)?, what),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod info;
+pub mod model;
 pub mod profile;
 
 use anyhow::Result;
