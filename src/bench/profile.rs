@@ -19,15 +19,18 @@ pub enum Workload {
     /// 16x16) -> nearest upsample, added back -> ResBlock, 64 channels, batch 16 (the U-Net's
     /// layers until the U-Net exists): forward, MSE, backward, Adam step.
     ResBlocks,
+    /// A training step of the `mnist` U-Net preset at batch 64: noisy images at random
+    /// timesteps, predicted noise, MSE, backward, Adam step.
+    UNet,
 }
 
 impl Workload {
-    /// The workload `wgdiff profile` runs when none is named (the U-Net training step
-    /// replaces it once the U-Net exists).
-    pub const DEFAULT: Workload = Workload::ResBlocks;
+    /// The workload `wgdiff profile` runs when none is named: the default model's step.
+    pub const DEFAULT: Workload = Workload::UNet;
 
     /// Every workload with its name on the command line.
-    pub const ALL: [(&'static str, Workload); 3] = [
+    pub const ALL: [(&'static str, Workload); 4] = [
+        ("unet", Workload::UNet),
         ("resblocks", Workload::ResBlocks),
         ("mlp", Workload::Mlp),
         ("matmul", Workload::Matmul),
@@ -38,6 +41,7 @@ impl Workload {
         match self {
             Workload::Mlp => "2-64-64-1 tanh MLP on 256 points: forward, MSE, backward, Adam step",
             Workload::Matmul => "512x512 @ 512x512 matmul: forward, sum, backward",
+            Workload::UNet => "U-Net preset mnist (2,287,489 parameters), batch 64 at 28x28: forward, MSE, backward, Adam step",
             Workload::ResBlocks => {
                 "ResBlock 32x32, attention (4 heads) at 16x16, ResBlock; 64 channels, batch 16: forward, MSE, backward, Adam step"
             }
@@ -82,6 +86,22 @@ impl Workload {
                     let low = attention.forward(&h.avg_pool2d(2, 2)?)?;
                     let h = second.forward(&h.add(&low.upsample_nearest2x()?)?, &temb)?;
                     crate::backward(&h.square()?.mean_all()?)?;
+                    opt.step()
+                }))
+            }
+            Workload::UNet => {
+                let batch = 64;
+                let net = crate::models::preset("mnist")?.build(gpu, 0)?;
+                let x = rng.normal(gpu, &[batch, 1, 28, 28], 0.0, 1.0, DType::F32)?;
+                let noise = rng.normal(gpu, &[batch, 1, 28, 28], 0.0, 1.0, DType::F32)?;
+                let t: Vec<f32> = (0..batch).map(|i| (i * 997 % 1000) as f32).collect();
+                let params = net.named_params().into_iter().map(|(_, p)| p).collect();
+                let mut opt = Adam::new(params, AdamConfig::default())?;
+                Ok(Box::new(move || {
+                    opt.zero_grad();
+                    let x_t = x.mul_scalar(0.6)?.add(&noise.mul_scalar(0.8)?)?;
+                    let loss = net.forward(&x_t, &t, None, 0)?.sub(&noise)?.square()?.mean_all()?;
+                    crate::backward(&loss)?;
                     opt.step()
                 }))
             }
