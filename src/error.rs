@@ -27,6 +27,10 @@ pub enum Error {
     /// A file the engine keeps (caches, traces) could not be written or read.
     #[error("{what}: {reason}")]
     Io { what: String, reason: String },
+    /// A dataset file, folder or data-source string that cannot be used: `path` names it
+    /// (or the dataset), `msg` says what was expected, what was found and the fix.
+    #[error("{path}: {msg}")]
+    Data { path: String, msg: String },
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),
@@ -39,5 +43,13 @@ impl Error {
     /// Shorthand for a shape/dtype error of an op.
     pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape { op, msg: msg.into() }
+    }
+
+    /// Shorthand for a data error about a file or folder.
+    pub fn data(path: &std::path::Path, msg: impl Into<String>) -> Self {
+        Error::Data {
+            path: path.display().to_string(),
+            msg: msg.into(),
+        }
     }
 }

@@ -9,6 +9,7 @@ mod autograd;
 mod blocks;
 mod cli;
 mod conv;
+mod data;
 mod device;
 mod elementwise;
 mod layout;
