@@ -91,7 +91,7 @@ pub fn image_folder(dir: impl AsRef<Path>, size: Option<(u32, u32)>, channels: u
         };
         let planar = planar.map_err(|(h, w)| {
             let msg = format!(
-                "is {h}x{w} (height x width) but {} is {}x{}; give a size to resize every image to",
+                "is {h}x{w} (height x width) but {} is {}x{}; resize the images to one size, or give image_folder a size to resize them to",
                 files[0].display(),
                 want.0,
                 want.1

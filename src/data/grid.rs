@@ -107,7 +107,8 @@ pub fn save_grid(
         .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
         .map_err(|e| fail(format!("cannot encode the PNG: {e}")))?;
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create its folder: {e}")))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create its folder {}: {e}", dir.display())))?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
