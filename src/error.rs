@@ -33,6 +33,10 @@ pub enum Error {
     /// A configuration (model, training run, preset name) that cannot be used.
     #[error("{0}")]
     Config(String),
+    /// A dataset file, folder or data-source string that cannot be used: `path` names it
+    /// (or the dataset), `msg` says what was expected, what was found and the fix.
+    #[error("{path}: {msg}")]
+    Data { path: String, msg: String },
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),
@@ -45,5 +49,13 @@ impl Error {
     /// Shorthand for a shape/dtype error of an op.
     pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape { op, msg: msg.into() }
+    }
+
+    /// Shorthand for a data error about a file or folder.
+    pub fn data(path: &std::path::Path, msg: impl Into<String>) -> Self {
+        Error::Data {
+            path: path.display().to_string(),
+            msg: msg.into(),
+        }
     }
 }

@@ -10,6 +10,7 @@ mod blocks;
 mod checkpoint;
 mod cli;
 mod conv;
+mod data;
 mod device;
 mod elementwise;
 mod layout;

@@ -1,0 +1,118 @@
+//! Image grids: NCHW images in [-1, 1] tiled into one grayscale or RGB picture (`grid_image`,
+//! for the GUI and video frames) and saved as a PNG written atomically (`save_grid`).
+
+use crate::{Error, Result};
+use image::{DynamicImage, ImageBuffer, ImageFormat, Luma, Rgb};
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+/// How images are tiled: `columns` per row (fewer when there are fewer images), `padding`
+/// black pixels between and around them, each image pixel drawn as `scale` x `scale` pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridLayout {
+    pub columns: usize,
+    pub padding: usize,
+    pub scale: usize,
+}
+
+impl Default for GridLayout {
+    /// 8 columns, 2 pixels of padding, no upscaling.
+    fn default() -> Self {
+        GridLayout {
+            columns: 8,
+            padding: 2,
+            scale: 1,
+        }
+    }
+}
+
+/// A value in [-1, 1] as a byte (clamped; NaN becomes 0).
+fn to_byte(v: f32) -> u8 {
+    ((v + 1.0) * 127.5).round().clamp(0.0, 255.0) as u8
+}
+
+/// Tiles `images` of shape [n, c, h, w] (c = 1 gives a grayscale picture, c = 3 an RGB one).
+pub fn grid_image(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Result<DynamicImage> {
+    let [n, c, h, w] = shape;
+    let GridLayout {
+        columns,
+        padding: pad,
+        scale,
+    } = layout;
+    let problem = if c != 1 && c != 3 {
+        Some(format!("images need 1 (grayscale) or 3 (RGB) channels, got {c}"))
+    } else if n * h * w == 0 || columns == 0 || scale == 0 {
+        Some(format!(
+            "images of shape {shape:?} and {layout:?} make an empty grid; every figure must be >= 1"
+        ))
+    } else if images.len() != n * c * h * w {
+        Some(format!(
+            "shape {shape:?} needs {} values, got {}",
+            n * c * h * w,
+            images.len()
+        ))
+    } else {
+        None
+    };
+    if let Some(msg) = problem {
+        return Err(Error::shape("grid_image", msg));
+    }
+    let cols = columns.min(n);
+    let rows = n.div_ceil(cols);
+    let (cell_h, cell_w) = (h * scale, w * scale);
+    let (width, height) = (cols * (cell_w + pad) + pad, rows * (cell_h + pad) + pad);
+    let (Ok(width), Ok(height)) = (u32::try_from(width), u32::try_from(height)) else {
+        let msg =
+            format!("a grid of {width}x{height} pixels is too large; use fewer images or a smaller scale");
+        return Err(Error::shape("grid_image", msg));
+    };
+    // Offset of the channel-0 value under picture pixel (x, y), or None on padding.
+    let source = |x: u32, y: u32| -> Option<usize> {
+        let (gx, gy) = ((x as usize).checked_sub(pad)?, (y as usize).checked_sub(pad)?);
+        let (col, in_x) = (gx / (cell_w + pad), gx % (cell_w + pad));
+        let (row, in_y) = (gy / (cell_h + pad), gy % (cell_h + pad));
+        let k = row * cols + col;
+        (in_x < cell_w && in_y < cell_h && k < n).then(|| k * c * h * w + (in_y / scale) * w + in_x / scale)
+    };
+    let value =
+        |offset: Option<usize>, channel: usize| offset.map_or(0, |o| to_byte(images[o + channel * h * w]));
+    Ok(if c == 1 {
+        DynamicImage::ImageLuma8(ImageBuffer::from_fn(width, height, |x, y| {
+            Luma([value(source(x, y), 0)])
+        }))
+    } else {
+        DynamicImage::ImageRgb8(ImageBuffer::from_fn(width, height, |x, y| {
+            let at = source(x, y);
+            Rgb([value(at, 0), value(at, 1), value(at, 2)])
+        }))
+    })
+}
+
+/// Writes [`grid_image`] as a PNG to `path`, creating its folder; the file is written to
+/// `<path>.tmp` first and renamed, so readers never see half a picture.
+pub fn save_grid(
+    path: impl AsRef<Path>,
+    images: &[f32],
+    shape: [usize; 4],
+    layout: GridLayout,
+) -> Result<()> {
+    let path = path.as_ref();
+    let fail = |reason: String| Error::Io {
+        what: path.display().to_string(),
+        reason,
+    };
+    let picture = grid_image(images, shape, layout)?;
+    let mut png = Vec::new();
+    picture
+        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+        .map_err(|e| fail(format!("cannot encode the PNG: {e}")))?;
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create its folder {}: {e}", dir.display())))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, &png).map_err(|e| fail(format!("cannot write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| fail(format!("cannot rename {} to it: {e}", tmp.display())))
+}
