@@ -6,10 +6,10 @@
 //! - `embed.0.W` (buffer, [embed_dim / 2] ~ N(0, scale^2)): [sin(2 pi t W), cos(2 pi t W)] ->
 //!   `embed.1` Linear(embed_dim, embed_dim) -> swish = e.
 //! - encoder k = 1..4: `conv{k}` 3x3 no bias, no padding (stride 1 for k = 1, else 2),
-//!   + `dense{k}.dense`(e), `gnorm{k}` (groups 4 for k = 1, else 32), swish;
+//!   plus `dense{k}.dense`(e), `gnorm{k}` (groups 4 for k = 1, else 32), swish; sizes
 //!   28 -> 26 -> 12 -> 5 -> 2.
 //! - decoder: `tconv4` 3x3 stride 2 (2 -> 5), `tconv3` and `tconv2` 3x3 stride 2 output
-//!   padding 1 on concat(h, encoder output) (5 -> 12 -> 26), each no bias, + `dense{5,6,7}`(e),
+//!   padding 1 on concat(h, encoder output) (5 -> 12 -> 26), each no bias, plus `dense{5,6,7}`(e),
 //!   `tgnorm{4,3,2}` (32 groups), swish; `tconv1` 3x3 stride 1 with bias on concat(h, h1) (26 -> 28).
 //! - output / sqrt((sigma^(2t) - 1) / (2 ln sigma)), the VE SDE's marginal std.
 
@@ -79,7 +79,7 @@ impl ScoreNetConfig {
                 self.first_norm_groups, self.norm_groups, self.channels
             ));
         }
-        if !(self.sigma > 1.0) || !self.fourier_scale.is_finite() {
+        if self.sigma <= 1.0 || !self.sigma.is_finite() || !self.fourier_scale.is_finite() {
             return bad(format!(
                 "sigma {} must be above 1, fourier_scale finite",
                 self.sigma
@@ -217,8 +217,7 @@ impl ScoreNet {
             h = walk.conv_transpose(&format!("tconv{}", 4 - i), &stage.conv, &h);
             walk.linear(&format!("dense{}.dense", 5 + i), &stage.dense, &e);
             h = walk.norm(&format!("tgnorm{}", 4 - i), &stage.norm, &h);
-            let skip = skips.pop().unwrap_or_default();
-            h[1] += skip.get(1).copied().unwrap_or(0);
+            h[1] += skips.pop().map_or(0, |skip| skip[1]);
         }
         walk.conv_transpose("tconv1", &self.out, &h);
         walk
@@ -235,7 +234,7 @@ impl DiffusionNet for ScoreNet {
             ));
         }
         sizes(s[2])?;
-        if t.len() != s[0] || t.iter().any(|&ti| !(ti > 0.0 && ti.is_finite())) {
+        if t.len() != s[0] || t.iter().any(|&ti| ti <= 0.0 || !ti.is_finite()) {
             return Err(Error::shape(
                 "ScoreNet",
                 format!(

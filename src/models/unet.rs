@@ -5,7 +5,7 @@
 //! `mnist` preset, L = 3 at 28, 14, 7 with C = 32, 64, 64, has 2,287,489 parameters):
 //! - time: sinusoid(t) [time_sinusoid_dim] -> `time_embed.0` Linear -> SiLU ->
 //!   `time_embed.1` Linear = temb; class-conditional: + one_hot(label) @ `class_embed`
-//!   ([classes + 1, temb], last row the null class).
+//!   ([classes + 1, temb], last row the null class, used for every image when no labels are given).
 //! - `conv_in` 3x3 in -> C_0; the skip stack hs = [its output].
 //! - `down.i.res.j` (j < res_blocks): ResBlock -> C_i (GroupNorm -> SiLU -> 3x3 conv, + Linear of
 //!   SiLU(temb), GroupNorm -> SiLU -> dropout -> 3x3 conv, + input or its 1x1 conv), followed
@@ -154,15 +154,13 @@ impl UNet {
             Linear::new(gpu, rng, c.time_sinusoid_dim, temb)?,
             Linear::new(gpu, rng, temb, temb)?,
         ];
-        let class_embed = c
-            .classes
-            .map(|k| {
-                Ok::<_, Error>(
-                    rng.normal(gpu, &[k + 1, temb], 0.0, 1.0, DType::F32)?
-                        .requires_grad(),
-                )
-            })
-            .transpose()?;
+        let class_embed = match c.classes {
+            Some(k) => Some(
+                rng.normal(gpu, &[k + 1, temb], 0.0, 1.0, DType::F32)?
+                    .requires_grad(),
+            ),
+            None => None,
+        };
         let conv_in = conv3(rng, c.in_channels, c.channels(0), 1)?;
         let mut skips = vec![c.channels(0)];
         let mut h = c.channels(0);
@@ -354,8 +352,8 @@ impl UNet {
         h = walk.resblock("mid.res.1", &self.mid.res1, &h, &temb);
         for (i, level) in self.up.iter().enumerate().rev() {
             for (j, stage) in level.stages.iter().enumerate() {
-                let skip = hs.pop().unwrap_or_default();
-                let input = [h[0], h[1] + skip.get(1).copied().unwrap_or(0), h[2], h[3]];
+                let skip_channels = hs.pop().map_or(0, |skip| skip[1]);
+                let input = [h[0], h[1] + skip_channels, h[2], h[3]];
                 h = stage.walk(&mut walk, &format!("up.{i}"), j, &input, &temb);
             }
             if let Some(conv) = &level.upsample {
