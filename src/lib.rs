@@ -1,9 +1,10 @@
 //! wgdiff: a portable diffusion-model lab built on a hand-written WGSL tensor engine.
-//! This file re-exports the public API: the device, tensors, ops, autograd, layers and optimisers.
+//! This file re-exports the public API: device, tensors, ops, autograd, layers, optimisers, diffusion.
 
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+pub mod diffusion;
 pub mod error;
 pub mod gpu;
 pub mod models;
