@@ -40,6 +40,9 @@ pub enum Error {
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),
+    /// A noise process, training loss or sampler given settings that do not fit together.
+    #[error("{0}")]
+    Diffusion(String),
 }
 
 /// Result with the engine's [`Error`].

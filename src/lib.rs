@@ -1,11 +1,13 @@
 //! wgdiff: a portable diffusion-model lab built on a hand-written WGSL tensor engine.
-//! This file re-exports the public API: the device, tensors, ops, autograd, layers, optimisers and datasets.
+//! This file re-exports the public API: device, tensors, ops, autograd, layers, optimisers,
+//! datasets, models, diffusion processes and samplers, checkpoints.
 
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 pub mod checkpoint;
 pub mod data;
+pub mod diffusion;
 pub mod error;
 pub mod gpu;
 pub mod models;

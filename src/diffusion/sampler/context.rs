@@ -1,0 +1,97 @@
+//! What every sampler shares while it runs: network calls at the skip count k(t) (counted),
+//! conversions to eps / x0 / score, Gaussian noise, and the per-step callback.
+
+use super::{OnStep, Step};
+use crate::diffusion::denoiser::Denoiser;
+use crate::diffusion::process::{combine, Level, Marginals};
+use crate::diffusion::skip::skip_levels;
+use crate::ops::random::Rng;
+use crate::{DType, Error, Gpu, Result, Tensor};
+
+pub(super) struct Context<'a, 'b> {
+    pub marginals: Marginals,
+    denoiser: &'a dyn Denoiser,
+    skip_exponent: f32,
+    /// Network evaluations so far.
+    pub evaluations: usize,
+    on_step: Option<&'a mut OnStep<'b>>,
+    rng: &'a mut Rng,
+    gpu: &'a Gpu,
+    shape: &'a [usize],
+}
+
+impl<'a, 'b> Context<'a, 'b> {
+    pub fn new(
+        marginals: Marginals,
+        denoiser: &'a dyn Denoiser,
+        skip_exponent: f32,
+        on_step: Option<&'a mut OnStep<'b>>,
+        rng: &'a mut Rng,
+        gpu: &'a Gpu,
+        shape: &'a [usize],
+    ) -> Self {
+        Context { marginals, denoiser, skip_exponent, evaluations: 0, on_step, rng, gpu, shape }
+    }
+
+    /// Levels skipped by a network call at network time `t`.
+    pub fn skip_at(&self, t: f64) -> usize {
+        let normalized = self.marginals.normalized_time(t as f32);
+        skip_levels(self.denoiser.levels(), normalized, self.skip_exponent)
+    }
+
+    /// The raw network output at `t`, and the marginal there.
+    pub fn raw(&mut self, x: &Tensor, t: f64) -> Result<(Tensor, Level)> {
+        let out = self.denoiser.predict(x, t as f32, self.skip_at(t))?;
+        self.evaluations += 1;
+        if out.shape() != x.shape() {
+            return Err(Error::shape(
+                "sampler",
+                format!("the denoiser returned {:?} for a batch of {:?}", out.shape(), x.shape()),
+            ));
+        }
+        Ok((out, self.marginals.level(t as f32)))
+    }
+
+    /// (eps, x0) predicted at `t`.
+    pub fn eps_and_x0(&mut self, x: &Tensor, t: f64) -> Result<(Tensor, Tensor)> {
+        let (raw, level) = self.raw(x, t)?;
+        Ok((self.marginals.eps(&raw, x, level)?, self.marginals.x0(&raw, x, level)?))
+    }
+
+    /// x0 predicted at `t`.
+    pub fn x0(&mut self, x: &Tensor, t: f64) -> Result<Tensor> {
+        let (raw, level) = self.raw(x, t)?;
+        self.marginals.x0(&raw, x, level)
+    }
+
+    /// The score of x_t's marginal at `t`.
+    pub fn score(&mut self, x: &Tensor, t: f64) -> Result<Tensor> {
+        let (raw, level) = self.raw(x, t)?;
+        self.marginals.score(&raw, x, level)
+    }
+
+    /// Standard normal noise of the sample shape, times `std`.
+    pub fn noise(&mut self, std: f64) -> Result<Tensor> {
+        self.rng.normal(self.gpu, self.shape, 0.0, std as f32, DType::F32)
+    }
+
+    /// True when a step callback wants to see the steps (so samplers compute x0 only then).
+    pub fn watched(&self) -> bool {
+        self.on_step.is_some()
+    }
+
+    /// Tweedie's x0 = (x + std² score) / alpha at `t`, for callbacks of score-based samplers.
+    pub fn x0_from_score(&self, x: &Tensor, score: &Tensor, t: f64) -> Result<Tensor> {
+        let Level { alpha, std } = self.marginals.level(t as f32);
+        combine(x, 1.0 / alpha, score, std * std / alpha)
+    }
+
+    /// Reports step `index`, whose network call was at `t`, to the callback.
+    pub fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
+        let skip = self.skip_at(t);
+        match self.on_step.as_mut() {
+            Some(f) => f(&Step { index, t: t as f32, skip, x, x0 }),
+            None => Ok(()),
+        }
+    }
+}

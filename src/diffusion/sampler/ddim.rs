@@ -1,0 +1,32 @@
+//! DDIM (Song et al. 2021) over integer VP timesteps; eta = 1 on uniform steps is DDPM's
+//! ancestral sampler with the posterior variance of each (strided) step.
+
+use super::context::Context;
+use super::timesteps::{distinct_integers, vp_times, Spacing};
+use crate::diffusion::process::combine;
+use crate::{Error, Result, Tensor};
+
+/// x_prev = sqrt(ab_prev) x0 + sqrt(1 - ab_prev - s²) eps + s z with
+/// s = eta sqrt((1 - ab_prev)/(1 - ab) · (1 - ab/ab_prev)); the last step lands on x0.
+pub(super) fn run(ctx: &mut Context, steps: usize, eta: f64, spacing: Spacing) -> Result<Tensor> {
+    if !(0.0..=1.0).contains(&eta) {
+        return Err(Error::Diffusion(format!("ddim: eta must lie in [0, 1], got {eta}")));
+    }
+    let alpha_bars = ctx.marginals.alpha_bars().cloned().ok_or_else(|| {
+        Error::Diffusion("ddim/ddpm need a VP process".into())
+    })?;
+    let times = distinct_integers(&vp_times(&alpha_bars, spacing, steps), alpha_bars.steps(), "ddim/ddpm")?;
+    let mut x = ctx.noise(1.0)?;
+    for (i, &t) in times.iter().enumerate() {
+        let (eps, x0) = ctx.eps_and_x0(&x, t)?;
+        let ab = alpha_bars.alpha_bar(t);
+        let ab_prev = times.get(i + 1).map_or(1.0, |&p| alpha_bars.alpha_bar(p));
+        let var = eta * eta * (1.0 - ab_prev) / (1.0 - ab) * (1.0 - ab / ab_prev);
+        x = combine(&x0, ab_prev.sqrt(), &eps, (1.0 - ab_prev - var).max(0.0).sqrt())?;
+        if var > 0.0 {
+            x = x.add(&ctx.noise(var.sqrt())?)?;
+        }
+        ctx.report(i, t, &x, Some(&x0))?;
+    }
+    Ok(x)
+}

@@ -1,0 +1,216 @@
+//! Every sampler behind one serde/CLI-parseable `Sampler` enum: which processes it fits, its
+//! default step count, the options shared by all (steps, skip exponent, step callback), and `run`.
+
+mod context;
+mod ddim;
+mod dpm_solver;
+mod langevin;
+mod ode;
+mod sde;
+mod timesteps;
+
+use super::denoiser::Denoiser;
+use super::process::Process;
+use crate::ops::random::Rng;
+use crate::{Error, Gpu, Result, Tensor};
+use context::Context;
+use serde::{Deserialize, Serialize};
+pub use timesteps::Spacing;
+
+/// A sampler and its own settings. `name()` / `FromStr` use the CLI names `ddpm`, `ddim`,
+/// `ald`, `euler-maruyama`, `pc`, `ode-heun`, `ode-rk45`, `dpm-solver++` (parsing gives the
+/// default settings).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum Sampler {
+    /// DDPM ancestral sampling (VP) with the posterior variance of each (possibly strided)
+    /// step; `steps` = T runs every timestep. This is DDIM with eta = 1 on uniform steps.
+    Ddpm,
+    /// DDIM (VP): eta = 0 is deterministic, 1 is ancestral; timesteps rounded to integers.
+    Ddim { eta: f32, spacing: Spacing },
+    /// Annealed Langevin dynamics (NCSN, or VE at `steps` geometric levels):
+    /// `steps_per_level` updates with step size `step_size` · sigma_i² / sigma_min².
+    Ald { steps_per_level: usize, step_size: f32 },
+    /// Euler–Maruyama on the reverse SDE (VP, VE).
+    EulerMaruyama,
+    /// Predictor–corrector (VP, VE): reverse-diffusion predictor, `corrector_steps` Langevin
+    /// corrector steps with signal-to-noise ratio `snr`.
+    Pc { snr: f32, corrector_steps: usize },
+    /// The probability-flow ODE with Heun's method (VP, VE).
+    OdeHeun,
+    /// The probability-flow ODE with adaptive Dormand–Prince RK45 (VP, VE); `steps` sets the
+    /// first step, `rtol`/`atol` the error control (scipy's rule).
+    OdeRk45 { rtol: f32, atol: f32 },
+    /// DPM-Solver++(2M) (VP): the multistep second-order data-prediction solver.
+    #[serde(rename = "dpm-solver++")]
+    DpmSolverPp { spacing: Spacing },
+}
+
+/// Settings every sampler takes.
+#[derive(Default)]
+pub struct SampleOptions<'a> {
+    /// Network evaluations / steps (DDPM, DDIM, DPM-Solver++: timesteps; ALD: noise levels;
+    /// SDE and Heun: time steps; RK45: the first step is 1/steps of the time range).
+    /// `None` = [`Sampler::default_steps`].
+    pub steps: Option<usize>,
+    /// Skip-schedule exponent c: the network is called with skip = k(t) (0 = never skip).
+    pub skip_exponent: f32,
+    /// Called after every step (ALD: every level; RK45: every accepted step).
+    pub on_step: Option<&'a mut OnStep<'a>>,
+}
+
+/// The per-step callback; an error stops sampling.
+pub type OnStep<'a> = dyn FnMut(&Step) -> Result<()> + 'a;
+
+/// One finished sampler step, as the callback sees it.
+pub struct Step<'a> {
+    pub index: usize,
+    /// Network time input of the step's (first) network call.
+    pub t: f32,
+    /// Levels the network skipped at that call.
+    pub skip: usize,
+    /// The state after the step.
+    pub x: &'a Tensor,
+    /// The predicted clean data when the sampler knows it (all but RK45).
+    pub x0: Option<&'a Tensor>,
+}
+
+/// Samples and the number of network evaluations they took.
+pub struct SampleOutput {
+    pub samples: Tensor,
+    pub evaluations: usize,
+}
+
+impl Sampler {
+    /// Every sampler's CLI name.
+    pub const NAMES: [&'static str; 8] =
+        ["ddpm", "ddim", "ald", "euler-maruyama", "pc", "ode-heun", "ode-rk45", "dpm-solver++"];
+
+    /// The CLI name.
+    pub fn name(&self) -> &'static str {
+        let index = match self {
+            Sampler::Ddpm => 0,
+            Sampler::Ddim { .. } => 1,
+            Sampler::Ald { .. } => 2,
+            Sampler::EulerMaruyama => 3,
+            Sampler::Pc { .. } => 4,
+            Sampler::OdeHeun => 5,
+            Sampler::OdeRk45 { .. } => 6,
+            Sampler::DpmSolverPp { .. } => 7,
+        };
+        Self::NAMES[index]
+    }
+
+    /// True when this sampler can sample `process`.
+    pub fn fits(&self, process: &Process) -> bool {
+        matches!(
+            (self, process),
+            (Sampler::Ddpm | Sampler::Ddim { .. } | Sampler::DpmSolverPp { .. }, Process::Vp { .. })
+                | (Sampler::Ald { .. }, Process::Ve { .. } | Process::Ncsn { .. })
+                | (
+                    Sampler::EulerMaruyama | Sampler::Pc { .. } | Sampler::OdeHeun | Sampler::OdeRk45 { .. },
+                    Process::Vp { .. } | Process::Ve { .. },
+                )
+        )
+    }
+
+    /// Steps when [`SampleOptions::steps`] is `None`.
+    pub fn default_steps(&self, process: &Process) -> usize {
+        match (self, process) {
+            (Sampler::Ddpm, Process::Vp { steps, .. }) => *steps,
+            (Sampler::Ald { .. }, Process::Ncsn { levels, .. }) => *levels,
+            (Sampler::Ald { .. }, _) => 10,
+            (Sampler::Ddim { .. }, _) => 50,
+            (Sampler::DpmSolverPp { .. }, _) => 20,
+            (Sampler::EulerMaruyama | Sampler::Pc { .. }, _) => 500,
+            _ => 100,
+        }
+    }
+
+    /// Draws samples of `shape` [N, ...] (f32) from `process` with `denoiser`; noise comes
+    /// from `rng`. Works on the web (RK45 awaits one scalar readback per step).
+    pub async fn run_async(
+        &self,
+        process: &Process,
+        denoiser: &dyn Denoiser,
+        gpu: &Gpu,
+        shape: &[usize],
+        rng: &mut Rng,
+        options: SampleOptions<'_>,
+    ) -> Result<SampleOutput> {
+        if !self.fits(process) {
+            let fitting: Vec<&str> = ALL.iter().filter(|s| s.fits(process)).map(|s| s.name()).collect();
+            return Err(Error::Diffusion(format!(
+                "sampler `{}` does not fit the {} process; samplers for {}: {}",
+                self.name(),
+                process.name(),
+                process.name(),
+                fitting.join(", ")
+            )));
+        }
+        let steps = options.steps.unwrap_or_else(|| self.default_steps(process));
+        if steps == 0 {
+            return Err(Error::Diffusion(format!("sampler `{}` needs at least one step", self.name())));
+        }
+        let marginals = process.marginals()?;
+        let mut ctx = Context::new(marginals, denoiser, options.skip_exponent, options.on_step, rng, gpu, shape);
+        let samples = match *self {
+            Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform)?,
+            Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing)?,
+            Sampler::Ald { steps_per_level, step_size } => {
+                langevin::run(&mut ctx, steps, steps_per_level, step_size as f64)?
+            }
+            Sampler::EulerMaruyama => sde::euler_maruyama(&mut ctx, steps)?,
+            Sampler::Pc { snr, corrector_steps } => sde::predictor_corrector(&mut ctx, steps, snr as f64, corrector_steps)?,
+            Sampler::OdeHeun => ode::heun(&mut ctx, steps)?,
+            Sampler::OdeRk45 { rtol, atol } => ode::rk45(&mut ctx, steps, rtol as f64, atol as f64).await?,
+            Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing)?,
+        };
+        Ok(SampleOutput { samples, evaluations: ctx.evaluations })
+    }
+
+    /// Blocking [`Sampler::run_async`] (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn run(
+        &self,
+        process: &Process,
+        denoiser: &dyn Denoiser,
+        gpu: &Gpu,
+        shape: &[usize],
+        rng: &mut Rng,
+        options: SampleOptions<'_>,
+    ) -> Result<SampleOutput> {
+        pollster::block_on(self.run_async(process, denoiser, gpu, shape, rng, options))
+    }
+}
+
+/// Every sampler with its default settings, in `NAMES` order.
+const ALL: [Sampler; 8] = [
+    Sampler::Ddpm,
+    Sampler::Ddim { eta: 0.0, spacing: Spacing::Uniform },
+    Sampler::Ald { steps_per_level: 100, step_size: 2e-5 },
+    Sampler::EulerMaruyama,
+    Sampler::Pc { snr: 0.16, corrector_steps: 1 },
+    Sampler::OdeHeun,
+    Sampler::OdeRk45 { rtol: 1e-5, atol: 1e-5 },
+    Sampler::DpmSolverPp { spacing: Spacing::LogSnr },
+];
+
+impl std::str::FromStr for Sampler {
+    type Err = Error;
+
+    /// A sampler by CLI name, with its default settings (ALD: 100 steps per level, step size
+    /// 2e-5 as NCSN; PC: snr 0.16, one corrector step; RK45: rtol = atol = 1e-5 as the
+    /// score-SDE code; DDIM: eta 0, uniform; DPM-Solver++: logSNR-uniform).
+    fn from_str(name: &str) -> Result<Sampler> {
+        ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
+            Error::Diffusion(format!("unknown sampler `{name}`; choose one of {}", Sampler::NAMES.join(", ")))
+        })
+    }
+}
+
+impl std::fmt::Display for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,79 @@
+//! Time grids the samplers walk: VP timesteps spaced uniformly, quadratically (DDIM paper) or
+//! uniformly in log-SNR (DPM-Solver), optionally rounded to distinct integers; plain linspaces.
+
+use crate::diffusion::schedule::AlphaBars;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// How a VP sampler spaces its timesteps between T-1 and 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spacing {
+    /// Evenly in the timestep index.
+    Uniform,
+    /// Index ∝ i² (dense near the data, as the DDIM paper's CIFAR-10 runs).
+    Quadratic,
+    /// Evenly in log-SNR, lambda = log(alpha / std) (DPM-Solver's default).
+    LogSnr,
+}
+
+/// `points` fractional timesteps from T-1 down to 0.
+pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize) -> Vec<f64> {
+    let last = alpha_bars.last();
+    // lambda = log(alpha/std) = (log ab - log(1 - ab)) / 2
+    let lambda = |tau: f64| {
+        let log_ab = alpha_bars.log_alpha_bar(tau);
+        0.5 * (log_ab - (-log_ab.exp()).ln_1p())
+    };
+    let (lambda_start, lambda_end) = (lambda(last), lambda(0.0));
+    linspace(1.0, 0.0, points)
+        .into_iter()
+        .map(|u| match spacing {
+            Spacing::Uniform => u * last,
+            Spacing::Quadratic => u * u * last,
+            Spacing::LogSnr => {
+                // alpha-bar = sigmoid(2 lambda)  =>  log alpha-bar = -softplus(-2 lambda)
+                let l = lambda_end + u * (lambda_start - lambda_end);
+                alpha_bars.timestep_of_log_alpha_bar(-softplus(-2.0 * l))
+            }
+        })
+        .collect()
+}
+
+/// `times` (decreasing, in [0, T-1]) rounded to distinct integers, still decreasing and
+/// still spanning T-1 .. 0 where they did; needs at most T of them.
+pub(super) fn distinct_integers(times: &[f64], steps: usize, sampler: &str) -> Result<Vec<f64>> {
+    let n = times.len();
+    if n > steps {
+        return Err(Error::Diffusion(format!(
+            "{sampler}: {n} steps but the process has only {steps} timesteps"
+        )));
+    }
+    // increasing order: push up past duplicates, then pull down below T-1
+    let mut up: Vec<usize> = times.iter().rev().map(|t| t.round() as usize).collect();
+    for i in 1..n {
+        up[i] = up[i].max(up[i - 1] + 1);
+    }
+    for i in (0..n).rev() {
+        up[i] = up[i].min(steps - n + i);
+    }
+    Ok(up.into_iter().rev().map(|t| t as f64).collect())
+}
+
+/// `points` values from `start` to `end`, both included.
+pub(super) fn linspace(start: f64, end: f64, points: usize) -> Vec<f64> {
+    if points == 1 {
+        return vec![start];
+    }
+    (0..points)
+        .map(|i| start + (end - start) * i as f64 / (points - 1) as f64)
+        .collect()
+}
+
+fn softplus(x: f64) -> f64 {
+    if x > 30.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
