@@ -37,6 +37,9 @@ pub enum Error {
     /// (or the dataset), `msg` says what was expected, what was found and the fix.
     #[error("{path}: {msg}")]
     Data { path: String, msg: String },
+    /// A training run that cannot continue (e.g. a non-finite loss); says how to recover.
+    #[error("{0}")]
+    Training(String),
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

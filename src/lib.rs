@@ -14,6 +14,8 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod train;
 pub mod tensor;
 
 pub use autograd::{backward, backward_from, enable_grad, no_grad, NoGradGuard};

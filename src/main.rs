@@ -26,6 +26,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Train a diffusion model (no flags: the MNIST U-Net on assets/mnist, ~10 min on lavapipe)
+    Train(commands::train::TrainArgs),
+    /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
+    Sample(commands::sample::SampleArgs),
     /// List every adapter found, the one chosen, its features and limits
     Info,
     /// Measure kernel speed (medians of interleaved runs; a table, or JSON lines with --json)
@@ -62,7 +66,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `wgdiff` alone (and `cargo run --release`) is `wgdiff train` with the defaults.
+    let cli = match std::env::args().len() {
+        1 => Cli::parse_from(["wgdiff", "train"]),
+        _ => Cli::parse(),
+    };
     let choice = AdapterChoice {
         backend: cli.backend.clone(),
         adapter: cli.adapter.clone(),
@@ -93,6 +101,8 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             json,
             trace.as_deref(),
         ),
+        Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
+        Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),
         Command::Model { preset, batch, json } => {
             commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)
         }

@@ -5,6 +5,8 @@ pub mod bench;
 pub mod info;
 pub mod model;
 pub mod profile;
+pub mod sample;
+pub mod train;
 
 use anyhow::Result;
 use wgdiff::{AdapterChoice, Gpu};

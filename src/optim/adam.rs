@@ -93,6 +93,12 @@ impl Adam {
         self.step
     }
 
+    /// Sets the number of updates taken (when resuming: bias correction and the LR schedule
+    /// continue from there).
+    pub fn set_steps(&mut self, steps: u32) {
+        self.step = steps;
+    }
+
     /// Learning rate the next step will use.
     pub fn current_lr(&self) -> f32 {
         self.config.lr * self.config.schedule.factor(self.step + 1)

@@ -1,0 +1,164 @@
+//! `wgdiff train`: trains a diffusion model (defaults: the MNIST U-Net on assets/mnist) with a
+//! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use wgdiff::gpu::describe;
+use wgdiff::train::{TrainConfig, Trainer};
+use wgdiff::Gpu;
+
+/// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
+#[derive(Args)]
+pub struct TrainArgs {
+    /// TOML file with any of the settings below (flags given here win)
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Continue the run saved in this checkpoint (its settings; --steps may raise the total)
+    #[arg(long, value_name = "CHECKPOINT")]
+    resume: Option<PathBuf>,
+    /// Model preset: mnist (default), mnist-small, tiny, cifar10, ncsn-mnist (see `wgdiff model`)
+    #[arg(long)]
+    preset: Option<String>,
+    /// Data: mnist (assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR or folder:DIR
+    #[arg(long)]
+    data: Option<String>,
+    /// Total optimiser steps [default: 60]
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Images per step [default: 64]
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Adam learning rate [default: 1e-3]
+    #[arg(long)]
+    lr: Option<f32>,
+    /// Linear learning-rate warm-up steps [default: 10]
+    #[arg(long)]
+    warmup: Option<u32>,
+    /// Clip the global gradient norm (0 = off) [default: 1]
+    #[arg(long)]
+    max_grad_norm: Option<f32>,
+    /// EMA decay of the sampling weights [default: 0.999]
+    #[arg(long)]
+    ema_decay: Option<f32>,
+    /// Seed of weights, batches, timesteps and noise [default: 0]
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder for checkpoint.safetensors, config.json and sample grids [default: runs/mnist]
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write a sample grid every N steps (0 = only at the end) [default: 0]
+    #[arg(long)]
+    sample_every: Option<usize>,
+    /// Write a checkpoint every N steps (0 = only at the end) [default: 20]
+    #[arg(long)]
+    checkpoint_every: Option<usize>,
+    /// Images per sample grid [default: 16]
+    #[arg(long)]
+    grid_images: Option<usize>,
+    /// Sampler steps for the grids [default: 25]
+    #[arg(long)]
+    grid_steps: Option<usize>,
+    /// Randomly flip training images horizontally
+    #[arg(long)]
+    flip: bool,
+    /// Drop class labels with this probability (classifier-free guidance; conditional models)
+    #[arg(long)]
+    class_dropout: Option<f32>,
+    /// Min-SNR-gamma loss weighting (e.g. 5)
+    #[arg(long)]
+    min_snr_gamma: Option<f32>,
+}
+
+impl TrainArgs {
+    /// The run's settings: defaults, then the config file, then these flags.
+    fn config(&self) -> Result<TrainConfig> {
+        let mut c = match &self.config {
+            Some(path) => TrainConfig::from_toml_file(path)?,
+            None => TrainConfig::default(),
+        };
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = &self.$field { c.$field = v.clone(); } )* };
+        }
+        set!(preset, data, steps, batch, lr, warmup, max_grad_norm, ema_decay, seed, out);
+        set!(sample_every, checkpoint_every, grid_images, grid_steps);
+        if self.flip {
+            c.flip = true;
+        }
+        if self.class_dropout.is_some() {
+            c.class_dropout = self.class_dropout;
+        }
+        if self.min_snr_gamma.is_some() {
+            c.min_snr_gamma = self.min_snr_gamma;
+        }
+        Ok(c)
+    }
+}
+
+/// Runs (or resumes) training to the configured step count, then writes the final grid and
+/// checkpoint.
+pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
+    let mut trainer = match &args.resume {
+        Some(path) => Trainer::resume(gpu, path, args.steps)?,
+        None => Trainer::new(gpu, args.config()?)?,
+    };
+    let c = trainer.state.config.clone();
+    let params: usize = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();
+    eprintln!("device: {}", describe(&gpu.info));
+    eprintln!(
+        "model: {} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}",
+        c.model.as_ref().map_or(c.preset.as_str(), |_| "custom"),
+        super::model::thousands(params),
+        trainer.state.process.name(),
+        trainer.dataset().name,
+        trainer.dataset().len(),
+        c.batch,
+        trainer.state.step,
+        c.steps
+    );
+    std::fs::create_dir_all(&c.out).with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
+    std::fs::write(c.out.join("config.json"), serde_json::to_string_pretty(&trainer.state.config)?)
+        .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
+    let checkpoint = c.out.join("checkpoint.safetensors");
+    let bar = ProgressBar::new(c.steps as u64).with_position(trainer.state.step as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed_precise} < {eta_precise}]")
+            .expect("valid template"),
+    );
+    let started = std::time::Instant::now();
+    let first_step = trainer.state.step;
+    while !trainer.finished() {
+        let loss = trainer.step()?;
+        let step = trainer.state.step;
+        let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
+        bar.set_message(format!(
+            "loss {loss:.4}  {:.2} it/s  {:.1} img/s",
+            1.0 / per_step,
+            c.batch as f64 / per_step
+        ));
+        bar.set_position(step as u64);
+        if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
+            trainer.save(&checkpoint)?;
+        }
+        if c.sample_every > 0 && step % c.sample_every == 0 && !trainer.finished() {
+            let path = c.out.join(format!("samples_step{step:06}.png"));
+            bar.suspend(|| trainer.write_sample_grid(&path))?;
+        }
+    }
+    bar.finish();
+    trainer.save(&checkpoint)?;
+    eprintln!("checkpoint: {}", checkpoint.display());
+    let grid = c.out.join("samples.png");
+    let sampling = std::time::Instant::now();
+    trainer.write_sample_grid(&grid)?;
+    eprintln!(
+        "sample grid: {} ({} images, {} sampler steps, {:.1} s); training took {:.1} s",
+        grid.display(),
+        c.grid_images,
+        c.grid_steps,
+        sampling.elapsed().as_secs_f64(),
+        trainer.state.train_seconds
+    );
+    Ok(())
+}

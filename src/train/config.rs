@@ -1,0 +1,113 @@
+//! `TrainConfig`: everything a training run needs, with defaults that train the MNIST U-Net;
+//! read from a TOML file and/or command-line flags, stored in every checkpoint.
+
+use crate::models::{preset, ModelConfig};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A training run's settings (serde; unknown keys in a TOML file are an error).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Model preset (`wgdiff model --list`); ignored when `model` is given.
+    pub preset: String,
+    /// A full model configuration in place of the preset.
+    pub model: Option<ModelConfig>,
+    /// Dataset: `mnist`, `mnist:DIR`, `fashion:DIR`, `cifar10:DIR` or `folder:DIR`.
+    pub data: String,
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Images per step.
+    pub batch: usize,
+    /// Adam learning rate after warm-up.
+    pub lr: f32,
+    /// Linear learning-rate warm-up steps.
+    pub warmup: u32,
+    /// Clip the global gradient norm to this (0 = no clipping).
+    pub max_grad_norm: f32,
+    /// EMA decay of the sampling weights (warmed up as min(decay, (1 + s) / (10 + s))).
+    pub ema_decay: f32,
+    /// Seed of the weights, batches, timesteps and noise.
+    pub seed: u64,
+    /// Output folder: checkpoint, config and sample grids.
+    pub out: PathBuf,
+    /// Write a sample grid every this many steps (0 = only at the end).
+    pub sample_every: usize,
+    /// Write a checkpoint every this many steps (0 = only at the end).
+    pub checkpoint_every: usize,
+    /// Images in each sample grid.
+    pub grid_images: usize,
+    /// Sampler steps for the grids.
+    pub grid_steps: usize,
+    /// Random horizontal flips of training images.
+    pub flip: bool,
+    /// Probability of dropping the class label (classifier-free guidance training); needs a
+    /// class-conditional model. None: unconditional.
+    pub class_dropout: Option<f32>,
+    /// Min-SNR-gamma loss weighting (e.g. 5); None: plain loss.
+    pub min_snr_gamma: Option<f32>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            preset: "mnist".into(),
+            model: None,
+            data: "mnist".into(),
+            steps: 60,
+            batch: 64,
+            lr: 1e-3,
+            warmup: 10,
+            max_grad_norm: 1.0,
+            ema_decay: 0.999,
+            seed: 0,
+            out: PathBuf::from("runs/mnist"),
+            sample_every: 0,
+            checkpoint_every: 20,
+            grid_images: 16,
+            grid_steps: 25,
+            flip: false,
+            class_dropout: None,
+            min_snr_gamma: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Reads a TOML file (any subset of the fields; the rest keep their defaults).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_toml_file(path: &std::path::Path) -> Result<TrainConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// The model this run trains.
+    pub fn model_config(&self) -> Result<ModelConfig> {
+        match &self.model {
+            Some(m) => Ok(m.clone()),
+            None => preset(&self.preset),
+        }
+    }
+
+    /// Checks the values a run cannot start with, naming the setting and the fix.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if self.steps == 0 || self.batch == 0 {
+            return bad("steps and batch must be at least 1".into());
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return bad(format!("lr must be a positive number, got {}", self.lr));
+        }
+        if !(0.0..1.0).contains(&self.ema_decay) {
+            return bad(format!("ema_decay must be in [0, 1), got {}", self.ema_decay));
+        }
+        if let Some(p) = self.class_dropout {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("class_dropout must be in [0, 1], got {p}"));
+            }
+        }
+        self.model_config()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,291 @@
+//! Training a diffusion network: batches -> loss -> Adam -> EMA, sample grids from the EMA
+//! weights, and atomic checkpoints that resume exactly (same next batch, noise and loss).
+
+pub mod config;
+pub mod sample;
+
+pub use config::TrainConfig;
+pub use sample::{SampleRequest, TrainedModel};
+
+use crate::checkpoint::Checkpoint;
+use crate::data::{Batcher, BatcherState, DataSource, Dataset, Split};
+use crate::diffusion::{Process, Weighting};
+use crate::models::{DiffusionNet, ModelConfig};
+use crate::ops::random::Rng;
+use crate::optim::{Adam, AdamConfig, Ema, LrSchedule};
+use crate::{Error, Gpu, Result, Tensor};
+use rand::{Rng as _, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Everything besides tensors that a checkpoint stores (its JSON metadata).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainState {
+    pub config: TrainConfig,
+    pub model: ModelConfig,
+    pub process: Process,
+    /// Optimiser steps taken.
+    pub step: usize,
+    pub batcher: BatcherState,
+    /// Loss of every step so far.
+    pub losses: Vec<f32>,
+    /// Training seconds so far (summed over resumed runs).
+    pub train_seconds: f64,
+}
+
+/// A training run in progress.
+pub struct Trainer {
+    pub state: TrainState,
+    gpu: Gpu,
+    net: Box<dyn DiffusionNet>,
+    params: Vec<(String, Tensor)>,
+    adam: Adam,
+    ema: Ema,
+    batcher: Batcher,
+    classes: usize,
+}
+
+/// A per-step seed: every step's randomness depends only on (seed, step, purpose), so a
+/// resumed run draws exactly what the uninterrupted one would have.
+fn step_seed(seed: u64, step: usize, purpose: u64) -> u64 {
+    let mut z = seed ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ purpose.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Trainer {
+    /// A fresh run: loads the data, builds the model from `config.seed`.
+    pub fn new(gpu: &Gpu, config: TrainConfig) -> Result<Trainer> {
+        config.validate()?;
+        let model = config.model_config()?;
+        let process = default_process(&model);
+        let data = Arc::new(load_data(&config.data)?);
+        let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
+        let state = TrainState {
+            batcher: batcher.state().clone(),
+            config,
+            model,
+            process,
+            step: 0,
+            losses: Vec::new(),
+            train_seconds: 0.0,
+        };
+        Trainer::build(gpu, state, batcher)
+    }
+
+    /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
+    /// position); `steps` raises the target step count when given.
+    pub fn resume(gpu: &Gpu, checkpoint: &Path, steps: Option<usize>) -> Result<Trainer> {
+        let ckpt = Checkpoint::load(checkpoint)?;
+        let origin = checkpoint.display().to_string();
+        let mut state: TrainState = serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
+            path: origin.clone(),
+            msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
+        })?;
+        if let Some(steps) = steps {
+            state.config.steps = steps;
+        }
+        let data = Arc::new(load_data(&state.config.data)?);
+        let batcher = Batcher::from_state(data, state.batcher.clone())?;
+        let trainer = Trainer::build(gpu, state, batcher)?;
+        ckpt.restore("model.", &trainer.params, &origin)?;
+        let names: Vec<String> = trainer.params.iter().map(|(n, _)| n.clone()).collect();
+        let named = |prefix: &str, ts: Vec<Tensor>| -> Vec<(String, Tensor)> {
+            names.iter().map(|n| format!("{prefix}{n}")).zip(ts).collect()
+        };
+        ckpt.restore("ema.", &named("", trainer.ema.shadow().to_vec()), &origin)?;
+        let (m, v): (Vec<Tensor>, Vec<Tensor>) = (0..names.len())
+            .map(|i| {
+                let (m, v) = trainer.adam.moments(i);
+                (m.clone(), v.clone())
+            })
+            .unzip();
+        ckpt.restore("adam.m.", &named("", m), &origin)?;
+        ckpt.restore("adam.v.", &named("", v), &origin)?;
+        ckpt.restore("buffer.", &trainer.net.named_buffers(), &origin)?;
+        let mut trainer = trainer;
+        trainer.adam.set_steps(trainer.state.step as u32);
+        Ok(trainer)
+    }
+
+    fn build(gpu: &Gpu, state: TrainState, batcher: Batcher) -> Result<Trainer> {
+        let c = &state.config;
+        let mut net = state.model.build(gpu, c.seed)?;
+        net.set_training(true);
+        let classes = batcher.dataset().classes;
+        let model_classes = match &state.model {
+            ModelConfig::UNet(u) => u.classes,
+            ModelConfig::ScoreNet(_) => None,
+        };
+        match (c.class_dropout, model_classes) {
+            (Some(_), None) => {
+                return Err(Error::Config(
+                    "class_dropout needs a class-conditional model (set `classes` in the model config)".into(),
+                ))
+            }
+            (_, Some(k)) if k != classes => {
+                return Err(Error::Config(format!(
+                    "the model has {k} classes but the dataset {} has {classes}",
+                    batcher.dataset().name
+                )))
+            }
+            _ => {}
+        }
+        let params = net.named_params();
+        let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.clone()).collect();
+        let adam = Adam::new(
+            tensors.clone(),
+            AdamConfig {
+                lr: c.lr,
+                max_grad_norm: (c.max_grad_norm > 0.0).then_some(c.max_grad_norm),
+                schedule: LrSchedule::Warmup { warmup: c.warmup },
+                ..AdamConfig::default()
+            },
+        )?;
+        let ema = Ema::new(&tensors, c.ema_decay)?;
+        Ok(Trainer {
+            state,
+            gpu: gpu.clone(),
+            net,
+            params,
+            adam,
+            ema,
+            batcher,
+            classes,
+        })
+    }
+
+    /// True once the configured number of steps is done.
+    pub fn finished(&self) -> bool {
+        self.state.step >= self.state.config.steps
+    }
+
+    /// The network being trained.
+    pub fn net(&self) -> &dyn DiffusionNet {
+        self.net.as_ref()
+    }
+
+    /// The dataset's images per epoch.
+    pub fn dataset(&self) -> &Dataset {
+        self.batcher.dataset()
+    }
+
+    /// One optimiser step; returns its loss. A non-finite loss stops the run with an error
+    /// before the weights are touched.
+    pub fn step(&mut self) -> Result<f32> {
+        let started = std::time::Instant::now();
+        let c = &self.state.config;
+        let step = self.state.step;
+        let batch = self.batcher.next_batch();
+        let x0 = batch.to_tensor(&self.gpu)?;
+        let mut cpu_rng = rand::rngs::StdRng::seed_from_u64(step_seed(c.seed, step, 1));
+        let mut noise = Rng::new(step_seed(c.seed, step, 2));
+        let labels: Option<Vec<u32>> = c.class_dropout.map(|p| {
+            batch
+                .labels
+                .iter()
+                .map(|&l| if cpu_rng.random::<f32>() < p { self.classes as u32 } else { l })
+                .collect()
+        });
+        let net = &self.net;
+        let model = |x: &Tensor, t: &[f32]| net.forward(x, t, labels.as_deref(), 0);
+        let weighting = match c.min_snr_gamma {
+            Some(gamma) => Weighting::MinSnr { gamma },
+            None => Weighting::Uniform,
+        };
+        let loss = self.state.process.loss(&model, &x0, weighting, &mut cpu_rng, &mut noise)?;
+        let value = loss.item()?;
+        if !value.is_finite() {
+            return Err(Error::Training(format!(
+                "the loss became {value} at step {}; the weights were not updated. Lower --lr (now {}) or \
+                 --max-grad-norm, or resume from the last checkpoint",
+                step + 1,
+                c.lr
+            )));
+        }
+        crate::backward(&loss)?;
+        self.adam.step()?;
+        self.adam.zero_grad();
+        let s = (step + 1) as f32;
+        self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
+        let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
+        self.ema.update(&tensors);
+        self.state.step += 1;
+        self.state.losses.push(value);
+        self.state.batcher = self.batcher.state().clone();
+        self.state.train_seconds += started.elapsed().as_secs_f64();
+        Ok(value)
+    }
+
+    /// A network with the EMA weights (a second instance of the model), for sampling.
+    pub fn ema_net(&self) -> Result<Box<dyn DiffusionNet>> {
+        let net = self.state.model.build(&self.gpu, self.state.config.seed)?;
+        for ((_, dst), src) in net.named_params().iter().zip(self.ema.shadow()) {
+            dst.copy_from(src)?;
+        }
+        for ((_, dst), (_, src)) in net.named_buffers().iter().zip(self.net.named_buffers()) {
+            dst.copy_from(&src)?;
+        }
+        Ok(net)
+    }
+
+    /// Samples a grid of `grid_images` images from the EMA weights (DDIM for VP models, the
+    /// process's own default sampler otherwise) and writes it to `path`.
+    pub fn write_sample_grid(&self, path: &Path) -> Result<()> {
+        let c = &self.state.config;
+        let sampler = match self.state.process {
+            Process::Vp { .. } => "ddim",
+            Process::Ve { .. } => "pc",
+            Process::Ncsn { .. } => "ald",
+        };
+        let request = SampleRequest {
+            sampler: sampler.parse()?,
+            steps: Some(c.grid_steps),
+            count: c.grid_images,
+            seed: c.seed,
+            skip_exponent: 0.0,
+            class: None,
+            guidance: 1.0,
+            frames: None,
+        };
+        let net = self.ema_net()?;
+        let (images, _) = sample::sample_net(&self.gpu, net.as_ref(), &self.state.model, &self.state.process, &request)?;
+        sample::write_grid(path, &images, 2)
+    }
+
+    /// Writes the checkpoint (weights, EMA, Adam moments, buffers, training state) atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut named: Vec<(String, Tensor)> = Vec::new();
+        for (i, (name, t)) in self.params.iter().enumerate() {
+            let (m, v) = self.adam.moments(i);
+            named.push((format!("model.{name}"), t.clone()));
+            named.push((format!("ema.{name}"), self.ema.shadow()[i].clone()));
+            named.push((format!("adam.m.{name}"), m.clone()));
+            named.push((format!("adam.v.{name}"), v.clone()));
+        }
+        for (name, t) in self.net.named_buffers() {
+            named.push((format!("buffer.{name}"), t));
+        }
+        let meta = serde_json::to_value(&self.state).map_err(|e| Error::Checkpoint {
+            path: path.display().to_string(),
+            msg: format!("training state does not serialise: {e}"),
+        })?;
+        pollster::block_on(Checkpoint::capture(&named, meta))?.save(path)
+    }
+}
+
+/// The process a model is trained with by default: DDPM (VP, linear betas, eps) for U-Nets,
+/// the tutorial's VE SDE for the ScoreNet (whose output is divided by its std(t)).
+pub fn default_process(model: &ModelConfig) -> Process {
+    match model {
+        ModelConfig::UNet(_) => Process::ddpm(),
+        ModelConfig::ScoreNet(_) => Process::ve(),
+    }
+}
+
+/// The training split of a `--data` source.
+fn load_data(spec: &str) -> Result<Dataset> {
+    spec.parse::<DataSource>()?.load(Split::Train)
+}
