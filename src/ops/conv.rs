@@ -550,7 +550,14 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
     // Zero-pad the input once so the kernel's gathers need no bounds checks.
     let (ph, pw) = geo.opts.padding;
     let x = &x.pad_axis(2, ph, ph)?.pad_axis(3, pw, pw)?;
-    let geo = &ConvGeometry::new(x.shape(), &geo.weight_shape(), ConvOptions { padding: (0, 0), ..geo.opts })?;
+    let geo = &ConvGeometry::new(
+        x.shape(),
+        &geo.weight_shape(),
+        ConvOptions {
+            padding: (0, 0),
+            ..geo.opts
+        },
+    )?;
     let (rows, cols, lanes) = if gpu.is_cpu() { (24, 32, 8) } else { (4, 4, 64) };
     let groups_xy = geo.k4().div_ceil(rows * lanes) * geo.cout_g().div_ceil(cols) * geo.opts.groups;
     let reduction = geo.n * geo.pixels();
