@@ -38,18 +38,30 @@ pub struct NetDenoiser<'a> {
 impl<'a> NetDenoiser<'a> {
     /// An unconditional network.
     pub fn new(net: &'a dyn DiffusionNet) -> NetDenoiser<'a> {
-        NetDenoiser { net, labels: None, guidance: None }
+        NetDenoiser {
+            net,
+            labels: None,
+            guidance: None,
+        }
     }
 
     /// A class-conditional network sampled at `labels` without guidance.
     pub fn conditional(net: &'a dyn DiffusionNet, labels: Vec<u32>) -> NetDenoiser<'a> {
-        NetDenoiser { net, labels: Some(labels), guidance: None }
+        NetDenoiser {
+            net,
+            labels: Some(labels),
+            guidance: None,
+        }
     }
 
     /// A class-conditional network with classifier-free guidance of scale `w` (0 =
     /// unconditional, 1 = conditional, > 1 = stronger); `classes` is the null class id.
     pub fn guided(net: &'a dyn DiffusionNet, labels: Vec<u32>, w: f32, classes: u32) -> NetDenoiser<'a> {
-        NetDenoiser { net, labels: Some(labels), guidance: Some((w, classes)) }
+        NetDenoiser {
+            net,
+            labels: Some(labels),
+            guidance: Some((w, classes)),
+        }
     }
 }
 
@@ -61,7 +73,9 @@ impl Denoiser for NetDenoiser<'_> {
                 let both = Tensor::concat(&[x.clone(), x.clone()], 0)?;
                 let mut both_labels = labels.clone();
                 both_labels.extend(std::iter::repeat_n(null, n));
-                let out = self.net.forward(&both, &vec![t; 2 * n], Some(&both_labels), skip)?;
+                let out = self
+                    .net
+                    .forward(&both, &vec![t; 2 * n], Some(&both_labels), skip)?;
                 guide(&out.slice(0, n, n)?, &out.slice(0, 0, n)?, w)
             }
             (labels, _) => self.net.forward(x, &vec![t; n], labels.as_deref(), skip),

@@ -58,7 +58,11 @@ impl Process {
         if t.len() != batch {
             return Err(Error::shape(
                 "diffusion loss",
-                format!("{} time inputs for a batch of {batch} ({:?})", t.len(), x0.shape()),
+                format!(
+                    "{} time inputs for a batch of {batch} ({:?})",
+                    t.len(),
+                    x0.shape()
+                ),
             ));
         }
         let marginals = self.marginals()?;
@@ -77,7 +81,11 @@ impl Process {
         if out.shape() != x0.shape() {
             return Err(Error::shape(
                 "diffusion loss",
-                format!("network output {:?} differs from the batch {:?}", out.shape(), x0.shape()),
+                format!(
+                    "network output {:?} differs from the batch {:?}",
+                    out.shape(),
+                    x0.shape()
+                ),
             ));
         }
         let output = marginals.output();
@@ -88,9 +96,18 @@ impl Process {
                     self.name()
                 )));
             }
-            let half = if matches!(self, Process::Ncsn { .. }) { 0.5 } else { 1.0 };
+            let half = if matches!(self, Process::Ncsn { .. }) {
+                0.5
+            } else {
+                1.0
+            };
             let per_example = (x0.numel() / batch) as f32;
-            return out.mul(&std)?.add(&z)?.square()?.mean_all()?.mul_scalar(half * per_example);
+            return out
+                .mul(&std)?
+                .add(&z)?
+                .square()?
+                .mean_all()?
+                .mul_scalar(half * per_example);
         }
         let target = match output {
             Output::Eps => z,
@@ -101,7 +118,15 @@ impl Process {
         match weighting {
             Weighting::Uniform => squared.mean_all(),
             Weighting::MinSnr { gamma } => {
-                let weights = levels.iter().map(|l| min_snr_weight(&marginals, l.alpha, l.std, gamma)).collect();
+                if gamma.is_nan() || gamma <= 0.0 {
+                    return Err(Error::Diffusion(format!(
+                        "min-SNR weighting needs gamma > 0, got {gamma}"
+                    )));
+                }
+                let weights = levels
+                    .iter()
+                    .map(|l| min_snr_weight(&marginals, l.alpha, l.std, gamma))
+                    .collect();
                 squared.mul(&column(weights)?)?.mean_all()
             }
         }
@@ -124,7 +149,10 @@ fn batch_of(x0: &Tensor) -> Result<usize> {
         Some(&b) if b > 0 => Ok(b),
         _ => Err(Error::shape(
             "diffusion loss",
-            format!("the clean batch needs shape [B, ...] with B > 0, got {:?}", x0.shape()),
+            format!(
+                "the clean batch needs shape [B, ...] with B > 0, got {:?}",
+                x0.shape()
+            ),
         )),
     }
 }

@@ -32,29 +32,48 @@ pub enum Objective {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Process {
     /// Discrete DDPM: x_i = sqrt(alpha-bar_i) x0 + sqrt(1 - alpha-bar_i) z, i = 0..steps-1.
-    Vp { schedule: BetaSchedule, steps: usize, objective: Objective },
+    Vp {
+        schedule: BetaSchedule,
+        steps: usize,
+        objective: Objective,
+    },
     /// The VE SDE of the score-SDE tutorial: std(t) = sqrt((sigma^(2t) - 1) / (2 ln sigma)),
     /// g(t) = sigma^t, t in [eps, 1]; the network outputs the score.
     Ve { sigma: f32, eps: f32 },
     /// NCSN v1: `levels` geometric sigmas from `sigma_max` down to `sigma_min`; the network
     /// outputs the score.
-    Ncsn { sigma_max: f32, sigma_min: f32, levels: usize },
+    Ncsn {
+        sigma_max: f32,
+        sigma_min: f32,
+        levels: usize,
+    },
 }
 
 impl Process {
     /// DDPM: linear betas 1e-4..0.02, T = 1000, eps prediction.
     pub fn ddpm() -> Process {
-        Process::Vp { schedule: BetaSchedule::LINEAR, steps: 1000, objective: Objective::Eps }
+        Process::Vp {
+            schedule: BetaSchedule::LINEAR,
+            steps: 1000,
+            objective: Objective::Eps,
+        }
     }
 
     /// The tutorial's VE SDE: sigma = 25, eps = 1e-5.
     pub fn ve() -> Process {
-        Process::Ve { sigma: 25.0, eps: 1e-5 }
+        Process::Ve {
+            sigma: 25.0,
+            eps: 1e-5,
+        }
     }
 
     /// NCSN v1 as for MNIST: sigmas 1 .. 0.01 over 10 levels.
     pub fn ncsn() -> Process {
-        Process::Ncsn { sigma_max: 1.0, sigma_min: 0.01, levels: 10 }
+        Process::Ncsn {
+            sigma_max: 1.0,
+            sigma_min: 0.01,
+            levels: 10,
+        }
     }
 
     /// Short name for messages: `vp`, `ve` or `ncsn`.
@@ -69,18 +88,30 @@ impl Process {
     /// Checks the settings and precomputes the marginals.
     pub fn marginals(&self) -> Result<Marginals> {
         let kind = match *self {
-            Process::Vp { schedule, steps, objective } => {
-                MarginalKind::Vp { alpha_bars: AlphaBars::new(&schedule, steps)?, objective }
-            }
+            Process::Vp {
+                schedule,
+                steps,
+                objective,
+            } => MarginalKind::Vp {
+                alpha_bars: AlphaBars::new(&schedule, steps)?,
+                objective,
+            },
             Process::Ve { sigma, eps } => {
                 if !(sigma > 1.0 && sigma.is_finite() && eps > 0.0 && eps < 1.0) {
                     return Err(Error::Diffusion(format!(
                         "VE process needs sigma > 1 and 0 < eps < 1, got sigma {sigma}, eps {eps}"
                     )));
                 }
-                MarginalKind::Ve { sigma: sigma as f64, eps: eps as f64 }
+                MarginalKind::Ve {
+                    sigma: sigma as f64,
+                    eps: eps as f64,
+                }
             }
-            Process::Ncsn { sigma_max, sigma_min, levels } => {
+            Process::Ncsn {
+                sigma_max,
+                sigma_min,
+                levels,
+            } => {
                 if !(sigma_min > 0.0 && sigma_max >= sigma_min && sigma_max.is_finite() && levels >= 1) {
                     return Err(Error::Diffusion(format!(
                         "NCSN process needs sigma_max >= sigma_min > 0 and levels >= 1, got {sigma_max}, \
@@ -89,7 +120,9 @@ impl Process {
                 }
                 let ratio = sigma_min as f64 / sigma_max as f64;
                 let last = (levels - 1).max(1) as f64;
-                let sigmas = (0..levels).map(|i| sigma_max as f64 * ratio.powf(i as f64 / last)).collect();
+                let sigmas = (0..levels)
+                    .map(|i| sigma_max as f64 * ratio.powf(i as f64 / last))
+                    .collect();
                 MarginalKind::Ncsn { sigmas }
             }
         };
@@ -99,7 +132,12 @@ impl Process {
     /// Network time inputs for `batch` examples, drawn uniformly (on the CPU, from `rng`, so
     /// training is reproducible) from the process's times whose normalised time lies in
     /// `range` = [start, end) (t = 1 counts as inside when end >= 1). `0.0..1.0` is every time.
-    pub fn sample_times(&self, rng: &mut impl rand::Rng, batch: usize, range: Range<f32>) -> Result<Vec<f32>> {
+    pub fn sample_times(
+        &self,
+        rng: &mut impl rand::Rng,
+        batch: usize,
+        range: Range<f32>,
+    ) -> Result<Vec<f32>> {
         let marginals = self.marginals()?;
         let inside = |n: f32| n >= range.start && (n < range.end || (range.end >= 1.0 && n >= 1.0));
         if let MarginalKind::Ve { eps, .. } = marginals.kind {
@@ -153,9 +191,17 @@ pub struct Marginals {
 
 #[derive(Clone, Debug)]
 enum MarginalKind {
-    Vp { alpha_bars: AlphaBars, objective: Objective },
-    Ve { sigma: f64, eps: f64 },
-    Ncsn { sigmas: Vec<f64> },
+    Vp {
+        alpha_bars: AlphaBars,
+        objective: Objective,
+    },
+    Ve {
+        sigma: f64,
+        eps: f64,
+    },
+    Ncsn {
+        sigmas: Vec<f64>,
+    },
 }
 
 impl Marginals {
@@ -164,12 +210,21 @@ impl Marginals {
         match &self.kind {
             MarginalKind::Vp { alpha_bars, .. } => {
                 let ab = alpha_bars.alpha_bar(t as f64);
-                Level { alpha: ab.sqrt(), std: (1.0 - ab).sqrt() }
+                Level {
+                    alpha: ab.sqrt(),
+                    std: (1.0 - ab).sqrt(),
+                }
             }
-            MarginalKind::Ve { sigma, .. } => Level { alpha: 1.0, std: ve_std(*sigma, t as f64) },
+            MarginalKind::Ve { sigma, .. } => Level {
+                alpha: 1.0,
+                std: ve_std(*sigma, t as f64),
+            },
             MarginalKind::Ncsn { sigmas } => {
                 let i = (t.max(0.0).round() as usize).min(sigmas.len() - 1);
-                Level { alpha: 1.0, std: sigmas[i] }
+                Level {
+                    alpha: 1.0,
+                    std: sigmas[i],
+                }
             }
         }
     }
@@ -177,9 +232,18 @@ impl Marginals {
     /// What the network outputs.
     pub fn output(&self) -> Output {
         match &self.kind {
-            MarginalKind::Vp { objective: Objective::Eps, .. } => Output::Eps,
-            MarginalKind::Vp { objective: Objective::X0, .. } => Output::X0,
-            MarginalKind::Vp { objective: Objective::V, .. } => Output::V,
+            MarginalKind::Vp {
+                objective: Objective::Eps,
+                ..
+            } => Output::Eps,
+            MarginalKind::Vp {
+                objective: Objective::X0,
+                ..
+            } => Output::X0,
+            MarginalKind::Vp {
+                objective: Objective::V,
+                ..
+            } => Output::V,
             MarginalKind::Ve { .. } | MarginalKind::Ncsn { .. } => Output::Score,
         }
     }
@@ -239,7 +303,11 @@ impl Marginals {
                 start: alpha_bars.last(),
                 end: 0.0,
             }),
-            MarginalKind::Ve { sigma, eps } => Some(Sde { kind: SdeKind::Ve { sigma: *sigma }, start: 1.0, end: *eps }),
+            MarginalKind::Ve { sigma, eps } => Some(Sde {
+                kind: SdeKind::Ve { sigma: *sigma },
+                start: 1.0,
+                end: *eps,
+            }),
             MarginalKind::Ncsn { .. } => None,
         }
     }

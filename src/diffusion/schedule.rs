@@ -19,11 +19,18 @@ pub enum BetaSchedule {
 
 impl BetaSchedule {
     /// Ho et al.'s linear schedule, 1e-4 to 0.02.
-    pub const LINEAR: BetaSchedule = BetaSchedule::Linear { beta_start: 1e-4, beta_end: 0.02 };
+    pub const LINEAR: BetaSchedule = BetaSchedule::Linear {
+        beta_start: 1e-4,
+        beta_end: 0.02,
+    };
     /// The improved-DDPM cosine schedule with s = 0.008.
     pub const COSINE: BetaSchedule = BetaSchedule::Cosine { s: 0.008 };
     /// The sigmoid schedule with start -3, end 3, tau 1.
-    pub const SIGMOID: BetaSchedule = BetaSchedule::Sigmoid { start: -3.0, end: 3.0, tau: 1.0 };
+    pub const SIGMOID: BetaSchedule = BetaSchedule::Sigmoid {
+        start: -3.0,
+        end: 3.0,
+        tau: 1.0,
+    };
 
     /// The `steps` betas (each in (0, 0.999]).
     pub fn betas(&self, steps: usize) -> Result<Vec<f64>> {
@@ -45,10 +52,14 @@ impl BetaSchedule {
             }
             BetaSchedule::Cosine { s } => {
                 if !(s >= 0.0 && s.is_finite()) {
-                    return Err(Error::Diffusion(format!("cosine schedule offset s must be >= 0, got {s}")));
+                    return Err(Error::Diffusion(format!(
+                        "cosine schedule offset s must be >= 0, got {s}"
+                    )));
                 }
                 let s = s as f64;
-                betas_from_alpha_bar(steps, |u| ((u + s) / (1.0 + s) * std::f64::consts::FRAC_PI_2).cos().powi(2))
+                betas_from_alpha_bar(steps, |u| {
+                    ((u + s) / (1.0 + s) * std::f64::consts::FRAC_PI_2).cos().powi(2)
+                })
             }
             BetaSchedule::Sigmoid { start, end, tau } => {
                 if !(end > start && tau > 0.0) {
@@ -139,5 +150,69 @@ impl AlphaBars {
         }
         let (hi, lo) = (table[i - 1], table[i]);
         (i - 1) as f64 + (hi - log_ab) / (hi - lo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpha_bars_follow_the_papers() {
+        let linear = AlphaBars::new(&BetaSchedule::LINEAR, 1000).unwrap();
+        assert!((linear.alpha_bar(0.0) - (1.0 - 1e-4)).abs() < 1e-9); // betas are f32 settings
+        let want_1: f64 = (1.0 - 1e-4) * (1.0 - (1e-4 + 0.0199 / 999.0));
+        assert!((linear.alpha_bar(1.0) - want_1).abs() < 1e-9);
+        // sum of the betas ~ 10.05, so alpha-bar_999 ~ exp(-10.07) ~ 4.2e-5
+        assert!(
+            (linear.alpha_bar(999.0) - 4.04e-5).abs() < 0.3e-5,
+            "{}",
+            linear.alpha_bar(999.0)
+        );
+        // cosine: alpha-bar_i = f((i+1)/T) / f(0) while no beta is clipped
+        let cosine = AlphaBars::new(&BetaSchedule::COSINE, 1000).unwrap();
+        let f = |u: f64| ((u + 0.008) / 1.008 * std::f64::consts::FRAC_PI_2).cos().powi(2);
+        for i in [0usize, 10, 500, 900] {
+            let want = f((i + 1) as f64 / 1000.0) / f(0.0);
+            assert!(
+                (cosine.alpha_bar(i as f64) / want - 1.0).abs() < 1e-9,
+                "cosine at {i}"
+            );
+        }
+        // sigmoid: f(u) = sigmoid(3) - sigmoid(6u - 3)
+        let sigmoid = AlphaBars::new(&BetaSchedule::SIGMOID, 100).unwrap();
+        let s = |z: f64| 1.0 / (1.0 + (-z).exp());
+        let g = |u: f64| s(3.0) - s(6.0 * u - 3.0);
+        assert!((sigmoid.alpha_bar(49.0) / (g(0.5) / g(0.0)) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fractional_timesteps_interpolate_and_invert() {
+        let ab = AlphaBars::new(&BetaSchedule::LINEAR, 1000).unwrap();
+        let mid = ab.log_alpha_bar(10.5);
+        assert!((mid - 0.5 * (ab.log_alpha_bar(10.0) + ab.log_alpha_bar(11.0))).abs() < 1e-15);
+        for tau in [0.0, 0.25, 10.5, 500.0, 998.9, 999.0] {
+            let back = ab.timestep_of_log_alpha_bar(ab.log_alpha_bar(tau));
+            assert!((back - tau).abs() < 1e-6, "{tau} -> {back}");
+        }
+        assert!((ab.beta(10.5) - (1e-4 + 0.0199 * 11.0 / 999.0)).abs() < 1e-7);
+    }
+
+    #[test]
+    fn bad_settings_are_errors() {
+        assert!(BetaSchedule::LINEAR.betas(1).is_err());
+        assert!(BetaSchedule::Linear {
+            beta_start: 0.1,
+            beta_end: 0.01
+        }
+        .betas(10)
+        .is_err());
+        assert!(BetaSchedule::Sigmoid {
+            start: 3.0,
+            end: -3.0,
+            tau: 1.0
+        }
+        .betas(10)
+        .is_err());
     }
 }

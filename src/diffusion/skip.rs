@@ -63,7 +63,11 @@ impl NextFloat for f32 {
         if self == 0.0 {
             return f32::from_bits(1);
         }
-        f32::from_bits(if self > 0.0 { self.to_bits() + 1 } else { self.to_bits() - 1 })
+        f32::from_bits(if self > 0.0 {
+            self.to_bits() + 1
+        } else {
+            self.to_bits() - 1
+        })
     }
     fn next_down_f32(self) -> f32 {
         -(-self).next_up_f32()
@@ -82,7 +86,7 @@ mod tests {
         assert_eq!(skip_levels(3, 0.2, 2.0), 1); // 3 - 1.92 = 1.08
         assert_eq!(skip_levels(3, 0.5, 2.0), 2); // 3 - 0.75 = 2.25
         assert_eq!(skip_levels(3, 1.0, 2.0), 2); // 3 - 0 = 3 -> capped at 2
-        // N = 4, c = 1: k = floor(4 t)
+                                                 // N = 4, c = 1: k = floor(4 t)
         assert_eq!(skip_levels(4, 0.24, 1.0), 0);
         assert_eq!(skip_levels(4, 0.26, 1.0), 1);
         assert_eq!(skip_levels(4, 0.74, 1.0), 2);
@@ -103,6 +107,13 @@ mod tests {
             assert_eq!(skip_levels(3, w.start, 2.0), w.skip);
             assert_eq!(skip_levels(3, w.end.next_down_f32(), 2.0), w.skip);
         }
-        assert_eq!(skip_intervals(5, 0.0), vec![SkipInterval { skip: 0, start: 0.0, end: 1.0 }]);
+        assert_eq!(
+            skip_intervals(5, 0.0),
+            vec![SkipInterval {
+                skip: 0,
+                start: 0.0,
+                end: 1.0
+            }]
+        );
     }
 }

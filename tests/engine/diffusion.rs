@@ -15,7 +15,11 @@ use wgdiff::{DType, Error, Result, Tensor};
 const B: usize = 512;
 
 fn processes() -> Vec<Process> {
-    let vp = |objective| Process::Vp { schedule: BetaSchedule::COSINE, steps: 1000, objective };
+    let vp = |objective| Process::Vp {
+        schedule: BetaSchedule::COSINE,
+        steps: 1000,
+        objective,
+    };
     vec![
         vp(Objective::Eps),
         vp(Objective::X0),
@@ -39,9 +43,18 @@ fn oracle<'a>(process: &'a Process, x0: &'a Tensor) -> impl Fn(&Tensor, &[f32]) 
                 let (x0, xt) = (x0v[i] as f64, xtv[i] as f64);
                 let eps = (xt - a * x0) / s;
                 (match process {
-                    Process::Vp { objective: Objective::Eps, .. } => eps,
-                    Process::Vp { objective: Objective::X0, .. } => x0,
-                    Process::Vp { objective: Objective::V, .. } => a * eps - s * x0,
+                    Process::Vp {
+                        objective: Objective::Eps,
+                        ..
+                    } => eps,
+                    Process::Vp {
+                        objective: Objective::X0,
+                        ..
+                    } => x0,
+                    Process::Vp {
+                        objective: Objective::V,
+                        ..
+                    } => a * eps - s * x0,
                     _ => -eps / s,
                 }) as f32
             })
@@ -57,16 +70,32 @@ fn losses_vanish_for_the_exact_target_and_match_the_noise_energy_for_zero() {
     for process in processes() {
         let mut times = StdRng::seed_from_u64(1);
         let exact = process
-            .loss(&oracle(&process, &x0), &x0, Weighting::Uniform, &mut times, &mut Rng::new(2))
+            .loss(
+                &oracle(&process, &x0),
+                &x0,
+                Weighting::Uniform,
+                &mut times,
+                &mut Rng::new(2),
+            )
             .unwrap()
             .item()
             .unwrap();
-        assert!(exact.abs() < 1e-3, "{process:?}: loss of the exact target {exact}");
+        assert!(
+            exact.abs() < 1e-3,
+            "{process:?}: loss of the exact target {exact}"
+        );
         // zero output, eps objective: E z² = 1; score processes: E |z|² = 4 per example (x½ for NCSN)
         let zero = |x: &Tensor, _: &[f32]| Tensor::zeros(x.gpu(), x.shape(), DType::F32);
-        let loss = process.loss(&zero, &x0, Weighting::Uniform, &mut times, &mut Rng::new(3)).unwrap().item().unwrap();
+        let loss = process
+            .loss(&zero, &x0, Weighting::Uniform, &mut times, &mut Rng::new(3))
+            .unwrap()
+            .item()
+            .unwrap();
         let want = match process {
-            Process::Vp { objective: Objective::Eps, .. } => Some(1.0),
+            Process::Vp {
+                objective: Objective::Eps,
+                ..
+            } => Some(1.0),
             Process::Ve { .. } => Some(4.0),
             Process::Ncsn { .. } => Some(2.0),
             _ => None,
@@ -74,7 +103,10 @@ fn losses_vanish_for_the_exact_target_and_match_the_noise_energy_for_zero() {
         if let Some(want) = want {
             // 4 standard errors of a mean of B*4 squared normals (variance 2 each)
             let tol = 4.0 * want * (2.0 / (B * 4) as f32).sqrt();
-            assert!((loss - want).abs() < tol, "{process:?}: zero-network loss {loss}, want {want}");
+            assert!(
+                (loss - want).abs() < tol,
+                "{process:?}: zero-network loss {loss}, want {want}"
+            );
         }
     }
 }
@@ -87,32 +119,62 @@ fn min_snr_weighting_scales_each_timestep() {
     let identity = |x: &Tensor, _: &[f32]| Ok(x.clone());
     let gamma = 5.0;
     for (objective, weight) in [
-        (Objective::Eps, Box::new(|snr: f64| snr.min(gamma) / snr) as Box<dyn Fn(f64) -> f64>),
+        (
+            Objective::Eps,
+            Box::new(|snr: f64| snr.min(gamma) / snr) as Box<dyn Fn(f64) -> f64>,
+        ),
         (Objective::X0, Box::new(|snr: f64| snr.min(gamma))),
         (Objective::V, Box::new(|snr: f64| snr.min(gamma) / (snr + 1.0))),
     ] {
-        let process = Process::Vp { schedule: BetaSchedule::LINEAR, steps: 1000, objective };
+        let process = Process::Vp {
+            schedule: BetaSchedule::LINEAR,
+            steps: 1000,
+            objective,
+        };
         let marginals = process.marginals().unwrap();
         for t in [10.0f32, 300.0, 900.0] {
             let level = marginals.level(t);
             let snr = (level.alpha / level.std).powi(2);
             let times = vec![t; B];
-            let loss = |w| process.loss_at(&identity, &x0, &times, w, &mut Rng::new(5)).unwrap().item().unwrap();
+            let loss = |w| {
+                process
+                    .loss_at(&identity, &x0, &times, w, &mut Rng::new(5))
+                    .unwrap()
+                    .item()
+                    .unwrap()
+            };
             let ratio = loss(Weighting::MinSnr { gamma: gamma as f32 }) / loss(Weighting::Uniform);
             let want = weight(snr) as f32;
-            assert!((ratio - want).abs() <= 1e-4 * want.max(1.0), "{objective:?} t={t}: {ratio} vs {want}");
+            assert!(
+                (ratio - want).abs() <= 1e-4 * want.max(1.0),
+                "{objective:?} t={t}: {ratio} vs {want}"
+            );
         }
     }
-    let err = Process::ve().loss_at(&identity, &x0, &[0.5; B], Weighting::MinSnr { gamma: 5.0 }, &mut Rng::new(5));
+    let err = Process::ve().loss_at(
+        &identity,
+        &x0,
+        &[0.5; B],
+        Weighting::MinSnr { gamma: 5.0 },
+        &mut Rng::new(5),
+    );
     assert!(matches!(err, Err(Error::Diffusion(m)) if m.contains("VP")));
 }
 
 #[test]
 fn loss_gradients_reach_the_network() {
-    let w = Tensor::from_f32(gpu(), &[1, 2], &[0.5, -0.25]).unwrap().requires_grad();
+    let w = Tensor::from_f32(gpu(), &[1, 2], &[0.5, -0.25])
+        .unwrap()
+        .requires_grad();
     let net = |x: &Tensor, _: &[f32]| x.mul(&w);
     let x0 = Tensor::from_f32(gpu(), &[4, 2], &[0.1, 0.2, 0.3, 0.4, -0.1, -0.2, -0.3, -0.4]).unwrap();
-    let loss = Process::ddpm().loss_at(&net, &x0, &[0.0, 10.0, 500.0, 999.0], Weighting::Uniform, &mut Rng::new(1));
+    let loss = Process::ddpm().loss_at(
+        &net,
+        &x0,
+        &[0.0, 10.0, 500.0, 999.0],
+        Weighting::Uniform,
+        &mut Rng::new(1),
+    );
     wgdiff::backward(&loss.unwrap()).unwrap();
     let grad = w.grad().unwrap().to_vec().unwrap();
     assert!(grad.iter().all(|g| g.is_finite() && *g != 0.0), "{grad:?}");
@@ -122,7 +184,11 @@ fn loss_gradients_reach_the_network() {
 fn times_are_reproducible_and_stay_in_their_skip_interval() {
     for process in processes() {
         let marginals = process.marginals().unwrap();
-        let draw = |seed| process.sample_times(&mut StdRng::seed_from_u64(seed), 256, 0.0..1.0).unwrap();
+        let draw = |seed| {
+            process
+                .sample_times(&mut StdRng::seed_from_u64(seed), 256, 0.0..1.0)
+                .unwrap()
+        };
         assert_eq!(draw(9), draw(9));
         for interval in skip_intervals(3, 2.0) {
             let t = process
@@ -167,32 +233,66 @@ fn skip_schedule_reaches_the_network_and_the_callback() {
     // k = min(2, floor(3 - 3 (1-t)²)): 2 down to t = 4/9 (3 - 3·25/81 = 2.07), then 1 at
     // 3/9 (1.67) and 2/9 (1.19), 0 at 1/9 (0.63) and 0.
     let want = vec![2, 2, 2, 2, 2, 2, 1, 1, 0, 0];
-    let recorder = SkipRecorder { seen: RefCell::new(Vec::new()) };
+    let recorder = SkipRecorder {
+        seen: RefCell::new(Vec::new()),
+    };
     let mut reported = Vec::new();
     let mut on_step = |step: &Step| -> Result<()> {
         assert!(step.x0.is_some());
         reported.push(step.skip);
         Ok(())
     };
-    let options = SampleOptions { steps: Some(10), skip_exponent: 2.0, on_step: Some(&mut on_step) };
-    let ddim = Sampler::Ddim { eta: 0.0, spacing: Spacing::Uniform };
-    let out = ddim.run(&Process::ddpm(), &recorder, gpu(), &[8, 2], &mut Rng::new(0), options).unwrap();
+    let options = SampleOptions {
+        steps: Some(10),
+        skip_exponent: 2.0,
+        on_step: Some(&mut on_step),
+    };
+    let ddim = Sampler::Ddim {
+        eta: 0.0,
+        spacing: Spacing::Uniform,
+    };
+    let out = ddim
+        .run(
+            &Process::ddpm(),
+            &recorder,
+            gpu(),
+            &[8, 2],
+            &mut Rng::new(0),
+            options,
+        )
+        .unwrap();
     assert_eq!(out.evaluations, 10);
     assert_eq!(recorder.seen.borrow().clone(), want);
     assert_eq!(reported, want);
     // without an exponent nothing is skipped
     recorder.seen.borrow_mut().clear();
-    let options = SampleOptions { steps: Some(10), ..Default::default() };
-    ddim.run(&Process::ddpm(), &recorder, gpu(), &[8, 2], &mut Rng::new(0), options).unwrap();
+    let options = SampleOptions {
+        steps: Some(10),
+        ..Default::default()
+    };
+    ddim.run(
+        &Process::ddpm(),
+        &recorder,
+        gpu(),
+        &[8, 2],
+        &mut Rng::new(0),
+        options,
+    )
+    .unwrap();
     assert!(recorder.seen.borrow().iter().all(|&k| k == 0));
 }
 
 #[test]
 fn guidance_combines_conditional_and_unconditional_outputs() {
-    let constant = |v: f32| move |x: &Tensor, _t: f32, _skip: usize| Tensor::full(x.gpu(), x.shape(), v, DType::F32);
+    let constant =
+        |v: f32| move |x: &Tensor, _t: f32, _skip: usize| Tensor::full(x.gpu(), x.shape(), v, DType::F32);
     let x = Tensor::zeros(gpu(), &[3, 2], DType::F32).unwrap();
     for (w, want) in [(0.0, 1.0), (1.0, 3.0), (3.0, 7.0)] {
-        let guided = Guided { conditional: constant(3.0), unconditional: constant(1.0), scale: w };
+        let guided = Guided {
+            conditional: constant(3.0),
+            unconditional: constant(1.0),
+            scale: w,
+        };
         let out = guided.predict(&x, 0.5, 0).unwrap().to_vec().unwrap();
         assert!(out.iter().all(|&v| (v - want).abs() < 1e-6), "w = {w}: {out:?}");
     }
@@ -208,7 +308,10 @@ fn configs_round_trip_and_names_parse() {
         assert_eq!(serde_json::from_str::<Process>(&json).unwrap(), process, "{json}");
     }
     let json = serde_json::to_string(&Process::ddpm()).unwrap();
-    assert!(json.contains("\"kind\":\"vp\"") && json.contains("\"objective\":\"eps\""), "{json}");
+    assert!(
+        json.contains("\"kind\":\"vp\"") && json.contains("\"objective\":\"eps\""),
+        "{json}"
+    );
     for name in Sampler::NAMES {
         let sampler: Sampler = name.parse().unwrap();
         assert_eq!(sampler.name(), name);
@@ -223,18 +326,51 @@ fn configs_round_trip_and_names_parse() {
 #[test]
 fn samplers_name_the_processes_they_fit() {
     let zero = |x: &Tensor, _t: f32, _skip: usize| Tensor::zeros(x.gpu(), x.shape(), DType::F32);
-    let err = Sampler::Ddim { eta: 0.0, spacing: Spacing::Uniform }
-        .run(&Process::ve(), &zero, gpu(), &[4, 2], &mut Rng::new(0), SampleOptions::default())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("`ddim`") && err.contains("ve") && err.contains("ode-rk45") && err.contains("ald"), "{err}");
-    let err = Sampler::Ald { steps_per_level: 1, step_size: 1e-5 }
-        .run(&Process::ncsn(), &zero, gpu(), &[4, 2], &mut Rng::new(0), SampleOptions { steps: Some(3), ..Default::default() })
-        .err()
-        .unwrap()
-        .to_string();
+    let err = Sampler::Ddim {
+        eta: 0.0,
+        spacing: Spacing::Uniform,
+    }
+    .run(
+        &Process::ve(),
+        &zero,
+        gpu(),
+        &[4, 2],
+        &mut Rng::new(0),
+        SampleOptions::default(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("`ddim`") && err.contains("ve") && err.contains("ode-rk45") && err.contains("ald"),
+        "{err}"
+    );
+    let err = Sampler::Ald {
+        steps_per_level: 1,
+        step_size: 1e-5,
+    }
+    .run(
+        &Process::ncsn(),
+        &zero,
+        gpu(),
+        &[4, 2],
+        &mut Rng::new(0),
+        SampleOptions {
+            steps: Some(3),
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
     assert!(err.contains("10 trained levels"), "{err}");
-    let bad = Process::Ve { sigma: 0.5, eps: 1e-5 }.marginals().err().unwrap().to_string();
+    let bad = Process::Ve {
+        sigma: 0.5,
+        eps: 1e-5,
+    }
+    .marginals()
+    .err()
+    .unwrap()
+    .to_string();
     assert!(bad.contains("sigma > 1"), "{bad}");
 }

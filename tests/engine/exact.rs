@@ -13,7 +13,9 @@ pub struct Mixture {
 
 /// N((1, -0.5), [[1, 0.6], [0.6, 0.8]]): eigenvalues 0.29 and 1.51.
 pub fn gaussian() -> Mixture {
-    Mixture { components: vec![(1.0, [1.0, -0.5], [[1.0, 0.6], [0.6, 0.8]])] }
+    Mixture {
+        components: vec![(1.0, [1.0, -0.5], [[1.0, 0.6], [0.6, 0.8]])],
+    }
 }
 
 /// Two well-separated modes with weights 0.4 / 0.6 and different covariances.
@@ -64,7 +66,10 @@ impl Mixture {
             .collect();
         let top = parts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
         let total: f64 = parts.iter().map(|p| (p.0 - top).exp()).sum();
-        parts.into_iter().map(|(l, s)| ((l - top).exp() / total, s)).collect()
+        parts
+            .into_iter()
+            .map(|(l, s)| ((l - top).exp() / total, s))
+            .collect()
     }
 
     /// The score of the marginal at x.
@@ -77,7 +82,9 @@ impl Mixture {
     /// Index of the component a clean sample most likely came from.
     pub fn mode_of(&self, x: [f64; 2]) -> usize {
         let post = self.posterior(x, 1.0, 1e-3);
-        (0..post.len()).max_by(|&a, &b| post[a].0.total_cmp(&post[b].0)).unwrap_or(0)
+        (0..post.len())
+            .max_by(|&a, &b| post[a].0.total_cmp(&post[b].0))
+            .unwrap_or(0)
     }
 }
 
@@ -91,7 +98,11 @@ pub struct Exact {
 
 impl Exact {
     pub fn new(process: &Process, data: Mixture) -> Exact {
-        Exact { data, marginals: process.marginals().unwrap(), score_scale: 1.0 }
+        Exact {
+            data,
+            marginals: process.marginals().unwrap(),
+            score_scale: 1.0,
+        }
     }
 }
 
@@ -136,7 +147,10 @@ pub fn check_moments(what: &str, samples: &Tensor, want: &Mixture, allowance: Al
     let v: Vec<f64> = samples.to_vec().unwrap().into_iter().map(f64::from).collect();
     let points: Vec<[f64; 2]> = v.chunks(2).map(|p| [p[0], p[1]]).collect();
     let n = points.len() as f64;
-    assert!(points.iter().all(|p| p[0].is_finite() && p[1].is_finite()), "{what}: non-finite samples");
+    assert!(
+        points.iter().all(|p| p[0].is_finite() && p[1].is_finite()),
+        "{what}: non-finite samples"
+    );
     let mean = [0, 1].map(|i| points.iter().map(|p| p[i]).sum::<f64>() / n);
     let (want_mean, want_cov) = want.moments();
     for i in 0..2 {
@@ -150,7 +164,10 @@ pub fn check_moments(what: &str, samples: &Tensor, want: &Mixture, allowance: Al
         );
     }
     for (i, j) in [(0, 0), (0, 1), (1, 1)] {
-        let y: Vec<f64> = points.iter().map(|p| (p[i] - mean[i]) * (p[j] - mean[j])).collect();
+        let y: Vec<f64> = points
+            .iter()
+            .map(|p| (p[i] - mean[i]) * (p[j] - mean[j]))
+            .collect();
         let c = y.iter().sum::<f64>() / n;
         let se = (y.iter().map(|v| (v - c).powi(2)).sum::<f64>() / n / n).sqrt();
         let tol = 4.0 * se + allowance.cov * (want_cov[i][i] * want_cov[j][j]).sqrt();
@@ -164,6 +181,9 @@ pub fn check_moments(what: &str, samples: &Tensor, want: &Mixture, allowance: Al
         let w = want.components[0].0;
         let share = points.iter().filter(|&&p| want.mode_of(p) == 0).count() as f64 / n;
         let tol = 4.0 * (w * (1.0 - w) / n).sqrt() + allowance.cov;
-        assert!((share - w).abs() <= tol, "{what}: mode 0 holds {share:.3} of the samples, want {w:.3} (tolerance {tol:.3})");
+        assert!(
+            (share - w).abs() <= tol,
+            "{what}: mode 0 holds {share:.3} of the samples, want {w:.3} (tolerance {tol:.3})"
+        );
     }
 }

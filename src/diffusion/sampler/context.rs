@@ -30,7 +30,16 @@ impl<'a, 'b> Context<'a, 'b> {
         gpu: &'a Gpu,
         shape: &'a [usize],
     ) -> Self {
-        Context { marginals, denoiser, skip_exponent, evaluations: 0, on_step, rng, gpu, shape }
+        Context {
+            marginals,
+            denoiser,
+            skip_exponent,
+            evaluations: 0,
+            on_step,
+            rng,
+            gpu,
+            shape,
+        }
     }
 
     /// Levels skipped by a network call at network time `t`.
@@ -46,7 +55,11 @@ impl<'a, 'b> Context<'a, 'b> {
         if out.shape() != x.shape() {
             return Err(Error::shape(
                 "sampler",
-                format!("the denoiser returned {:?} for a batch of {:?}", out.shape(), x.shape()),
+                format!(
+                    "the denoiser returned {:?} for a batch of {:?}",
+                    out.shape(),
+                    x.shape()
+                ),
             ));
         }
         Ok((out, self.marginals.level(t as f32)))
@@ -55,7 +68,10 @@ impl<'a, 'b> Context<'a, 'b> {
     /// (eps, x0) predicted at `t`.
     pub fn eps_and_x0(&mut self, x: &Tensor, t: f64) -> Result<(Tensor, Tensor)> {
         let (raw, level) = self.raw(x, t)?;
-        Ok((self.marginals.eps(&raw, x, level)?, self.marginals.x0(&raw, x, level)?))
+        Ok((
+            self.marginals.eps(&raw, x, level)?,
+            self.marginals.x0(&raw, x, level)?,
+        ))
     }
 
     /// x0 predicted at `t`.
@@ -90,7 +106,13 @@ impl<'a, 'b> Context<'a, 'b> {
     pub fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
         let skip = self.skip_at(t);
         match self.on_step.as_mut() {
-            Some(f) => f(&Step { index, t: t as f32, skip, x, x0 }),
+            Some(f) => f(&Step {
+                index,
+                t: t as f32,
+                skip,
+                x,
+                x0,
+            }),
             None => Ok(()),
         }
     }

@@ -10,12 +10,20 @@ use crate::{Error, Result, Tensor};
 /// s = eta sqrt((1 - ab_prev)/(1 - ab) · (1 - ab/ab_prev)); the last step lands on x0.
 pub(super) fn run(ctx: &mut Context, steps: usize, eta: f64, spacing: Spacing) -> Result<Tensor> {
     if !(0.0..=1.0).contains(&eta) {
-        return Err(Error::Diffusion(format!("ddim: eta must lie in [0, 1], got {eta}")));
+        return Err(Error::Diffusion(format!(
+            "ddim: eta must lie in [0, 1], got {eta}"
+        )));
     }
-    let alpha_bars = ctx.marginals.alpha_bars().cloned().ok_or_else(|| {
-        Error::Diffusion("ddim/ddpm need a VP process".into())
-    })?;
-    let times = distinct_integers(&vp_times(&alpha_bars, spacing, steps), alpha_bars.steps(), "ddim/ddpm")?;
+    let alpha_bars = ctx
+        .marginals
+        .alpha_bars()
+        .cloned()
+        .ok_or_else(|| Error::Diffusion("ddim/ddpm need a VP process".into()))?;
+    let times = distinct_integers(
+        &vp_times(&alpha_bars, spacing, steps),
+        alpha_bars.steps(),
+        "ddim/ddpm",
+    )?;
     let mut x = ctx.noise(1.0)?;
     for (i, &t) in times.iter().enumerate() {
         let (eps, x0) = ctx.eps_and_x0(&x, t)?;

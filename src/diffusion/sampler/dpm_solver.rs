@@ -12,8 +12,11 @@ const LOWER_ORDER_FINAL_BELOW: usize = 15;
 
 /// `steps` network evaluations from T-1 to timestep 0 (not evaluated there).
 pub(super) fn run(ctx: &mut Context, steps: usize, spacing: Spacing) -> Result<Tensor> {
-    let alpha_bars =
-        ctx.marginals.alpha_bars().cloned().ok_or_else(|| Error::Diffusion("dpm-solver++ needs a VP process".into()))?;
+    let alpha_bars = ctx
+        .marginals
+        .alpha_bars()
+        .cloned()
+        .ok_or_else(|| Error::Diffusion("dpm-solver++ needs a VP process".into()))?;
     let times = vp_times(&alpha_bars, spacing, steps + 1);
     let level = |t: f64| {
         let ab = alpha_bars.alpha_bar(t);

@@ -8,7 +8,12 @@ use crate::{Error, Result, Tensor};
 
 /// NCSN: its own levels (`levels` must match them); VE: `levels` geometric stds from std(1)
 /// to std(eps). Starts from N(0, sigma_max² I); the very last step adds no noise.
-pub(super) fn run(ctx: &mut Context, levels: usize, steps_per_level: usize, step_size: f64) -> Result<Tensor> {
+pub(super) fn run(
+    ctx: &mut Context,
+    levels: usize,
+    steps_per_level: usize,
+    step_size: f64,
+) -> Result<Tensor> {
     if steps_per_level == 0 || step_size.is_nan() || step_size <= 0.0 {
         return Err(Error::Diffusion(format!(
             "ald: needs steps_per_level >= 1 and step_size > 0, got {steps_per_level} and {step_size}"
@@ -47,13 +52,22 @@ fn level_schedule(ctx: &Context, levels: usize) -> Result<Vec<(f64, f64)>> {
         }
         return Ok(sigmas.iter().enumerate().map(|(i, &s)| (i as f64, s)).collect());
     }
-    let sde = ctx.marginals.sde().ok_or_else(|| Error::Diffusion("ald needs a VE or NCSN process".into()))?;
-    let (hi, lo) = (ctx.marginals.level(sde.start as f32).std, ctx.marginals.level(sde.end as f32).std);
+    let sde = ctx
+        .marginals
+        .sde()
+        .ok_or_else(|| Error::Diffusion("ald needs a VE or NCSN process".into()))?;
+    let (hi, lo) = (
+        ctx.marginals.level(sde.start as f32).std,
+        ctx.marginals.level(sde.end as f32).std,
+    );
     linspace(hi.ln(), lo.ln(), levels)
         .into_iter()
         .map(|log_sigma| {
             let sigma = log_sigma.exp();
-            let t = ctx.marginals.ve_time_of_std(sigma).ok_or_else(|| Error::Diffusion("ald needs a VE or NCSN process".into()))?;
+            let t = ctx
+                .marginals
+                .ve_time_of_std(sigma)
+                .ok_or_else(|| Error::Diffusion("ald needs a VE or NCSN process".into()))?;
             Ok((t, sigma))
         })
         .collect()

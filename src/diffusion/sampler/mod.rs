@@ -83,8 +83,16 @@ pub struct SampleOutput {
 
 impl Sampler {
     /// Every sampler's CLI name.
-    pub const NAMES: [&'static str; 8] =
-        ["ddpm", "ddim", "ald", "euler-maruyama", "pc", "ode-heun", "ode-rk45", "dpm-solver++"];
+    pub const NAMES: [&'static str; 8] = [
+        "ddpm",
+        "ddim",
+        "ald",
+        "euler-maruyama",
+        "pc",
+        "ode-heun",
+        "ode-rk45",
+        "dpm-solver++",
+    ];
 
     /// The CLI name.
     pub fn name(&self) -> &'static str {
@@ -105,8 +113,10 @@ impl Sampler {
     pub fn fits(&self, process: &Process) -> bool {
         matches!(
             (self, process),
-            (Sampler::Ddpm | Sampler::Ddim { .. } | Sampler::DpmSolverPp { .. }, Process::Vp { .. })
-                | (Sampler::Ald { .. }, Process::Ve { .. } | Process::Ncsn { .. })
+            (
+                Sampler::Ddpm | Sampler::Ddim { .. } | Sampler::DpmSolverPp { .. },
+                Process::Vp { .. }
+            ) | (Sampler::Ald { .. }, Process::Ve { .. } | Process::Ncsn { .. })
                 | (
                     Sampler::EulerMaruyama | Sampler::Pc { .. } | Sampler::OdeHeun | Sampler::OdeRk45 { .. },
                     Process::Vp { .. } | Process::Ve { .. },
@@ -150,23 +160,40 @@ impl Sampler {
         }
         let steps = options.steps.unwrap_or_else(|| self.default_steps(process));
         if steps == 0 {
-            return Err(Error::Diffusion(format!("sampler `{}` needs at least one step", self.name())));
+            return Err(Error::Diffusion(format!(
+                "sampler `{}` needs at least one step",
+                self.name()
+            )));
         }
         let marginals = process.marginals()?;
-        let mut ctx = Context::new(marginals, denoiser, options.skip_exponent, options.on_step, rng, gpu, shape);
+        let mut ctx = Context::new(
+            marginals,
+            denoiser,
+            options.skip_exponent,
+            options.on_step,
+            rng,
+            gpu,
+            shape,
+        );
         let samples = match *self {
             Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform)?,
             Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing)?,
-            Sampler::Ald { steps_per_level, step_size } => {
-                langevin::run(&mut ctx, steps, steps_per_level, step_size as f64)?
-            }
+            Sampler::Ald {
+                steps_per_level,
+                step_size,
+            } => langevin::run(&mut ctx, steps, steps_per_level, step_size as f64)?,
             Sampler::EulerMaruyama => sde::euler_maruyama(&mut ctx, steps)?,
-            Sampler::Pc { snr, corrector_steps } => sde::predictor_corrector(&mut ctx, steps, snr as f64, corrector_steps)?,
+            Sampler::Pc { snr, corrector_steps } => {
+                sde::predictor_corrector(&mut ctx, steps, snr as f64, corrector_steps)?
+            }
             Sampler::OdeHeun => ode::heun(&mut ctx, steps)?,
             Sampler::OdeRk45 { rtol, atol } => ode::rk45(&mut ctx, steps, rtol as f64, atol as f64).await?,
             Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing)?,
         };
-        Ok(SampleOutput { samples, evaluations: ctx.evaluations })
+        Ok(SampleOutput {
+            samples,
+            evaluations: ctx.evaluations,
+        })
     }
 
     /// Blocking [`Sampler::run_async`] (native only).
@@ -187,13 +214,27 @@ impl Sampler {
 /// Every sampler with its default settings, in `NAMES` order.
 const ALL: [Sampler; 8] = [
     Sampler::Ddpm,
-    Sampler::Ddim { eta: 0.0, spacing: Spacing::Uniform },
-    Sampler::Ald { steps_per_level: 100, step_size: 2e-5 },
+    Sampler::Ddim {
+        eta: 0.0,
+        spacing: Spacing::Uniform,
+    },
+    Sampler::Ald {
+        steps_per_level: 100,
+        step_size: 2e-5,
+    },
     Sampler::EulerMaruyama,
-    Sampler::Pc { snr: 0.16, corrector_steps: 1 },
+    Sampler::Pc {
+        snr: 0.16,
+        corrector_steps: 1,
+    },
     Sampler::OdeHeun,
-    Sampler::OdeRk45 { rtol: 1e-5, atol: 1e-5 },
-    Sampler::DpmSolverPp { spacing: Spacing::LogSnr },
+    Sampler::OdeRk45 {
+        rtol: 1e-5,
+        atol: 1e-5,
+    },
+    Sampler::DpmSolverPp {
+        spacing: Spacing::LogSnr,
+    },
 ];
 
 impl std::str::FromStr for Sampler {
@@ -204,7 +245,10 @@ impl std::str::FromStr for Sampler {
     /// score-SDE code; DDIM: eta 0, uniform; DPM-Solver++: logSNR-uniform).
     fn from_str(name: &str) -> Result<Sampler> {
         ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
-            Error::Diffusion(format!("unknown sampler `{name}`; choose one of {}", Sampler::NAMES.join(", ")))
+            Error::Diffusion(format!(
+                "unknown sampler `{name}`; choose one of {}",
+                Sampler::NAMES.join(", ")
+            ))
         })
     }
 }

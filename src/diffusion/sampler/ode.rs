@@ -28,7 +28,11 @@ pub(super) fn heun(ctx: &mut Context, steps: usize) -> Result<Tensor> {
         let h = t_next - t;
         let (d1, score) = velocity(ctx, &sde, &x, t)?;
         let (d2, _) = velocity(ctx, &sde, &combine(&x, 1.0, &d1, h)?, t_next)?;
-        let x0 = if ctx.watched() { Some(ctx.x0_from_score(&x, &score, t)?) } else { None };
+        let x0 = if ctx.watched() {
+            Some(ctx.x0_from_score(&x, &score, t)?)
+        } else {
+            None
+        };
         x = x.add(&combine(&d1, 0.5 * h, &d2, 0.5 * h)?)?;
         ctx.report(i, t, &x, x0.as_ref())?;
     }
@@ -41,10 +45,28 @@ const A: [&[f64]; 5] = [
     &[0.2],
     &[3.0 / 40.0, 9.0 / 40.0],
     &[44.0 / 45.0, -56.0 / 15.0, 32.0 / 9.0],
-    &[19372.0 / 6561.0, -25360.0 / 2187.0, 64448.0 / 6561.0, -212.0 / 729.0],
-    &[9017.0 / 3168.0, -355.0 / 33.0, 46732.0 / 5247.0, 49.0 / 176.0, -5103.0 / 18656.0],
+    &[
+        19372.0 / 6561.0,
+        -25360.0 / 2187.0,
+        64448.0 / 6561.0,
+        -212.0 / 729.0,
+    ],
+    &[
+        9017.0 / 3168.0,
+        -355.0 / 33.0,
+        46732.0 / 5247.0,
+        49.0 / 176.0,
+        -5103.0 / 18656.0,
+    ],
 ];
-const B: [f64; 6] = [35.0 / 384.0, 0.0, 500.0 / 1113.0, 125.0 / 192.0, -2187.0 / 6784.0, 11.0 / 84.0];
+const B: [f64; 6] = [
+    35.0 / 384.0,
+    0.0,
+    500.0 / 1113.0,
+    125.0 / 192.0,
+    -2187.0 / 6784.0,
+    11.0 / 84.0,
+];
 const E: [f64; 7] = [
     71.0 / 57600.0,
     0.0,
@@ -61,7 +83,9 @@ const E: [f64; 7] = [
 /// one value read back per attempt. Evaluations: 6 per attempt + 1 (first-same-as-last).
 pub(super) async fn rk45(ctx: &mut Context<'_, '_>, steps: usize, rtol: f64, atol: f64) -> Result<Tensor> {
     if !(rtol > 0.0 && atol > 0.0) {
-        return Err(Error::Diffusion(format!("ode-rk45: rtol and atol must be positive, got {rtol}, {atol}")));
+        return Err(Error::Diffusion(format!(
+            "ode-rk45: rtol and atol must be positive, got {rtol}, {atol}"
+        )));
     }
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "ode-rk45")?;
@@ -87,14 +111,22 @@ pub(super) async fn rk45(ctx: &mut Context<'_, '_>, steps: usize, rtol: f64, ato
         let k7 = velocity(ctx, &sde, &x_new, t_new)?.0;
         let err_terms: Vec<(f64, &Tensor)> = E.iter().map(|&e| -h * e).zip(k.iter().chain([&k7])).collect();
         let err = weighted_sum(&err_terms)?;
-        let scale = x.abs()?.maximum(&x_new.abs()?)?.mul_scalar(rtol as f32)?.add_scalar(atol as f32)?;
+        let scale = x
+            .abs()?
+            .maximum(&x_new.abs()?)?
+            .mul_scalar(rtol as f32)?
+            .add_scalar(atol as f32)?;
         let norm = f64::from(err.div(&scale)?.square()?.mean_all()?.to_vec_async().await?[0]).sqrt();
         if !norm.is_finite() {
             return Err(Error::Diffusion(format!(
                 "ode-rk45: the error estimate is {norm} at t = {t}; the denoiser's output is not finite"
             )));
         }
-        let factor = if norm == 0.0 { 10.0 } else { (0.9 * norm.powf(-0.2)).clamp(0.2, 10.0) };
+        let factor = if norm == 0.0 {
+            10.0
+        } else {
+            (0.9 * norm.powf(-0.2)).clamp(0.2, 10.0)
+        };
         if norm <= 1.0 {
             ctx.report(accepted, t, &x_new, None)?;
             accepted += 1;
@@ -118,6 +150,10 @@ fn lincomb(base: &Tensor, terms: &[(f64, &Tensor)]) -> Result<Tensor> {
 /// sum of coef · tensor over the terms (zero coefficients skipped; at least one is not).
 fn weighted_sum(terms: &[(f64, &Tensor)]) -> Result<Tensor> {
     let mut nonzero = terms.iter().filter(|(c, _)| *c != 0.0);
-    let (c0, k0) = nonzero.next().ok_or_else(|| Error::Diffusion("ode-rk45: a zero step".into()))?;
-    nonzero.try_fold(k0.mul_scalar(*c0 as f32)?, |acc, (c, k)| acc.add(&k.mul_scalar(*c as f32)?))
+    let (c0, k0) = nonzero
+        .next()
+        .ok_or_else(|| Error::Diffusion("ode-rk45: a zero step".into()))?;
+    nonzero.try_fold(k0.mul_scalar(*c0 as f32)?, |acc, (c, k)| {
+        acc.add(&k.mul_scalar(*c as f32)?)
+    })
 }

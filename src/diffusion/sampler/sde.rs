@@ -25,8 +25,16 @@ pub(super) fn euler_maruyama(ctx: &mut Context, steps: usize) -> Result<Tensor> 
         let score = ctx.score(&x, t)?;
         let (f, g2) = sde.coefficients(t);
         let mean = combine(&x, 1.0 - f * dt, &score, g2 * dt)?;
-        let x0 = if ctx.watched() { Some(ctx.x0_from_score(&x, &score, t)?) } else { None };
-        x = if i + 1 < steps { mean.add(&ctx.noise((g2 * dt).sqrt())?)? } else { mean };
+        let x0 = if ctx.watched() {
+            Some(ctx.x0_from_score(&x, &score, t)?)
+        } else {
+            None
+        };
+        x = if i + 1 < steps {
+            mean.add(&ctx.noise((g2 * dt).sqrt())?)?
+        } else {
+            mean
+        };
         ctx.report(i, t, &x, x0.as_ref())?;
     }
     Ok(x)
@@ -67,8 +75,16 @@ pub(super) fn predictor_corrector(
         let q = (now.std * now.std - r * r * next.std * next.std).max(0.0);
         let score = ctx.score(&x, t)?;
         let mean = combine(&x, 1.0 / r, &score, q / r)?;
-        let x0 = if ctx.watched() { Some(ctx.x0_from_score(&x, &score, t)?) } else { None };
-        x = if i + 1 < steps { mean.add(&ctx.noise(q.sqrt())?)? } else { mean };
+        let x0 = if ctx.watched() {
+            Some(ctx.x0_from_score(&x, &score, t)?)
+        } else {
+            None
+        };
+        x = if i + 1 < steps {
+            mean.add(&ctx.noise(q.sqrt())?)?
+        } else {
+            mean
+        };
         ctx.report(i, t, &x, x0.as_ref())?;
     }
     Ok(x)
@@ -77,5 +93,9 @@ pub(super) fn predictor_corrector(
 /// Mean over the batch of each example's L2 norm, as a [1] tensor.
 fn mean_norm(v: &Tensor) -> Result<Tensor> {
     let n = v.shape().first().copied().unwrap_or(1).max(1);
-    v.reshape(&[n, v.numel() / n])?.square()?.sum(&[1], false)?.sqrt()?.mean_all()
+    v.reshape(&[n, v.numel() / n])?
+        .square()?
+        .sum(&[1], false)?
+        .sqrt()?
+        .mean_all()
 }
