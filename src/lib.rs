@@ -14,9 +14,9 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod tensor;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod train;
-pub mod tensor;
 
 pub use autograd::{backward, backward_from, enable_grad, no_grad, NoGradGuard};
 pub use error::{Error, Result};

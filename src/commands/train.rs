@@ -15,7 +15,7 @@ pub struct TrainArgs {
     /// TOML file with any of the settings below (flags given here win)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Continue the run saved in this checkpoint (its settings; --steps may raise the total)
+    /// Continue the run saved in this checkpoint (its settings; --steps and --max-minutes may change)
     #[arg(long, value_name = "CHECKPOINT")]
     resume: Option<PathBuf>,
     /// Model preset: mnist (default), mnist-small, tiny, cifar10, ncsn-mnist (see `wgdiff model`)
@@ -24,7 +24,7 @@ pub struct TrainArgs {
     /// Data: mnist (assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR or folder:DIR
     #[arg(long)]
     data: Option<String>,
-    /// Total optimiser steps [default: 60]
+    /// Total optimiser steps [default: 40]
     #[arg(long)]
     steps: Option<usize>,
     /// Images per step [default: 64]
@@ -69,6 +69,9 @@ pub struct TrainArgs {
     /// Min-SNR-gamma loss weighting (e.g. 5)
     #[arg(long)]
     min_snr_gamma: Option<f32>,
+    /// Stop after this many minutes even if steps remain; 0 = no limit [default: 12]
+    #[arg(long)]
+    max_minutes: Option<f32>,
 }
 
 impl TrainArgs {
@@ -81,8 +84,25 @@ impl TrainArgs {
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = &self.$field { c.$field = v.clone(); } )* };
         }
-        set!(preset, data, steps, batch, lr, warmup, max_grad_norm, ema_decay, seed, out);
-        set!(sample_every, checkpoint_every, grid_images, grid_steps);
+        set!(
+            preset,
+            data,
+            steps,
+            batch,
+            lr,
+            warmup,
+            max_grad_norm,
+            ema_decay,
+            seed,
+            out
+        );
+        set!(
+            sample_every,
+            checkpoint_every,
+            grid_images,
+            grid_steps,
+            max_minutes
+        );
         if self.flip {
             c.flip = true;
         }
@@ -103,6 +123,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         Some(path) => Trainer::resume(gpu, path, args.steps)?,
         None => Trainer::new(gpu, args.config()?)?,
     };
+    if let (Some(_), Some(minutes)) = (&args.resume, args.max_minutes) {
+        trainer.state.config.max_minutes = minutes;
+    }
     let c = trainer.state.config.clone();
     let params: usize = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();
     eprintln!("device: {}", describe(&gpu.info));
@@ -117,18 +140,34 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         trainer.state.step,
         c.steps
     );
-    std::fs::create_dir_all(&c.out).with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
-    std::fs::write(c.out.join("config.json"), serde_json::to_string_pretty(&trainer.state.config)?)
-        .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
+    std::fs::create_dir_all(&c.out)
+        .with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
+    std::fs::write(
+        c.out.join("config.json"),
+        serde_json::to_string_pretty(&trainer.state.config)?,
+    )
+    .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
     let checkpoint = c.out.join("checkpoint.safetensors");
     let bar = ProgressBar::new(c.steps as u64).with_position(trainer.state.step as u64);
     bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed_precise} < {eta_precise}]")
-            .expect("valid template"),
+        ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} steps  {msg}  [{elapsed_precise} < {eta_precise}]",
+        )
+        .expect("valid template"),
     );
     let started = std::time::Instant::now();
     let first_step = trainer.state.step;
+    let budget = (c.max_minutes > 0.0).then(|| std::time::Duration::from_secs_f32(c.max_minutes * 60.0));
     while !trainer.finished() {
+        if budget.is_some_and(|b| started.elapsed() > b) {
+            bar.abandon_with_message(format!(
+                "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",
+                c.max_minutes,
+                trainer.state.step,
+                checkpoint.display()
+            ));
+            break;
+        }
         let loss = trainer.step()?;
         let step = trainer.state.step;
         let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
@@ -146,7 +185,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             bar.suspend(|| trainer.write_sample_grid(&path))?;
         }
     }
-    bar.finish();
+    if trainer.finished() {
+        bar.finish();
+    }
     trainer.save(&checkpoint)?;
     eprintln!("checkpoint: {}", checkpoint.display());
     let grid = c.out.join("samples.png");

@@ -47,6 +47,9 @@ pub struct TrainConfig {
     pub class_dropout: Option<f32>,
     /// Min-SNR-gamma loss weighting (e.g. 5); None: plain loss.
     pub min_snr_gamma: Option<f32>,
+    /// Stop training after this many minutes of this run even if steps remain (then the
+    /// checkpoint and grid are written as usual; `--resume` continues); 0 = no limit.
+    pub max_minutes: f32,
 }
 
 impl Default for TrainConfig {
@@ -55,7 +58,7 @@ impl Default for TrainConfig {
             preset: "mnist".into(),
             model: None,
             data: "mnist".into(),
-            steps: 60,
+            steps: 40,
             batch: 64,
             lr: 1e-3,
             warmup: 10,
@@ -70,6 +73,7 @@ impl Default for TrainConfig {
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,
+            max_minutes: 12.0,
         }
     }
 }
@@ -78,7 +82,8 @@ impl TrainConfig {
     /// Reads a TOML file (any subset of the fields; the rest keep their defaults).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_toml_file(path: &std::path::Path) -> Result<TrainConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
     }
 

@@ -49,7 +49,9 @@ pub struct Trainer {
 /// A per-step seed: every step's randomness depends only on (seed, step, purpose), so a
 /// resumed run draws exactly what the uninterrupted one would have.
 fn step_seed(seed: u64, step: usize, purpose: u64) -> u64 {
-    let mut z = seed ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ purpose.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut z = seed
+        ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ purpose.wrapping_mul(0xD1B5_4A32_D192_ED03);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -80,10 +82,11 @@ impl Trainer {
     pub fn resume(gpu: &Gpu, checkpoint: &Path, steps: Option<usize>) -> Result<Trainer> {
         let ckpt = Checkpoint::load(checkpoint)?;
         let origin = checkpoint.display().to_string();
-        let mut state: TrainState = serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
-            path: origin.clone(),
-            msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
-        })?;
+        let mut state: TrainState =
+            serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
+                path: origin.clone(),
+                msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
+            })?;
         if let Some(steps) = steps {
             state.config.steps = steps;
         }
@@ -122,7 +125,8 @@ impl Trainer {
         match (c.class_dropout, model_classes) {
             (Some(_), None) => {
                 return Err(Error::Config(
-                    "class_dropout needs a class-conditional model (set `classes` in the model config)".into(),
+                    "class_dropout needs a class-conditional model (set `classes` in the model config)"
+                        .into(),
                 ))
             }
             (_, Some(k)) if k != classes => {
@@ -186,7 +190,13 @@ impl Trainer {
             batch
                 .labels
                 .iter()
-                .map(|&l| if cpu_rng.random::<f32>() < p { self.classes as u32 } else { l })
+                .map(|&l| {
+                    if cpu_rng.random::<f32>() < p {
+                        self.classes as u32
+                    } else {
+                        l
+                    }
+                })
                 .collect()
         });
         let net = &self.net;
@@ -195,7 +205,10 @@ impl Trainer {
             Some(gamma) => Weighting::MinSnr { gamma },
             None => Weighting::Uniform,
         };
-        let loss = self.state.process.loss(&model, &x0, weighting, &mut cpu_rng, &mut noise)?;
+        let loss = self
+            .state
+            .process
+            .loss(&model, &x0, weighting, &mut cpu_rng, &mut noise)?;
         let value = loss.item()?;
         if !value.is_finite() {
             return Err(Error::Training(format!(
@@ -251,7 +264,13 @@ impl Trainer {
             frames: None,
         };
         let net = self.ema_net()?;
-        let (images, _) = sample::sample_net(&self.gpu, net.as_ref(), &self.state.model, &self.state.process, &request)?;
+        let (images, _) = sample::sample_net(
+            &self.gpu,
+            net.as_ref(),
+            &self.state.model,
+            &self.state.process,
+            &request,
+        )?;
         sample::write_grid(path, &images, 2)
     }
 

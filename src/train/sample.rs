@@ -58,7 +58,13 @@ impl TrainedModel {
     /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
     /// network evaluations.
     pub fn sample(&self, gpu: &Gpu, request: &SampleRequest) -> Result<(Tensor, usize)> {
-        sample_net(gpu, self.net.as_ref(), &self.state.model, &self.state.process, request)
+        sample_net(
+            gpu,
+            self.net.as_ref(),
+            &self.state.model,
+            &self.state.process,
+            request,
+        )
     }
 }
 
@@ -88,7 +94,10 @@ pub fn sample_net(
         Some(k) => {
             let labels: Vec<u32> = match request.class {
                 Some(class) if class as usize >= k => {
-                    return Err(Error::Config(format!("--class {class}: the model has classes 0..{}", k - 1)))
+                    return Err(Error::Config(format!(
+                        "--class {class}: the model has classes 0..{}",
+                        k - 1
+                    )))
                 }
                 Some(class) => vec![class; n],
                 None => (0..n).map(|i| (i % k) as u32).collect(),
@@ -104,11 +113,24 @@ pub fn sample_net(
     };
     let mut write_frame = |step: &Step| -> Result<()> {
         let Some(dir) = &request.frames else { return Ok(()) };
-        let layout = GridLayout { columns: grid_columns(n), ..GridLayout::default() };
+        let layout = GridLayout {
+            columns: grid_columns(n),
+            ..GridLayout::default()
+        };
         let shape = [n, c, h, w];
-        save_grid(dir.join(format!("step_{:04}_xt.png", step.index)), &step.x.to_vec()?, shape, layout)?;
+        save_grid(
+            dir.join(format!("step_{:04}_xt.png", step.index)),
+            &step.x.to_vec()?,
+            shape,
+            layout,
+        )?;
         if let Some(x0) = step.x0 {
-            save_grid(dir.join(format!("step_{:04}_x0.png", step.index)), &x0.to_vec()?, shape, layout)?;
+            save_grid(
+                dir.join(format!("step_{:04}_x0.png", step.index)),
+                &x0.to_vec()?,
+                shape,
+                layout,
+            )?;
         }
         Ok(())
     };
@@ -118,7 +140,9 @@ pub fn sample_net(
         on_step: request.frames.is_some().then_some(&mut write_frame),
     };
     let mut rng = Rng::new(request.seed);
-    let out = request.sampler.run(process, &denoiser, gpu, &[n, c, h, w], &mut rng, options)?;
+    let out = request
+        .sampler
+        .run(process, &denoiser, gpu, &[n, c, h, w], &mut rng, options)?;
     Ok((out.samples, out.evaluations))
 }
 
@@ -130,8 +154,15 @@ pub fn grid_columns(n: usize) -> usize {
 /// Writes `images` [N, C, H, W] in [-1, 1] as a PNG grid, upscaled `scale` times.
 pub fn write_grid(path: &Path, images: &Tensor, scale: usize) -> Result<()> {
     let shape: [usize; 4] = images.shape().try_into().map_err(|_| {
-        Error::shape("write_grid", format!("images must be [N, C, H, W], got {:?}", images.shape()))
+        Error::shape(
+            "write_grid",
+            format!("images must be [N, C, H, W], got {:?}", images.shape()),
+        )
     })?;
-    let layout = GridLayout { columns: grid_columns(shape[0]), scale, ..GridLayout::default() };
+    let layout = GridLayout {
+        columns: grid_columns(shape[0]),
+        scale,
+        ..GridLayout::default()
+    };
     save_grid(path, &images.to_vec()?, shape, layout)
 }

@@ -27,3 +27,4 @@ mod resample;
 mod samplers;
 mod softmax;
 mod spirals;
+mod train;
