@@ -171,11 +171,21 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         let loss = trainer.step()?;
         let step = trainer.state.step;
         let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
-        bar.set_message(format!(
+        let status = format!(
             "loss {loss:.4}  {:.2} it/s  {:.1} img/s",
             1.0 / per_step,
             c.batch as f64 / per_step
-        ));
+        );
+        if bar.is_hidden() {
+            // Not a terminal (a log file): one line per step instead of the bar.
+            let eta = per_step * (c.steps - step) as f64;
+            eprintln!(
+                "step {step}/{}  {status}  elapsed {:.0} s  eta {eta:.0} s",
+                c.steps,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        bar.set_message(status);
         bar.set_position(step as u64);
         if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
             trainer.save(&checkpoint)?;
