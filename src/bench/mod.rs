@@ -5,6 +5,7 @@ pub mod block;
 pub mod conv;
 pub mod matmul;
 pub mod profile;
+pub mod train;
 
 use crate::{Gpu, Result};
 use serde::Serialize;
@@ -97,8 +98,10 @@ pub fn run_interleaved(
 
 /// The measurements as an aligned text table.
 pub fn table(rows: &[Measurement]) -> String {
+    let vw = rows.iter().map(|r| r.variant.len()).max().unwrap_or(0).max(12);
+    let sw = rows.iter().map(|r| r.shape.len()).max().unwrap_or(0).max(30);
     let mut out = format!(
-        "{:<12} {:<30} {:<18} {:>11} {:>11} {:>10}\n",
+        "{:<vw$} {:<sw$} {:<18} {:>11} {:>11} {:>10}\n",
         "variant", "shape", "pass", "median ms", "min ms", "GFLOP/s"
     );
     for r in rows {
@@ -108,7 +111,7 @@ pub fn table(rows: &[Measurement]) -> String {
             _ => "-".into(),
         };
         out += &format!(
-            "{:<12} {:<30} {:<18} {:>11.3} {:>11.3} {:>10}\n",
+            "{:<vw$} {:<sw$} {:<18} {:>11.3} {:>11.3} {:>10}\n",
             r.variant,
             r.shape,
             r.pass.as_deref().unwrap_or("forward"),

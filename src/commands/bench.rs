@@ -46,6 +46,28 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A training step of a model preset (img/s, GFLOP/s) and a sampling step for every
+    /// number of skipped U-Net levels (ms, dispatches), interleaved
+    Train {
+        /// Model preset (see `wgdiff model`)
+        #[arg(long, default_value = "mnist")]
+        preset: String,
+        /// Images per training step
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        /// Images per sampling step
+        #[arg(long, default_value_t = 16)]
+        sample_batch: usize,
+        /// Timed repetitions per case (the median is reported)
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Untimed runs per case before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
@@ -126,6 +148,24 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             print_rows(&rows, json);
             if !json {
                 print_block_summary(&rows);
+            }
+            Ok(())
+        }
+        BenchCommand::Train {
+            preset,
+            batch,
+            sample_batch,
+            reps,
+            warmup,
+            json,
+        } => {
+            if !json {
+                eprintln!("device: {}", describe(&gpu.info));
+            }
+            let (rows, counts) = wgdiff::bench::train::run(gpu, &preset, batch, sample_batch, warmup, reps)?;
+            print_rows(&rows, json);
+            if !json {
+                print_train_summary(&rows, &counts, batch);
             }
             Ok(())
         }
@@ -240,6 +280,36 @@ fn print_block_summary(rows: &[wgdiff::bench::Measurement]) {
                 fused.shape,
                 fused.pass.as_deref().unwrap_or("forward"),
                 unfused.median_ms / fused.median_ms
+            );
+        }
+    }
+}
+
+/// Training img/s and GFLOP/s, and each skip count's sampling step against skip 0.
+fn print_train_summary(
+    rows: &[wgdiff::bench::Measurement],
+    counts: &wgdiff::bench::train::TrainBenchCounts,
+    batch: usize,
+) {
+    if let Some(train) = rows.iter().find(|r| r.variant == "train-step") {
+        println!(
+            "training step: {:.2} img/s, {:.2} GFLOP/s ({:.3} GFLOP per image counted by the kernels)",
+            batch as f64 / (train.median_ms / 1e3),
+            counts.train_flops / 1e9 / (train.median_ms / 1e3),
+            counts.train_flops / 1e9 / batch as f64
+        );
+    }
+    let sample: Vec<_> = rows
+        .iter()
+        .filter(|r| r.variant.starts_with("sample-step"))
+        .collect();
+    if let Some(base) = sample.first() {
+        for (r, dispatches) in sample.iter().zip(&counts.sample_dispatches) {
+            println!(
+                "{}: {:.1} ms per sampling step, {dispatches} dispatches, {:.1}% faster than skip 0",
+                r.variant,
+                r.median_ms,
+                100.0 * (1.0 - r.median_ms / base.median_ms)
             );
         }
     }

@@ -1,0 +1,109 @@
+//! `wgdiff bench train`: img/s and GFLOP/s of one training step of a model preset, and ms per
+//! sampling step (one network evaluation + DDIM update) for each number of skipped U-Net levels.
+
+use super::{run_interleaved, Case, Measurement};
+use crate::diffusion::{Process, Weighting};
+use crate::models::preset;
+use crate::ops::random::Rng;
+use crate::optim::{Adam, AdamConfig};
+use crate::{DType, Gpu, Result, Tensor};
+use rand::SeedableRng;
+use std::cell::RefCell;
+
+/// What `run` measured besides the timings: FLOPs and dispatches counted by the profiler.
+pub struct TrainBenchCounts {
+    /// FLOPs of one training step (forward, backward, Adam) as the kernels count them.
+    pub train_flops: f64,
+    /// Dispatches of one sampling step for skip = 0, 1, ... levels.
+    pub sample_dispatches: Vec<usize>,
+}
+
+/// Records `f` under the profiler and returns (FLOPs, dispatches).
+fn count(gpu: &Gpu, f: impl FnOnce() -> Result<()>) -> Result<(f64, usize)> {
+    gpu.sync()?;
+    gpu.profiler().start()?;
+    let ran = f();
+    let profile = gpu.profiler().stop_blocking()?;
+    ran?;
+    Ok((
+        profile.records.iter().map(|r| r.flops).sum(),
+        profile.records.len(),
+    ))
+}
+
+/// Times a training step of `preset_name` at `batch` (DDPM loss, backward, Adam) and one
+/// sampling step at `sample_batch` for every skip count the model allows, interleaved.
+pub fn run(
+    gpu: &Gpu,
+    preset_name: &str,
+    batch: usize,
+    sample_batch: usize,
+    warmup: usize,
+    reps: usize,
+) -> Result<(Vec<Measurement>, TrainBenchCounts)> {
+    let config = preset(preset_name)?;
+    let [c, h, w] = crate::train::sample::image_shape(&config);
+    let mut net = config.build(gpu, 0)?;
+    net.set_training(true);
+    let process = Process::ddpm();
+    let mut rng = Rng::new(1);
+    let x0 = rng.uniform(gpu, &[batch, c, h, w], -1.0, 1.0, DType::F32)?;
+    let params: Vec<Tensor> = net.named_params().into_iter().map(|(_, t)| t).collect();
+    let adam = RefCell::new(Adam::new(params, AdamConfig::default())?);
+    let step_rng = RefCell::new((rand::rngs::StdRng::seed_from_u64(0), Rng::new(2)));
+    let net_ref = &net;
+    let train_step = || -> Result<()> {
+        let mut adam = adam.borrow_mut();
+        let (times, noise) = &mut *step_rng.borrow_mut();
+        let model = |x: &Tensor, t: &[f32]| net_ref.forward(x, t, None, 0);
+        let loss = process.loss(&model, &x0, Weighting::Uniform, times, noise)?;
+        crate::backward(&loss)?;
+        adam.step()?;
+        adam.zero_grad();
+        Ok(())
+    };
+    train_step()?;
+    let (train_flops, _) = count(gpu, train_step)?;
+
+    let xs = rng.normal(gpu, &[sample_batch, c, h, w], 0.0, 1.0, DType::F32)?;
+    let t = vec![500.0; sample_batch];
+    // One DDIM (eta 0) update around the network call: x' = a x + b eps.
+    let sample_step = |skip: usize| -> Result<()> {
+        let _g = crate::no_grad();
+        let eps = net_ref.forward(&xs, &t, None, skip)?;
+        xs.mul_scalar(1.01)?.add(&eps.mul_scalar(-0.1)?).map(drop)
+    };
+    let levels = net.levels();
+    let mut sample_dispatches = Vec::new();
+    for skip in 0..levels {
+        sample_step(skip)?;
+        sample_dispatches.push(count(gpu, || sample_step(skip))?.1);
+    }
+    let shape = format!("{preset_name} B{batch} {h}x{w}");
+    let mut cases = vec![Case {
+        variant: "train-step".into(),
+        shape,
+        pass: Some("forward+backward".into()),
+        flops: train_flops,
+        bytes: 0.0,
+        run: Box::new(train_step),
+    }];
+    for skip in 0..levels {
+        cases.push(Case {
+            variant: format!("sample-step skip {skip}"),
+            shape: format!("{preset_name} B{sample_batch} {h}x{w}"),
+            pass: Some("forward".into()),
+            flops: 0.0,
+            bytes: 0.0,
+            run: Box::new(move || sample_step(skip)),
+        });
+    }
+    let rows = run_interleaved(gpu, "train", &cases, warmup, reps)?;
+    Ok((
+        rows,
+        TrainBenchCounts {
+            train_flops,
+            sample_dispatches,
+        },
+    ))
+}
