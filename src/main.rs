@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use commands::bench::BenchCommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use wgdiff::bench::profile::Workload;
+use wgdiff::bench::profile::{ModelSetup, Workload};
 use wgdiff::AdapterChoice;
 
 mod commands;
@@ -51,8 +51,14 @@ enum Command {
     },
     /// Time every kernel dispatch of a training step, per op (a table, --json or a Chrome trace)
     Profile {
-        /// What to run: resblocks, mlp or matmul (default: resblocks)
+        /// What to run: unet (a model preset's training step), resblocks, mlp or matmul [default: unet]
         workload: Option<Workload>,
+        /// Model preset of the unet workload
+        #[arg(long, default_value = "mnist")]
+        preset: String,
+        /// Batch of the unet workload
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
         /// Profiled steps (after one unprofiled warm-up step)
         #[arg(long, default_value_t = 3)]
         steps: usize,
@@ -91,12 +97,15 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Info => commands::info::run(choice),
         Command::Profile {
             workload,
+            preset,
+            batch,
             steps,
             json,
             trace,
         } => commands::profile::run(
             choice,
             workload.unwrap_or(Workload::DEFAULT),
+            &ModelSetup { preset, batch },
             steps,
             json,
             trace.as_deref(),

@@ -19,8 +19,8 @@ pub enum Workload {
     /// 16x16) -> nearest upsample, added back -> ResBlock, 64 channels, batch 16 (the U-Net's
     /// layers until the U-Net exists): forward, MSE, backward, Adam step.
     ResBlocks,
-    /// A training step of the `mnist` U-Net preset at batch 64: noisy images at random
-    /// timesteps, predicted noise, MSE, backward, Adam step.
+    /// A training step of a model preset (default `mnist`, batch 64; see [`ModelSetup`]):
+    /// noisy images at random timesteps, predicted noise, MSE, backward, Adam step.
     UNet,
 }
 
@@ -41,7 +41,7 @@ impl Workload {
         match self {
             Workload::Mlp => "2-64-64-1 tanh MLP on 256 points: forward, MSE, backward, Adam step",
             Workload::Matmul => "512x512 @ 512x512 matmul: forward, sum, backward",
-            Workload::UNet => "U-Net preset mnist (2,287,489 parameters), batch 64 at 28x28: forward, MSE, backward, Adam step",
+            Workload::UNet => "a model preset's training step: forward, MSE, backward, Adam step",
             Workload::ResBlocks => {
                 "ResBlock 32x32, attention (4 heads) at 16x16, ResBlock; 64 channels, batch 16: forward, MSE, backward, Adam step"
             }
@@ -49,7 +49,7 @@ impl Workload {
     }
 
     /// Builds the model and data; the returned closure records one step on `gpu`.
-    pub fn prepare(self, gpu: &Gpu) -> Result<Box<dyn FnMut() -> Result<()>>> {
+    pub fn prepare(self, gpu: &Gpu, model: &ModelSetup) -> Result<Box<dyn FnMut() -> Result<()>>> {
         let mut rng = Rng::new(0);
         match self {
             Workload::Mlp => {
@@ -90,10 +90,11 @@ impl Workload {
                 }))
             }
             Workload::UNet => {
-                let batch = 64;
-                let net = crate::models::preset("mnist")?.build(gpu, 0)?;
-                let x = rng.normal(gpu, &[batch, 1, 28, 28], 0.0, 1.0, DType::F32)?;
-                let noise = rng.normal(gpu, &[batch, 1, 28, 28], 0.0, 1.0, DType::F32)?;
+                let (batch, config) = (model.batch, crate::models::preset(&model.preset)?);
+                let [c, h, w] = crate::train::sample::image_shape(&config);
+                let net = config.build(gpu, 0)?;
+                let x = rng.normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
+                let noise = rng.normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
                 let t: Vec<f32> = (0..batch).map(|i| (i * 997 % 1000) as f32).collect();
                 let params = net.named_params().into_iter().map(|(_, p)| p).collect();
                 let mut opt = Adam::new(params, AdamConfig::default())?;
@@ -126,6 +127,14 @@ impl Workload {
     }
 }
 
+/// The model the `unet` workload trains.
+pub struct ModelSetup {
+    /// Model preset (`wgdiff model`).
+    pub preset: String,
+    /// Images per step.
+    pub batch: usize,
+}
+
 impl std::str::FromStr for Workload {
     type Err = String;
     fn from_str(s: &str) -> Result<Workload, String> {
@@ -143,8 +152,8 @@ impl std::str::FromStr for Workload {
 /// One warm-up step (compiles pipelines, runs the autotuner), then `steps` steps, each
 /// profiled on its own (start and stop wait for an idle device). Returns every step's
 /// profile; `Profile::extend` merges them.
-pub fn run(gpu: &Gpu, workload: Workload, steps: usize) -> Result<Vec<Profile>> {
-    let mut step = workload.prepare(gpu)?;
+pub fn run(gpu: &Gpu, workload: Workload, model: &ModelSetup, steps: usize) -> Result<Vec<Profile>> {
+    let mut step = workload.prepare(gpu, model)?;
     step()?;
     gpu.sync()?;
     (0..steps.max(1))

@@ -5,7 +5,7 @@ use super::open_gpu;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
-use wgdiff::bench::profile::Workload;
+use wgdiff::bench::profile::{ModelSetup, Workload};
 use wgdiff::gpu::describe;
 use wgdiff::AdapterChoice;
 
@@ -13,6 +13,7 @@ use wgdiff::AdapterChoice;
 pub fn run(
     choice: AdapterChoice,
     workload: Workload,
+    model: &ModelSetup,
     steps: usize,
     json: bool,
     trace: Option<&Path>,
@@ -38,10 +39,19 @@ pub fn run(
             .iter()
             .find(|(_, w)| *w == workload)
             .map_or("?", |(n, _)| n),
-        workload.describe(),
+        if workload == Workload::UNet {
+            format!(
+                "{}: preset {}, batch {}",
+                workload.describe(),
+                model.preset,
+                model.batch
+            )
+        } else {
+            workload.describe().to_string()
+        },
         steps.max(1)
     ));
-    let profiles = wgdiff::bench::profile::run(&gpu, workload, steps)?;
+    let profiles = wgdiff::bench::profile::run(&gpu, workload, model, steps)?;
     for (i, p) in profiles.iter().enumerate() {
         let wall_ms = p.wall_ns.unwrap_or(0.0) * 1e-6;
         let ops_ms = p.op_ns() * 1e-6;
