@@ -27,6 +27,9 @@ pub struct TrainArgs {
     /// Total optimiser steps [default: 40]
     #[arg(long)]
     steps: Option<usize>,
+    /// Passes over the data (sets the step count from the dataset size)
+    #[arg(long, conflicts_with = "steps")]
+    epochs: Option<usize>,
     /// Images per step [default: 64]
     #[arg(long)]
     batch: Option<usize>,
@@ -103,6 +106,9 @@ impl TrainArgs {
             grid_steps,
             max_minutes
         );
+        if self.epochs.is_some() {
+            c.epochs = self.epochs;
+        }
         if self.flip {
             c.flip = true;
         }

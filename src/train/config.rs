@@ -18,6 +18,8 @@ pub struct TrainConfig {
     pub data: String,
     /// Optimiser steps.
     pub steps: usize,
+    /// Passes over the data; when given, sets `steps` to epochs x batches per epoch.
+    pub epochs: Option<usize>,
     /// Images per step.
     pub batch: usize,
     /// Adam learning rate after warm-up.
@@ -59,6 +61,7 @@ impl Default for TrainConfig {
             model: None,
             data: "mnist".into(),
             steps: 40,
+            epochs: None,
             batch: 64,
             lr: 1e-3,
             warmup: 10,

@@ -65,6 +65,10 @@ impl Trainer {
         let process = default_process(&model);
         let data = Arc::new(load_data(&config.data)?);
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
+        let mut config = config;
+        if let Some(epochs) = config.epochs {
+            config.steps = epochs * batcher.batches_per_epoch();
+        }
         let state = TrainState {
             batcher: batcher.state().clone(),
             config,
