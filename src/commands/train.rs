@@ -72,7 +72,7 @@ pub struct TrainArgs {
     /// Min-SNR-gamma loss weighting (e.g. 5)
     #[arg(long)]
     min_snr_gamma: Option<f32>,
-    /// Stop after this many minutes even if steps remain; 0 = no limit [default: 12]
+    /// Stop after this many minutes even if steps remain; 0 = no limit [default: 7]
     #[arg(long)]
     max_minutes: Option<f32>,
 }

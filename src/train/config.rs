@@ -76,7 +76,7 @@ impl Default for TrainConfig {
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,
-            max_minutes: 12.0,
+            max_minutes: 7.0,
         }
     }
 }
