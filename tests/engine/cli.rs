@@ -1,5 +1,5 @@
-//! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench matmul|block --json`
-//! print one well-formed object per measurement, `profile --trace` writes a Chrome trace.
+//! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench --json` rows are
+//! well formed, `profile --trace` writes a Chrome trace, train -> sample writes its files.
 
 use std::process::Command;
 
@@ -126,4 +126,96 @@ fn profile_names_an_unwritable_trace_path() {
         stderr.contains("/nonexistent-dir/trace.json") && !stderr.contains("panicked"),
         "{stderr}"
     );
+}
+
+#[test]
+fn train_then_sample_write_checkpoint_grids_and_frames() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-train-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        let out = wgdiff()
+            .args(args)
+            .env("WGDIFF_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let out = dir.join("run");
+    let log = run(&[
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--batch",
+        "4",
+        "--grid-images",
+        "4",
+        "--grid-steps",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(log.contains("step 2/2") && log.contains("loss"), "{log}");
+    for file in ["checkpoint.safetensors", "config.json", "samples.png"] {
+        assert!(out.join(file).exists(), "{file} missing; log: {log}");
+    }
+    let grid = dir.join("grid.png");
+    let frames = dir.join("frames");
+    let checkpoint = out.join("checkpoint.safetensors");
+    let log = run(&[
+        "sample",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "--count",
+        "4",
+        "--steps",
+        "3",
+        "--out",
+        grid.to_str().unwrap(),
+        "--frames",
+        frames.to_str().unwrap(),
+    ]);
+    assert!(log.contains("3 network evaluations"), "{log}");
+    let decoded = image::open(&grid).unwrap();
+    // 2 x 2 digits upscaled twice, with padding.
+    assert!(
+        decoded.width() == decoded.height() && decoded.width() > 4 * 28,
+        "{}x{}",
+        decoded.width(),
+        decoded.height()
+    );
+    for step in 0..3 {
+        assert!(frames.join(format!("step_{step:04}_xt.png")).exists());
+        assert!(frames.join(format!("step_{step:04}_x0.png")).exists());
+    }
+    let bad = wgdiff()
+        .args(["sample", "--checkpoint", "/nonexistent.safetensors"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && stderr.contains("/nonexistent.safetensors"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn model_summary_reports_the_preset_parameter_counts() {
+    for (preset, trainable, fixed) in [("mnist", 2_287_489, 0), ("ncsn-mnist", 1_115_297, 128)] {
+        let out = wgdiff()
+            .args(["model", "--preset", preset, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["trainable_params"], trainable, "{preset}");
+        assert_eq!(doc["fixed_params"], fixed, "{preset}");
+    }
+    let out = wgdiff().args(["model", "--preset", "mnist"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Trainable params: 2,287,489"));
 }
