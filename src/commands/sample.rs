@@ -23,11 +23,11 @@ pub struct SampleArgs {
     /// for DDPM models, pc for the VE ScoreNet, ald for NCSN]
     #[arg(long)]
     sampler: Option<String>,
-    /// Sampler steps [default: the sampler's own, e.g. 50 for ddim]
+    /// Sampler steps [default: 25 with the default sampler, else the sampler's own, e.g. 50 for ddim]
     #[arg(long)]
     steps: Option<usize>,
     /// Images to draw
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 16)]
     count: usize,
     /// Class of every image (class-conditional models)
     #[arg(long)]
@@ -69,7 +69,7 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     };
     let request = SampleRequest {
         sampler,
-        steps: args.steps,
+        steps: args.steps.or(args.sampler.is_none().then_some(25)),
         count: args.count,
         seed: args.seed,
         skip_exponent: args.skip_exponent,

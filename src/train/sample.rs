@@ -138,6 +138,7 @@ pub fn sample_net(
         steps: request.steps,
         skip_exponent: request.skip_exponent,
         on_step: request.frames.is_some().then_some(&mut write_frame),
+        clip_x0: Some(1.0),
     };
     let mut rng = Rng::new(request.seed);
     let out = request

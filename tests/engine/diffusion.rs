@@ -246,6 +246,7 @@ fn skip_schedule_reaches_the_network_and_the_callback() {
         steps: Some(10),
         skip_exponent: 2.0,
         on_step: Some(&mut on_step),
+        clip_x0: None,
     };
     let ddim = Sampler::Ddim {
         eta: 0.0,
@@ -373,4 +374,41 @@ fn samplers_name_the_processes_they_fit() {
     .unwrap()
     .to_string();
     assert!(bad.contains("sigma > 1"), "{bad}");
+}
+
+#[test]
+fn clip_x0_keeps_data_predictions_in_range() {
+    // A denoiser whose noise prediction is far off: unclipped DDIM leaves [-1, 1], clipped
+    // DDIM / DPM-Solver++ end on a clamped x0.
+    let wild = |x: &Tensor, _t: f32, _skip: usize| x.mul_scalar(-3.0);
+    let process = Process::ddpm();
+    let run = |sampler: &str, clip: Option<f32>| -> Vec<f32> {
+        let sampler: Sampler = sampler.parse().unwrap();
+        let options = SampleOptions {
+            steps: Some(8),
+            clip_x0: clip,
+            ..SampleOptions::default()
+        };
+        let mut noise = Rng::new(5);
+        let out = sampler
+            .run(&process, &wild, gpu(), &[64, 4], &mut noise, options)
+            .unwrap();
+        out.samples.to_vec().unwrap()
+    };
+    let free = run("ddim", None);
+    assert!(
+        free.iter().any(|v| v.abs() > 1.5),
+        "the unclipped run should leave [-1, 1]"
+    );
+    for sampler in ["ddim", "ddpm"] {
+        let clipped = run(sampler, Some(1.0));
+        assert!(
+            clipped.iter().all(|v| v.abs() <= 1.0 + 1e-6),
+            "{sampler}: {:?}",
+            &clipped[..8]
+        );
+    }
+    // DPM-Solver++(2M) extrapolates from two clamped predictions, so it may overshoot a little.
+    let multistep = run("dpm-solver++", Some(1.0));
+    assert!(multistep.iter().all(|v| v.abs() <= 1.2), "{:?}", &multistep[..8]);
 }

@@ -14,6 +14,9 @@ pub(super) struct Context<'a, 'b> {
     skip_exponent: f32,
     /// Network evaluations so far.
     pub evaluations: usize,
+    /// Clamp predicted x0 to [-c, c] (and recompute eps from it) in the data-prediction
+    /// samplers (DDPM, DDIM, DPM-Solver++).
+    pub clip_x0: Option<f32>,
     on_step: Option<&'a mut OnStep<'b>>,
     rng: &'a mut Rng,
     gpu: &'a Gpu,
@@ -35,6 +38,7 @@ impl<'a, 'b> Context<'a, 'b> {
             denoiser,
             skip_exponent,
             evaluations: 0,
+            clip_x0: None,
             on_step,
             rng,
             gpu,
@@ -65,19 +69,28 @@ impl<'a, 'b> Context<'a, 'b> {
         Ok((out, self.marginals.level(t as f32)))
     }
 
-    /// (eps, x0) predicted at `t`.
+    /// (eps, x0) predicted at `t` (x0 clamped, and eps made consistent with it, under `clip_x0`).
     pub fn eps_and_x0(&mut self, x: &Tensor, t: f64) -> Result<(Tensor, Tensor)> {
         let (raw, level) = self.raw(x, t)?;
-        Ok((
-            self.marginals.eps(&raw, x, level)?,
-            self.marginals.x0(&raw, x, level)?,
-        ))
+        let x0 = self.marginals.x0(&raw, x, level)?;
+        match self.clip_x0 {
+            Some(c) => {
+                let x0 = x0.clamp(-c, c)?;
+                let eps = combine(x, 1.0 / level.std, &x0, -level.alpha / level.std)?;
+                Ok((eps, x0))
+            }
+            None => Ok((self.marginals.eps(&raw, x, level)?, x0)),
+        }
     }
 
-    /// x0 predicted at `t`.
+    /// x0 predicted at `t` (clamped under `clip_x0`).
     pub fn x0(&mut self, x: &Tensor, t: f64) -> Result<Tensor> {
         let (raw, level) = self.raw(x, t)?;
-        self.marginals.x0(&raw, x, level)
+        let x0 = self.marginals.x0(&raw, x, level)?;
+        match self.clip_x0 {
+            Some(c) => x0.clamp(-c, c),
+            None => Ok(x0),
+        }
     }
 
     /// The score of x_t's marginal at `t`.

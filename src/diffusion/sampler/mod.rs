@@ -57,6 +57,10 @@ pub struct SampleOptions<'a> {
     pub skip_exponent: f32,
     /// Called after every step (ALD: every level; RK45: every accepted step).
     pub on_step: Option<&'a mut OnStep<'a>>,
+    /// Clamp the predicted x0 to [-c, c] in DDPM, DDIM and DPM-Solver++ (images scaled to
+    /// [-1, 1]: `Some(1.0)`, as DDPM's sampler does); eps is recomputed from the clamped x0.
+    /// Score-based samplers ignore it.
+    pub clip_x0: Option<f32>,
 }
 
 /// The per-step callback; an error stops sampling.
@@ -175,6 +179,7 @@ impl Sampler {
             gpu,
             shape,
         );
+        ctx.clip_x0 = options.clip_x0;
         let samples = match *self {
             Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform)?,
             Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing)?,
