@@ -15,7 +15,7 @@ pub struct TrainArgs {
     /// TOML file with any of the settings below (flags given here win)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Continue the run saved in this checkpoint (its settings; --steps and --max-minutes may change)
+    /// Continue the run saved in this checkpoint (its settings; --steps, --max-minutes and --out may change)
     #[arg(long, value_name = "CHECKPOINT")]
     resume: Option<PathBuf>,
     /// Model preset: mnist (default), mnist-small, tiny, cifar10, ncsn-mnist (see `wgdiff model`)
@@ -129,8 +129,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         Some(path) => Trainer::resume(gpu, path, args.steps)?,
         None => Trainer::new(gpu, args.config()?)?,
     };
-    if let (Some(_), Some(minutes)) = (&args.resume, args.max_minutes) {
-        trainer.state.config.max_minutes = minutes;
+    if args.resume.is_some() {
+        if let Some(minutes) = args.max_minutes {
+            trainer.state.config.max_minutes = minutes;
+        }
+        if let Some(out) = &args.out {
+            trainer.state.config.out = out.clone();
+        }
     }
     let c = trainer.state.config.clone();
     let params: usize = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();
