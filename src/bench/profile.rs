@@ -100,7 +100,11 @@ impl Workload {
                 Ok(Box::new(move || {
                     opt.zero_grad();
                     let x_t = x.mul_scalar(0.6)?.add(&noise.mul_scalar(0.8)?)?;
-                    let loss = net.forward(&x_t, &t, None, 0)?.sub(&noise)?.square()?.mean_all()?;
+                    let loss = net
+                        .forward(&x_t, &t, None, 0)?
+                        .sub(&noise)?
+                        .square()?
+                        .mean_all()?;
                     crate::backward(&loss)?;
                     opt.step()
                 }))
