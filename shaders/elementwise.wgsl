@@ -1,8 +1,15 @@
 // Elementwise kernels: unary maps (with scalar parameters a, b), binary maps with
 // broadcasting, and their backward passes. OP is a template constant, so each op
 // compiles to its own straight-line pipeline. Values are computed in f32.
+// Each invocation handles ELEMS elements WG apart (few, large workgroups: cheap on CPU
+// adapters; neighbouring lanes still touch neighbouring elements). Binary maps see the
+// output as rows of its last dim (the Rust side merges dims that broadcast alike, so a
+// same-shape or bias-like operand has at most two dims) and follow each element's row and
+// column with a cursor: source offsets are decoded once per row, never per element.
 
 const OP: u32 = {{OP}}u;
+const WG: u32 = 64u;
+const ELEMS: u32 = 16u;
 
 struct Params {
     n: u32,
@@ -28,8 +35,9 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> glhs: array<{{T}}>;
 @group(0) @binding(5) var<storage, read_write> grhs: array<{{T}}>;
 
-fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * 64u + lid;
+// Index of this invocation's first element; the others follow WG apart.
+fn first_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * WG * ELEMS + lid;
 }
 
 // tanh that stays finite for large |v| on every driver.
@@ -128,57 +136,107 @@ fn binary_grad(l: f32, r: f32) -> vec2<f32> {
     }
 }
 
-// Broadcast source offsets of output element i: (lhs index, rhs index).
-fn source_indices(i: u32) -> vec2<u32> {
-    var rem = i;
-    var li = 0u;
-    var ri = 0u;
-    for (var k = i32(p.rank) - 1; k >= 0; k--) {
-        let q = u32(k) / 4u;
-        let r = u32(k) % 4u;
-        let dim = p.shape[q][r];
-        let c = rem % dim;
-        rem = rem / dim;
-        li += c * p.a_strides[q][r];
-        ri += c * p.b_strides[q][r];
+fn dim(k: u32) -> u32 {
+    return p.shape[k / 4u][k % 4u];
+}
+
+fn strides(k: u32) -> vec2<u32> {
+    return vec2<u32>(p.a_strides[k / 4u][k % 4u], p.b_strides[k / 4u][k % 4u]);
+}
+
+// Offsets into (lhs, rhs) of the start of output row `row` (a row is the last dim).
+fn row_offsets(row: u32) -> vec2<u32> {
+    var rem = row;
+    var off = vec2<u32>(0u);
+    for (var k = p.rank - 1u; k > 0u; k--) {
+        var c = rem;
+        if (k > 1u) {
+            c = rem % dim(k - 1u);
+            rem = rem / dim(k - 1u);
+        }
+        off += c * strides(k - 1u);
     }
-    return vec2<u32>(li, ri);
+    return off;
+}
+
+// Output element (row, col), its row's source offsets, the row length, the column strides,
+// and the row/column steps of WG elements.
+struct Cursor {
+    row: u32,
+    col: u32,
+    off: vec2<u32>,
+    cols: u32,
+    step: vec2<u32>,
+    dr: u32,
+    dc: u32,
+}
+
+fn cursor(first: u32) -> Cursor {
+    let cols = dim(p.rank - 1u);
+    let row = first / cols;
+    return Cursor(row, first % cols, row_offsets(row), cols, strides(p.rank - 1u), WG / cols, WG % cols);
+}
+
+// (lhs index, rhs index) of the cursor's element.
+fn source(c: Cursor) -> vec2<u32> {
+    return c.off + c.col * c.step;
+}
+
+fn advance(c: ptr<function, Cursor>) {
+    var row = (*c).row + (*c).dr;
+    (*c).col += (*c).dc;
+    if ((*c).col >= (*c).cols) {
+        (*c).col -= (*c).cols;
+        row += 1u;
+    }
+    if (row != (*c).row) {
+        (*c).row = row;
+        (*c).off = row_offsets(row);
+    }
 }
 
 @compute @workgroup_size(64)
 fn unary_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid);
-    if (i >= p.n) { return; }
-    y[i] = {{T}}(unary(f32(x[i])));
+    let first = first_id(wid, nwg, lid);
+    for (var i = first; i < min(p.n, first + ELEMS * WG); i += WG) {
+        y[i] = {{T}}(unary(f32(x[i])));
+    }
 }
 
 @compute @workgroup_size(64)
 fn unary_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid);
-    if (i >= p.n) { return; }
-    gx[i] = {{T}}(f32(gy[i]) * unary_grad(f32(x[i])));
+    let first = first_id(wid, nwg, lid);
+    for (var i = first; i < min(p.n, first + ELEMS * WG); i += WG) {
+        gx[i] = {{T}}(f32(gy[i]) * unary_grad(f32(x[i])));
+    }
 }
 
 @compute @workgroup_size(64)
 fn binary_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid);
-    if (i >= p.n) { return; }
-    let s = source_indices(i);
-    out[i] = {{T}}(binary(f32(lhs[s.x]), f32(rhs[s.y])));
+    let first = first_id(wid, nwg, lid);
+    var c = cursor(first);
+    for (var i = first; i < min(p.n, first + ELEMS * WG); i += WG) {
+        let s = source(c);
+        out[i] = {{T}}(binary(f32(lhs[s.x]), f32(rhs[s.y])));
+        advance(&c);
+    }
 }
 
 // Gradients in the output's (broadcast) shape; the caller sums them down to each input.
 @compute @workgroup_size(64)
 fn binary_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid);
-    if (i >= p.n) { return; }
-    let s = source_indices(i);
-    let d = binary_grad(f32(lhs[s.x]), f32(rhs[s.y]));
-    let g = f32(gout[i]);
-    glhs[i] = {{T}}(g * d.x);
-    grhs[i] = {{T}}(g * d.y);
+    let first = first_id(wid, nwg, lid);
+    var c = cursor(first);
+    for (var i = first; i < min(p.n, first + ELEMS * WG); i += WG) {
+        let s = source(c);
+        let d = binary_grad(f32(lhs[s.x]), f32(rhs[s.y]));
+        let g = f32(gout[i]);
+        glhs[i] = {{T}}(g * d.x);
+        grhs[i] = {{T}}(g * d.y);
+        advance(&c);
+    }
 }

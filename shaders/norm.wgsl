@@ -1,4 +1,5 @@
-// Normalization of an NCHW tensor viewed as [N, C, S] (S = H*W), one row per workgroup:
+// Normalization of an NCHW tensor viewed as [N, C, S] (S = H*W), one row per invocation
+// (the *_lane kernels) or per workgroup (the autotuner picks):
 // GroupNorm (a row is one (n, group): Cg channels x S positions) and channel LayerNorm (a row
 // is one (n, position): C channels). Each row is normalized, xhat = (x - mean) * rstd, then
 // z = xhat * a[n, c] + b[n, c] and y = act(z) (identity or SiLU). COEF picks where a, b come
@@ -70,20 +71,37 @@ fn wg_sum(lid: u32, v: vec2<f32>) -> vec2<f32> {
     return total;
 }
 
-// Element j of row r: (flat index, n, c).
-fn elem(r: u32, j: u32) -> vec3<u32> {
+// A cursor over elements first, first + step, ... of row r, advanced without per-element
+// division (slow on CPU adapters): i is the flat index, c the channel, s the position within
+// the row's block of sj = S / sr positions of channel c; n is the row's sample.
+struct Walk {
+    i: u32,
+    c: u32,
+    s: u32,
+    n: u32,
+    sj: u32,
+    dc: u32, // step / sj
+    ds: u32, // step % sj
+}
+
+fn walk(r: u32, first: u32, step: u32) -> Walk {
     let groups = p.c / p.cg;
     let sj = p.s / p.sr;
     let n = r / (groups * p.sr);
-    let g = (r / p.sr) % groups;
-    let c = g * p.cg + j / sj;
-    let pos = (r % p.sr) * sj + j % sj;
-    return vec3<u32>((n * p.c + c) * p.s + pos, n, c);
+    let c = (r / p.sr) % groups * p.cg + first / sj;
+    let s = first % sj;
+    return Walk((n * p.c + c) * p.s + r % p.sr * sj + s, c, s, n, sj, step / sj, step % sj);
 }
 
-// The row holding position `pos` of channel c of sample n.
-fn row_of(n: u32, c: u32, pos: u32) -> u32 {
-    return (n * (p.c / p.cg) + c / p.cg) * p.sr + pos / (p.s / p.sr);
+fn advance(w: ptr<function, Walk>) {
+    (*w).c += (*w).dc;
+    (*w).s += (*w).ds;
+    (*w).i += (*w).dc * p.s + (*w).ds;
+    if ((*w).s >= (*w).sj) {
+        (*w).s -= (*w).sj;
+        (*w).c += 1u;
+        (*w).i += p.s - (*w).sj;
+    }
 }
 
 fn coef_table(n: u32, c: u32) -> vec2<f32> {
@@ -109,38 +127,116 @@ fn act_grad(z: f32) -> f32 {
     return select(1.0, s * (1.0 + z * (1.0 - s)), ACT == 1u);
 }
 
+// Each forward and backward pass visits elements first, first + step, ... of a row and
+// returns its partial sums. The *_lane entry points give each invocation a whole row
+// (first 0, step 1: no barriers, best on CPU adapters); the others give each workgroup a row
+// (first lid, step WG) and add the partial sums in workgroup memory.
+
+fn sum_x(r: u32, first: u32, step: u32) -> f32 {
+    var w = walk(r, first, step);
+    var acc = 0.0;
+    for (var j = first; j < p.len; j += step) {
+        acc += f32(x[w.i]);
+        advance(&w);
+    }
+    return acc;
+}
+
+fn sum_sq(r: u32, first: u32, step: u32, mean: f32) -> f32 {
+    var w = walk(r, first, step);
+    var acc = 0.0;
+    for (var j = first; j < p.len; j += step) {
+        let d = f32(x[w.i]) - mean;
+        acc += d * d;
+        advance(&w);
+    }
+    return acc;
+}
+
+fn write_y(r: u32, first: u32, step: u32, ms: vec2<f32>) {
+    var w = walk(r, first, step);
+    for (var j = first; j < p.len; j += step) {
+        let ab = coef_{{COEF}}(w.n, w.c);
+        y[w.i] = {{T}}(act((f32(x[w.i]) - ms.x) * ms.y * ab.x + ab.y));
+        advance(&w);
+    }
+}
+
+fn row_stats(sum: f32, sq: f32) -> vec2<f32> {
+    return vec2<f32>(sum / f32(p.len), inverseSqrt(sq / f32(p.len) + p.eps));
+}
+
+fn save_stats(r: u32, ms: vec2<f32>) {
+    stats[2u * r] = ms.x;
+    stats[2u * r + 1u] = ms.y;
+}
+
+@compute @workgroup_size(64)
+fn norm_forward_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = gid.x + gid.y * nwg.x * WG;
+    if (r >= p.rows) { return; }
+    let sum = sum_x(r, 0u, 1u);
+    let ms = row_stats(sum, sum_sq(r, 0u, 1u, sum / f32(p.len)));
+    save_stats(r, ms);
+    write_y(r, 0u, 1u, ms);
+}
+
 @compute @workgroup_size(64)
 fn norm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
     let r = wid.x + wid.y * nwg.x;
     if (r >= p.rows) { return; }
-    var sum = 0.0;
-    for (var j = lid; j < p.len; j += WG) {
-        sum += f32(x[elem(r, j).x]);
-    }
-    let mean = wg_sum(lid, vec2<f32>(sum, 0.0)).x / f32(p.len);
-    var sq = 0.0;
-    for (var j = lid; j < p.len; j += WG) {
-        let d = f32(x[elem(r, j).x]) - mean;
-        sq += d * d;
-    }
-    let rstd = inverseSqrt(wg_sum(lid, vec2<f32>(sq, 0.0)).x / f32(p.len) + p.eps);
+    let sum = wg_sum(lid, vec2<f32>(sum_x(r, lid, WG), 0.0)).x;
+    let sq = wg_sum(lid, vec2<f32>(sum_sq(r, lid, WG, sum / f32(p.len)), 0.0)).x;
+    let ms = row_stats(sum, sq);
     if (lid == 0u) {
-        stats[2u * r] = mean;
-        stats[2u * r + 1u] = rstd;
+        save_stats(r, ms);
     }
-    for (var j = lid; j < p.len; j += WG) {
-        let e = elem(r, j);
-        let ab = coef_{{COEF}}(e.y, e.z);
-        y[e.x] = {{T}}(act((f32(x[e.x]) - mean) * rstd * ab.x + ab.y));
+    write_y(r, lid, WG, ms);
+}
+
+// (xhat, dz) of x[i] with its row's (mean, rstd) and its channel's (a, b).
+fn xhat_dz(i: u32, ms: vec2<f32>, ab: vec2<f32>) -> vec2<f32> {
+    let xh = (f32(x[i]) - ms.x) * ms.y;
+    return vec2<f32>(xh, f32(gy[i]) * act_grad(xh * ab.x + ab.y));
+}
+
+fn saved_stats(r: u32) -> vec2<f32> {
+    return vec2<f32>(saved[2u * r], saved[2u * r + 1u]);
+}
+
+// Partial (sum dxh, sum dxh * xhat) over the row, dxh = dz * a.
+fn sum_dxh(r: u32, first: u32, step: u32) -> vec2<f32> {
+    let ms = saved_stats(r);
+    var w = walk(r, first, step);
+    var acc = vec2<f32>(0.0);
+    for (var j = first; j < p.len; j += step) {
+        let ab = coef_table(w.n, w.c);
+        let h = xhat_dz(w.i, ms, ab);
+        let dxh = h.y * ab.x;
+        acc += vec2<f32>(dxh, dxh * h.x);
+        advance(&w);
+    }
+    return acc;
+}
+
+// gx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)), with m those two means.
+fn write_gx(r: u32, first: u32, step: u32, m: vec2<f32>) {
+    let ms = saved_stats(r);
+    var w = walk(r, first, step);
+    for (var j = first; j < p.len; j += step) {
+        let ab = coef_table(w.n, w.c);
+        let h = xhat_dz(w.i, ms, ab);
+        gx[w.i] = {{T}}(ms.y * (h.y * ab.x - m.x - h.x * m.y));
+        advance(&w);
     }
 }
 
-// (xhat, dz) at flat index i of channel c of sample n, in row r.
-fn xhat_dz(i: u32, n: u32, c: u32, r: u32) -> vec2<f32> {
-    let xh = (f32(x[i]) - saved[2u * r]) * saved[2u * r + 1u];
-    let ab = coef_table(n, c);
-    return vec2<f32>(xh, f32(gy[i]) * act_grad(xh * ab.x + ab.y));
+@compute @workgroup_size(64)
+fn norm_backward_x_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = gid.x + gid.y * nwg.x * WG;
+    if (r >= p.rows) { return; }
+    write_gx(r, 0u, 1u, sum_dxh(r, 0u, 1u) / f32(p.len));
 }
 
 @compute @workgroup_size(64)
@@ -148,40 +244,48 @@ fn norm_backward_x(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                    @builtin(local_invocation_index) lid: u32) {
     let r = wid.x + wid.y * nwg.x;
     if (r >= p.rows) { return; }
-    var acc = vec2<f32>(0.0);
-    for (var j = lid; j < p.len; j += WG) {
-        let e = elem(r, j);
-        let h = xhat_dz(e.x, e.y, e.z, r);
-        let dxh = h.y * coef_table(e.y, e.z).x;
-        acc += vec2<f32>(dxh, dxh * h.x);
-    }
-    let m = wg_sum(lid, acc) / f32(p.len);
-    let rstd = saved[2u * r + 1u];
-    for (var j = lid; j < p.len; j += WG) {
-        let e = elem(r, j);
-        let h = xhat_dz(e.x, e.y, e.z, r);
-        let dxh = h.y * coef_table(e.y, e.z).x;
-        gx[e.x] = {{T}}(rstd * (dxh - m.x - h.x * m.y));
-    }
+    write_gx(r, lid, WG, wg_sum(lid, sum_dxh(r, lid, WG)) / f32(p.len));
 }
 
-// One workgroup per (n, c): the gradients of a[n, c] and b[n, c].
+// Partial (da, db) = (sum dz * xhat, sum dz) of the coefficients of (n, c) = (q / C, q % C)
+// over positions first, first + step, ... Rows are either whole channel groups (sr = 1: one
+// row for all positions) or single positions (sr = S: row rq + pos).
+fn sum_coef(q: u32, first: u32, step: u32) -> vec2<f32> {
+    let n = q / p.c;
+    let c = q % p.c;
+    let ab = coef_table(n, c);
+    let rq = (n * (p.c / p.cg) + c / p.cg) * p.sr;
+    let per_pos = select(0u, 1u, p.sr > 1u);
+    var acc = vec2<f32>(0.0);
+    for (var pos = first; pos < p.s; pos += step) {
+        let h = xhat_dz(q * p.s + pos, saved_stats(rq + pos * per_pos), ab);
+        acc += vec2<f32>(h.y * h.x, h.y);
+    }
+    return acc;
+}
+
+fn write_coef(q: u32, g: vec2<f32>) {
+    ga[q] = {{T}}(g.x);
+    gb[q] = {{T}}(g.y);
+}
+
+// One (n, c) per invocation: the gradients of a[n, c] and b[n, c].
+@compute @workgroup_size(64)
+fn norm_backward_coef_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let q = gid.x + gid.y * nwg.x * WG;
+    if (q >= p.batch * p.c) { return; }
+    write_coef(q, sum_coef(q, 0u, 1u));
+}
+
+// One (n, c) per workgroup.
 @compute @workgroup_size(64)
 fn norm_backward_coef(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_index) lid: u32) {
     let q = wid.x + wid.y * nwg.x;
     if (q >= p.batch * p.c) { return; }
-    let n = q / p.c;
-    let c = q % p.c;
-    var acc = vec2<f32>(0.0);
-    for (var pos = lid; pos < p.s; pos += WG) {
-        let h = xhat_dz(q * p.s + pos, n, c, row_of(n, c, pos));
-        acc += vec2<f32>(h.y * h.x, h.y);
-    }
-    let total = wg_sum(lid, acc);
+    let total = wg_sum(lid, sum_coef(q, lid, WG));
     if (lid == 0u) {
-        ga[q] = {{T}}(total.x);
-        gb[q] = {{T}}(total.y);
+        write_coef(q, total);
     }
 }
 

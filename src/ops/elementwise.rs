@@ -2,7 +2,7 @@
 //! scalar pow/affine/reciprocal, abs, square, sin, cos) and broadcasting binary maps, with backward.
 //! Kernels: shaders/elementwise.wgsl.
 
-use super::{check_rank, check_same_dtype, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
+use super::{check_rank, check_same_dtype, flat_groups, kernel_for, needs_f32_fallback, pack8};
 use crate::gpu::Cost;
 use crate::tensor::contiguous_strides;
 use crate::{shader, DType, Error, Result, Tensor};
@@ -145,6 +145,28 @@ pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// `shape` and the two operands' strides with size-1 dims dropped and neighbouring dims
+/// merged where both operands step through them alike (same shapes become one dim, a
+/// per-channel operand two), so the kernels decode few dims.
+fn merge_dims(shape: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let mut dims: Vec<[usize; 3]> = Vec::new();
+    for k in (0..shape.len()).filter(|&k| shape[k] != 1) {
+        let [d, a, b] = [shape[k], sa[k], sb[k]];
+        match dims.last_mut() {
+            Some(last) if last[1] == a * d && last[2] == b * d => *last = [last[0] * d, a, b],
+            _ => dims.push([d, a, b]),
+        }
+    }
+    if dims.is_empty() {
+        dims.push([1, 0, 0]);
+    }
+    (
+        dims.iter().map(|d| d[0]).collect(),
+        dims.iter().map(|d| d[1]).collect(),
+        dims.iter().map(|d| d[2]).collect(),
+    )
+}
+
 fn elementwise_params(n: usize, a: f32, b: f32, shape: &[usize], sa: &[usize], sb: &[usize]) -> Vec<u32> {
     let mut p = vec![n as u32, shape.len() as u32, a.to_bits(), b.to_bits()];
     p.extend(pack8(shape, 1));
@@ -178,7 +200,7 @@ impl Tensor {
             &params,
             &[self.buffer()],
             &[out.buffer()],
-            gpu.grid((n as u32).div_ceil(FLAT_WG)),
+            flat_groups(gpu, n),
             Cost::memory(op.names()[0], 2 * self.byte_len()),
         );
         let x = self.clone();
@@ -277,13 +299,12 @@ impl Tensor {
         let gpu = self.gpu();
         let out = Tensor::empty(gpu, &out_shape, self.dtype())?;
         let n = out.numel();
-        let params = if self.shape() == other.shape() {
-            elementwise_params(n, 0.0, 0.0, &[n], &[1], &[1])
-        } else {
-            let sa = broadcast_strides(self.shape(), &out_shape);
-            let sb = broadcast_strides(other.shape(), &out_shape);
-            elementwise_params(n, 0.0, 0.0, &out_shape, &sa, &sb)
-        };
+        let (shape, sa, sb) = merge_dims(
+            &out_shape,
+            &broadcast_strides(self.shape(), &out_shape),
+            &broadcast_strides(other.shape(), &out_shape),
+        );
+        let params = elementwise_params(n, 0.0, 0.0, &shape, &sa, &sb);
         let kernel = kernel_for(
             gpu,
             shader!("elementwise"),
@@ -298,7 +319,7 @@ impl Tensor {
             &params,
             &[self.buffer(), other.buffer()],
             &[out.buffer()],
-            gpu.grid((n as u32).div_ceil(FLAT_WG)),
+            flat_groups(gpu, n),
             Cost::memory(op.names()[0], self.byte_len() + other.byte_len() + out.byte_len()),
         );
         let (a, b) = (self.clone(), other.clone());
@@ -353,7 +374,7 @@ fn unary_backward(x: &Tensor, g: &Tensor, op: Unary) -> Result<Tensor> {
         &params,
         &[x.buffer(), g.buffer()],
         &[gx.buffer()],
-        gpu.grid((n as u32).div_ceil(FLAT_WG)),
+        flat_groups(gpu, n),
         Cost::memory(op.names()[1], 3 * x.byte_len()),
     );
     Ok(gx)
@@ -387,7 +408,7 @@ fn binary_backward(
                 params,
                 &[a.buffer(), b.buffer(), g.buffer()],
                 &[ga.buffer(), gb.buffer()],
-                gpu.grid((g.numel() as u32).div_ceil(FLAT_WG)),
+                flat_groups(gpu, g.numel()),
                 Cost::memory(op.names()[1], a.byte_len() + b.byte_len() + 3 * g.byte_len()),
             );
             (ga, gb)

@@ -26,6 +26,16 @@ use crate::{shader, DType, Error, Result, Tensor};
 /// Invocations per workgroup of the flat (one element per invocation) kernels.
 pub(crate) const FLAT_WG: u32 = 64;
 
+/// Elements each invocation of the elementwise and fill kernels handles, FLAT_WG apart
+/// (ELEMS in shaders/elementwise.wgsl and fill.wgsl): few, large workgroups are cheap on
+/// CPU adapters.
+pub(crate) const FLAT_ELEMS: u32 = 16;
+
+/// Workgroups of the elementwise and fill kernels covering `n` elements.
+pub(crate) fn flat_groups(gpu: &Gpu, n: usize) -> [u32; 3] {
+    gpu.grid((n as u32).div_ceil(FLAT_WG * FLAT_ELEMS))
+}
+
 /// Most dims a strided/broadcast kernel handles.
 pub const MAX_RANK: usize = 8;
 
@@ -43,7 +53,7 @@ pub(crate) fn fill_bits(gpu: &Gpu, buffer: &wgpu::Buffer, words: u64, bits: u32)
         &[words as u32, bits],
         &[],
         &[buffer],
-        gpu.grid((words as u32).div_ceil(FLAT_WG)),
+        flat_groups(gpu, words as usize),
         crate::gpu::Cost::memory("fill", 4 * words),
     );
 }

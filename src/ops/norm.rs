@@ -2,7 +2,7 @@
 //! GroupNorm -> FiLM scale/shift -> SiLU, forward and backward (shaders/norm.wgsl).
 
 use super::{check_same_dtype, kernel_for, needs_f32_fallback, FLAT_WG};
-use crate::gpu::Kernel;
+use crate::gpu::{Cost, Kernel, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Result, Tensor};
 
 /// How the rows of an [N, C, S] tensor are formed (see the Params of shaders/norm.wgsl).
@@ -52,11 +52,15 @@ impl Rows {
         self.batch * (self.channels / self.per_row) * self.blocks
     }
 
+    /// Elements per row.
+    fn len(&self) -> usize {
+        self.per_row * self.positions / self.blocks
+    }
+
     fn params(&self, coef_stride: usize, eps: f32) -> Vec<u32> {
-        let len = self.per_row * self.positions / self.blocks;
         let mut p: Vec<u32> = [
             self.count(),
-            len,
+            self.len(),
             self.batch,
             self.channels,
             self.positions,
@@ -124,6 +128,122 @@ fn norm_kernel(x: &Tensor, entry: &str, act: Act, coef: Coef, inputs: usize, out
     )
 }
 
+/// How a norm kernel spreads its rows (or (n, c) items) over invocations.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NormKernel {
+    /// One row per invocation (the `*_lane` entry points): no barriers, best on CPU adapters.
+    Lane,
+    /// One row per 64-invocation workgroup, partial sums added in workgroup memory.
+    Workgroup,
+}
+
+impl NormKernel {
+    /// The forms whose loops stay under [`MAX_LOOP_ITERATIONS`] when each row of `len`
+    /// elements is walked `passes` times.
+    pub fn available(len: usize, passes: usize) -> Vec<NormKernel> {
+        let fits = |step: usize| passes * len.div_ceil(step) <= MAX_LOOP_ITERATIONS;
+        let mut v = Vec::new();
+        if fits(1) {
+            v.push(NormKernel::Lane);
+        }
+        if fits(FLAT_WG as usize) {
+            v.push(NormKernel::Workgroup);
+        }
+        v
+    }
+}
+
+/// One norm pass: `entry` over `items` rows of `len` elements walked `passes` times.
+struct Pass<'a> {
+    entry: &'static str,
+    act: Act,
+    coef: Coef,
+    params: &'a [u32],
+    inputs: &'a [&'a wgpu::Buffer],
+    outputs: &'a [&'a wgpu::Buffer],
+    items: usize,
+    len: usize,
+    passes: usize,
+    /// Bytes read and written (for the profiler).
+    bytes: u64,
+}
+
+/// The autotuner's key for `entry` over `items` rows of `len` elements.
+fn tune_key(entry: &str, dtype: DType, items: usize, len: usize, per_position: bool) -> String {
+    format!(
+        "norm:{entry}:{dtype:?}:{}x{}:{}",
+        items.next_power_of_two(),
+        len.next_power_of_two(),
+        if per_position { "position" } else { "group" }
+    )
+}
+
+/// Pins the form of the forward and both backward norm kernels for inputs shaped like `x`
+/// normalized over `groups` channel groups (or, `per_position`, over the channels at each
+/// position), as the autotuner keys them (tests and benchmarks).
+pub fn pin_norm_kernel(x: &Tensor, groups: usize, per_position: bool, kind: NormKernel) -> Result<()> {
+    let rows = Rows::new("pin_norm_kernel", x, groups, per_position)?;
+    let label = format!("{kind:?}");
+    for (entry, items, len) in [
+        ("norm_forward", rows.count(), rows.len()),
+        ("norm_backward_x", rows.count(), rows.len()),
+        ("norm_backward_coef", rows.batch * rows.channels, rows.positions),
+    ] {
+        let key = tune_key(entry, x.dtype(), items, len, per_position);
+        x.gpu().tuner().set(&key, &label);
+    }
+    Ok(())
+}
+
+/// Runs `pass` in the form the autotuner measured fastest for its shape (once per rounded
+/// shape; the lane form by default on CPU adapters where nothing may be timed).
+fn run_pass(x: &Tensor, pass: Pass, per_position: bool) -> Result<()> {
+    let gpu = x.gpu();
+    let kinds = NormKernel::available(pass.len, pass.passes);
+    if kinds.is_empty() {
+        return Err(Error::shape(
+            pass.entry,
+            format!(
+                "rows of {} elements are longer than one norm kernel handles ({} loop iterations per invocation)",
+                pass.len, MAX_LOOP_ITERATIONS
+            ),
+        ));
+    }
+    let key = tune_key(pass.entry, x.dtype(), pass.items, pass.len, per_position);
+    let fallback = if gpu.is_cpu() { 0 } else { kinds.len() - 1 };
+    let labels: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
+    let run = |kind: NormKernel| {
+        let (entry, groups) = match kind {
+            NormKernel::Lane => (
+                format!("{}_lane", pass.entry),
+                (pass.items as u32).div_ceil(FLAT_WG),
+            ),
+            NormKernel::Workgroup => (pass.entry.to_string(), pass.items as u32),
+        };
+        gpu.dispatch_named(
+            &norm_kernel(
+                x,
+                &entry,
+                pass.act,
+                pass.coef,
+                pass.inputs.len(),
+                pass.outputs.len(),
+            ),
+            pass.params,
+            pass.inputs,
+            pass.outputs,
+            gpu.grid(groups),
+            Cost::memory(pass.entry, pass.bytes),
+        );
+    };
+    let choice = gpu.tuner().choose(gpu, &key, &labels, fallback, |c| {
+        run(kinds[c]);
+        Ok(())
+    })?;
+    run(kinds[choice]);
+    Ok(())
+}
+
 /// Normalizes the rows of `x` and applies y = act(xhat * a + b), with a, b from `coef`
 /// reading `coefs` (gamma, beta, and for FiLM scale, shift); returns y and the per-row
 /// (mean, rstd) the backward needs.
@@ -142,13 +262,22 @@ fn normalize(
         .chain(coefs.iter().copied())
         .map(Tensor::buffer)
         .collect();
-    gpu.dispatch(
-        &norm_kernel(x, "norm_forward", act, coef, inputs.len(), 2),
-        &rows.params(0, eps),
-        &inputs,
-        &[y.buffer(), stats.buffer()],
-        gpu.grid(rows.count() as u32),
-    );
+    run_pass(
+        x,
+        Pass {
+            entry: "norm_forward",
+            act,
+            coef,
+            params: &rows.params(0, eps),
+            inputs: &inputs,
+            outputs: &[y.buffer(), stats.buffer()],
+            items: rows.count(),
+            len: rows.len(),
+            passes: 3,
+            bytes: 2 * x.byte_len(),
+        },
+        rows.blocks > 1,
+    )?;
     Ok((y, stats))
 }
 
@@ -170,20 +299,39 @@ fn normalize_backward(
     let gb = Tensor::empty(gpu, &nc, x.dtype())?;
     let params = rows.params(coef_stride, eps);
     let inputs = [x.buffer(), a.buffer(), b.buffer(), stats.buffer(), g.buffer()];
-    gpu.dispatch(
-        &norm_kernel(x, "norm_backward_x", act, Coef::Table, 5, 1),
-        &params,
-        &inputs,
-        &[gx.buffer()],
-        gpu.grid(rows.count() as u32),
-    );
-    gpu.dispatch(
-        &norm_kernel(x, "norm_backward_coef", act, Coef::Table, 5, 2),
-        &params,
-        &inputs,
-        &[ga.buffer(), gb.buffer()],
-        gpu.grid((rows.batch * rows.channels) as u32),
-    );
+    let per_position = rows.blocks > 1;
+    run_pass(
+        x,
+        Pass {
+            entry: "norm_backward_x",
+            act,
+            coef: Coef::Table,
+            params: &params,
+            inputs: &inputs,
+            outputs: &[gx.buffer()],
+            items: rows.count(),
+            len: rows.len(),
+            passes: 2,
+            bytes: 3 * x.byte_len(),
+        },
+        per_position,
+    )?;
+    run_pass(
+        x,
+        Pass {
+            entry: "norm_backward_coef",
+            act,
+            coef: Coef::Table,
+            params: &params,
+            inputs: &inputs,
+            outputs: &[ga.buffer(), gb.buffer()],
+            items: rows.batch * rows.channels,
+            len: rows.positions,
+            passes: 1,
+            bytes: 2 * x.byte_len(),
+        },
+        per_position,
+    )?;
     Ok((gx, ga, gb))
 }
 

@@ -169,6 +169,48 @@ fn binary_ops_broadcast_and_differentiate() {
 }
 
 #[test]
+fn broadcasts_over_many_workgroups_match_cpu_and_differentiate() {
+    // Each invocation handles 16 elements 64 apart and follows rows with a cursor: rows
+    // shorter and longer than 64, merged dims of rank 1, 2 and 3, scalar broadcast, sizes
+    // that are not a multiple of a workgroup's 1024 elements.
+    let shapes: [(&[usize], &[usize]); 7] = [
+        (&[41, 1001], &[41, 1001]),
+        (&[3, 5, 7, 50], &[1, 5, 1, 1]),
+        (&[2, 37, 30], &[37, 1]),
+        (&[1000, 3], &[3]),
+        (&[70, 130], &[70, 1]),
+        (&[4100], &[1]),
+        (&[3, 1, 700], &[1, 4, 1]),
+    ];
+    for dtype in dtypes() {
+        for op in [Binary::Add, Binary::Mul] {
+            for (sa, sb) in shapes {
+                let out = broadcast_shape(sa, sb).unwrap();
+                let mut r = rng();
+                let a = normal_vec(&mut r, sa.iter().product());
+                let b = normal_vec(&mut r, sb.iter().product());
+                let (sa2, sb2) = (sa.to_vec(), sb.to_vec());
+                check_op(
+                    &format!("{op:?} {sa:?} x {sb:?}"),
+                    dtype,
+                    &[(sa.to_vec(), a), (sb.to_vec(), b)],
+                    move |xs| cpu::binary(op, &xs[0], &sa2, &xs[1], &sb2, &out),
+                    |ts| ts[0].binary(&ts[1], op),
+                );
+            }
+        }
+        let x = sample_input(Unary::Silu, 5000);
+        check_op(
+            "Silu [5000]",
+            dtype,
+            &[(vec![5000], x)],
+            |xs| cpu::unary(Unary::Silu, &xs[0]),
+            |ts| ts[0].silu(),
+        );
+    }
+}
+
+#[test]
 fn incompatible_shapes_give_a_clear_error() {
     let a = upload(&[2, 3], &[0.0; 6], wgdiff::DType::F32);
     let b = upload(&[4], &[0.0; 4], wgdiff::DType::F32);

@@ -194,3 +194,69 @@ fn norm_shape_errors_name_the_shapes() {
         .to_string();
     assert!(err.contains("scale") && err.contains("[2, 6]"), "{err}");
 }
+
+#[test]
+fn every_norm_kernel_form_matches_cpu_and_differentiates() {
+    use wgdiff::ops::norm::{pin_norm_kernel, NormKernel};
+    // Rows longer than a workgroup's 64 lanes, positions not a multiple of 4, several
+    // channels per row, and channel LayerNorm rows longer than 64 channels.
+    let cases: [(Vec<usize>, usize, bool); 4] = [
+        (vec![2, 6, 9, 10], 2, false),
+        (vec![3, 4, 7], 4, false),
+        (vec![1, 70, 2, 3], 1, true),
+        (vec![2, 5, 3, 3], 1, true),
+    ];
+    for kind in [NormKernel::Lane, NormKernel::Workgroup] {
+        for dtype in dtypes() {
+            for (shape, groups, per_position) in &cases {
+                let (s, groups, per_position) = (shape.clone(), *groups, *per_position);
+                let pin = move |x: &Tensor| pin_norm_kernel(x, groups, per_position, kind);
+                check_op(
+                    &format!("{kind:?} norm {shape:?} groups {groups} per position {per_position}"),
+                    dtype,
+                    &norm_inputs(shape),
+                    move |xs| {
+                        let z = cpu::norm(&xs[0], &s, groups, per_position, &xs[1], &xs[2], EPS as f64);
+                        z.iter().map(|v| v / (1.0 + (-v).exp())).collect()
+                    },
+                    move |ts| {
+                        pin(&ts[0])?;
+                        if per_position {
+                            ts[0].layer_norm_channels(&ts[1], &ts[2], EPS)?.silu()
+                        } else {
+                            ts[0].group_norm_silu(groups, &ts[1], &ts[2], EPS)
+                        }
+                    },
+                );
+            }
+            let shape = vec![2, 6, 9, 10];
+            let s = shape.clone();
+            check_op(
+                &format!("{kind:?} group_norm_scale_shift_silu {shape:?}"),
+                dtype,
+                &film_inputs(&shape),
+                move |xs| {
+                    cpu::group_norm_scale_shift_silu(
+                        &xs[0], &s, 3, &xs[1], &xs[2], &xs[3], &xs[4], EPS as f64,
+                    )
+                },
+                move |ts| {
+                    pin_norm_kernel(&ts[0], 3, false, kind)?;
+                    ts[0].group_norm_scale_shift_silu(3, &ts[1], &ts[2], &ts[3], &ts[4], EPS)
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn norm_kernel_forms_respect_the_loop_budget() {
+    use wgdiff::ops::norm::NormKernel;
+    // The forward walks each row three times: a lane holds rows up to 20 000 elements.
+    assert_eq!(
+        NormKernel::available(20_000, 3),
+        [NormKernel::Lane, NormKernel::Workgroup]
+    );
+    assert_eq!(NormKernel::available(20_001, 3), [NormKernel::Workgroup]);
+    assert!(NormKernel::available(64 * 20_001, 3).is_empty());
+}
