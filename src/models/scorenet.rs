@@ -131,7 +131,7 @@ impl<C> Stage<C> {
     fn finish(&self, h: Tensor, e: &Tensor) -> Result<Tensor> {
         let d = self.dense.forward(e)?;
         let d = d.reshape(&[d.shape()[0], d.shape()[1], 1, 1])?;
-        self.norm.forward(&h.add(&d)?)?.silu()
+        self.norm.forward_silu(&h.add(&d)?)
     }
 }
 

@@ -413,7 +413,7 @@ impl DiffusionNet for UNet {
                 h = conv.forward(&h.upsample_nearest2x()?)?;
             }
         }
-        self.conv_out.forward(&self.norm_out.forward(&h)?.silu()?)
+        self.conv_out.forward(&self.norm_out.forward_silu(&h)?)
     }
 
     fn named_params(&self) -> Vec<(String, Tensor)> {

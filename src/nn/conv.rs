@@ -140,6 +140,11 @@ impl GroupNorm {
         x.group_norm(self.groups, &self.gamma, &self.beta, self.eps)
     }
 
+    /// `silu(forward(x))` in one kernel.
+    pub fn forward_silu(&self, x: &Tensor) -> Result<Tensor> {
+        x.group_norm_silu(self.groups, &self.gamma, &self.beta, self.eps)
+    }
+
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.gamma.clone(), self.beta.clone()]
     }

@@ -70,10 +70,10 @@ impl ResBlock {
     /// As [`ResBlock::forward`], with dropout drawn from `dropout_rng` when it is given
     /// (training mode) and the block's drop rate is positive.
     pub fn forward_with(&self, x: &Tensor, temb: &Tensor, dropout_rng: Option<&mut Rng>) -> Result<Tensor> {
-        let h = self.conv1.forward(&self.norm1.forward(x)?.silu()?)?;
+        let h = self.conv1.forward(&self.norm1.forward_silu(x)?)?;
         let t = self.time.forward(&temb.silu()?)?;
         let h = h.add(&t.reshape(&[t.shape()[0], t.shape()[1], 1, 1])?)?;
-        let mut h = self.norm2.forward(&h)?.silu()?;
+        let mut h = self.norm2.forward_silu(&h)?;
         if let Some(rng) = dropout_rng {
             h = dropout(&h, self.dropout, rng)?;
         }
