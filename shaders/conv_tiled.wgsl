@@ -1,5 +1,5 @@
 // Implicit-GEMM conv2d forward, tiled for the adapter: per group g, Y_g [Cout_g, N*P] =
-// W_g [Cout_g, K4] x X_col [K4, N*P] without materialising X_col. Each invocation owns
+// W_g [Cout_g, K4] x X_col [K4, N*P] + bias without materialising X_col. Each invocation owns
 // R output channels x (4*C4) output pixels in named vec4 accumulators; a workgroup of W
 // invocations shares the same output channels, so weights are read as vec4 along k at a
 // workgroup-uniform address (weights are repacked with K padded to K4 = multiple of 4, pad
@@ -9,7 +9,8 @@
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
-@group(0) @binding(3) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> bias: array<{{T}}>;
+@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
 
 // Input value at (ih, iw) of channel plane `plane`; 0 outside the image.
 fn gather(plane: u32, ih: i32, iw: i32) -> f32 {
@@ -52,10 +53,11 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     #for r in 0..{{R}}, j in 0..{{C4}} {
     if (row0 + {r}u < p.cout_g) {
         let out_row = g * p.cout_g + row0 + {r}u;
+        let b = f32(bias[out_row]);
         for (var e = 0u; e < 4u; e++) {
             let q = col0 + {j}u * 4u + e;
             if (q < cols) {
-                y[((q / pixels) * p.cout + out_row) * pixels + q % pixels] = {{T}}(acc{r}_{j}[e]);
+                y[((q / pixels) * p.cout + out_row) * pixels + q % pixels] = {{T}}(acc{r}_{j}[e] + b);
             }
         }
     }

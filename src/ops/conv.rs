@@ -288,15 +288,19 @@ impl Tensor {
             let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
             return x.conv2d(&w, b.as_ref(), opts, imp)?.to_dtype(DType::F16);
         }
+        check_bias(bias, geo.cout)?;
         let imp = resolve(self, weight, &geo, imp)?;
         let y = {
             let _g = crate::no_grad();
-            conv_forward(self, weight, &geo, imp)?
+            conv_forward(self, weight, bias, &geo, imp)?
         };
         let (x, w) = (self.clone(), weight.clone());
-        let y = y.with_grad_fn(
+        let mut inputs = vec![self.clone(), weight.clone()];
+        inputs.extend(bias.cloned());
+        let has_bias = bias.is_some_and(Tensor::tracks_grad);
+        Ok(y.with_grad_fn(
             "conv2d",
-            vec![self.clone(), weight.clone()],
+            inputs,
             Box::new(move |g| {
                 let dx = x
                     .tracks_grad()
@@ -306,10 +310,10 @@ impl Tensor {
                     .tracks_grad()
                     .then(|| conv_weight_grad(&x, g, &geo, imp))
                     .transpose()?;
-                Ok(vec![dx, dw])
+                let db = has_bias.then(|| g.sum(&[0, 2, 3], false)).transpose()?;
+                Ok(vec![dx, dw, db])
             }),
-        );
-        add_bias(y, bias)
+        ))
     }
 
     /// Transposed convolution: x [N, Cin, H, W], w [Cin, Cout/groups, KH, KW] (PyTorch layout);
@@ -392,7 +396,7 @@ impl Tensor {
             Box::new(move |g| {
                 let dx = xt
                     .tracks_grad()
-                    .then(|| conv_forward(g, &wt, &geo, imp))
+                    .then(|| conv_forward(g, &wt, None, &geo, imp))
                     .transpose()?;
                 let dw = wt
                     .tracks_grad()
@@ -405,19 +409,23 @@ impl Tensor {
     }
 }
 
+fn check_bias(bias: Option<&Tensor>, cout: usize) -> Result<()> {
+    match bias {
+        Some(b) if b.shape() != [cout] => Err(Error::shape(
+            "conv bias",
+            format!("bias {:?} should be [{cout}]", b.shape()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// y + bias (per output channel), differentiable.
 fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let c = y.shape()[1];
+    check_bias(bias, c)?;
     match bias {
         None => Ok(y),
-        Some(b) => {
-            let c = y.shape()[1];
-            if b.shape() != [c] {
-                return Err(Error::shape(
-                    "conv bias",
-                    format!("bias {:?} should be [{c}]", b.shape()),
-                ));
-            }
-            y.add(&b.reshape(&[1, c, 1, 1])?)
-        }
+        Some(b) => y.add(&b.reshape(&[1, c, 1, 1])?),
     }
 }
 
@@ -435,7 +443,7 @@ pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Res
     let choice = gpu
         .tuner()
         .choose(gpu, &geo.tuning_key(x.dtype()), &labels, fallback, |c| {
-            conv_forward(x, w, geo, candidates[c]).map(drop)
+            conv_forward(x, w, None, geo, candidates[c]).map(drop)
         })?;
     Ok(candidates[choice])
 }
@@ -445,7 +453,50 @@ fn flat_groups(gpu: &Gpu, n: usize) -> [u32; 3] {
 }
 
 /// y = conv(x, w) with implementation `imp` (never Auto).
-pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
+/// y = conv(x, w) (+ `bias` per output channel: inside the tiled kernel, else one add), with
+/// implementation `imp` (never Auto); records no graph.
+pub(crate) fn conv_forward(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    geo: &ConvGeometry,
+    imp: ConvImpl,
+) -> Result<Tensor> {
+    if imp == ConvImpl::Tiled {
+        return conv_forward_tiled(x, w, bias, geo);
+    }
+    let y = conv_forward_unbiased(x, w, geo, imp)?;
+    match bias {
+        Some(b) => y.add(&b.reshape(&[1, geo.cout, 1, 1])?),
+        None => Ok(y),
+    }
+}
+
+/// The implicit-GEMM forward with its tile autotuned per shape; the bias (zeros when None) is
+/// added by the kernel.
+fn conv_forward_tiled(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geo: &ConvGeometry) -> Result<Tensor> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
+    let k = geo.k();
+    let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
+    let bias = match bias {
+        Some(b) => b.clone(),
+        None => Tensor::zeros(gpu, &[geo.cout], dt)?,
+    };
+    let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
+    let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
+    let key = format!("{}:tile", geo.tuning_key(dt));
+    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+        let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+        dispatch_tiled(x, &w4, &bias, &scratch, geo, tiles[c]);
+        Ok(())
+    })?;
+    let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+    dispatch_tiled(x, &w4, &bias, &y, geo, tiles[choice]);
+    Ok(y)
+}
+
+/// y = conv(x, w) with the naive, direct or im2col implementation.
+fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
     let gpu = x.gpu();
     let dt = x.dtype();
     match imp {
@@ -466,7 +517,7 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
             let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
             let rows = geo.n * geo.cout;
             if rows > gpu.limits.max_compute_workgroups_per_dimension as usize {
-                return conv_forward(x, w, geo, ConvImpl::Naive);
+                return conv_forward_unbiased(x, w, geo, ConvImpl::Naive);
             }
             let kernel = kernel_for(gpu, shader!("conv_direct"), "conv_forward_direct", dt, &[], 2, 1);
             let groups = [geo.pixels().div_ceil(4 * FLAT_WG as usize) as u32, rows as u32, 1];
@@ -480,22 +531,6 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
             );
             Ok(y)
         }
-        ConvImpl::Tiled => {
-            let k = geo.k();
-            let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
-            let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
-            let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
-            let key = format!("{}:tile", geo.tuning_key(dt));
-            let fallback = 0;
-            let choice = gpu.tuner().choose(gpu, &key, &labels, fallback, |c| {
-                let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-                dispatch_tiled(x, &w4, &scratch, geo, tiles[c]);
-                Ok(())
-            })?;
-            let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-            dispatch_tiled(x, &w4, &y, geo, tiles[choice]);
-            Ok(y)
-        }
         ConvImpl::Im2col => in_batch_chunks(geo, dt, gpu, x, |xc, gc| {
             let col = im2col(xc, gc)?; // [G, K4, N*P]
             let y = grouped_weights(w, gc)?.matmul(&col)?; // [G, Cout_g, N*P]
@@ -503,13 +538,16 @@ pub(crate) fn conv_forward(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: Conv
                 .permute(&[2, 0, 1, 3])?
                 .reshape(&gc.output_shape())
         }),
-        ConvImpl::Auto => Err(Error::shape("conv2d", "Auto must be resolved before running")),
+        ConvImpl::Tiled | ConvImpl::Auto => Err(Error::shape(
+            "conv2d",
+            "internal: tiled runs through conv_forward_tiled and Auto must be resolved first",
+        )),
     }
 }
 
 /// Records the implicit-GEMM kernel with register tile `tile` (the matmul's tile shapes:
 /// output channels x pixels per invocation, invocations per workgroup).
-fn dispatch_tiled(x: &Tensor, w4: &Tensor, y: &Tensor, geo: &ConvGeometry, tile: BlockShape) {
+fn dispatch_tiled(x: &Tensor, w4: &Tensor, bias: &Tensor, y: &Tensor, geo: &ConvGeometry, tile: BlockShape) {
     let gpu = x.gpu();
     let kernel = kernel_for(
         gpu,
@@ -522,7 +560,7 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, y: &Tensor, geo: &ConvGeometry, tile:
             ("C", (4 * tile.col4).to_string()),
             ("W", tile.lanes.to_string()),
         ],
-        2,
+        3,
         1,
     );
     let cols = geo.n * geo.pixels();
@@ -534,7 +572,7 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, y: &Tensor, geo: &ConvGeometry, tile:
     gpu.dispatch_named(
         &kernel,
         &geo.params(),
-        &[x.buffer(), w4.buffer()],
+        &[x.buffer(), w4.buffer(), bias.buffer()],
         &[y.buffer()],
         groups,
         Cost::new("conv2d", geo.flops(), x.byte_len() + w4.byte_len() + y.byte_len()),
@@ -683,9 +721,9 @@ fn grouped_rows(dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
         .reshape(&[geo.opts.groups, geo.cout_g(), geo.n * geo.pixels()])
 }
 
-/// dx of conv(x, w) given dy. For stride 1 with the GEMM-based implementations this is itself
-/// a forward conv of dy with flipped, channel-swapped weights (so it runs on the same fast
-/// kernels); otherwise im2col's matmul + col2im, or the direct gather kernel.
+/// dx of conv(x, w) given dy. For stride 1 this is itself a forward conv of dy with flipped,
+/// channel-swapped weights (so it runs on the same kernels as the forward); otherwise
+/// im2col's matmul + col2im, or the direct gather kernel (also naive's backward).
 pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
     let gpu = dy.gpu();
     let dt = dy.dtype();
@@ -693,7 +731,7 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
     let as_conv = o.stride == (1, 1)
         && o.dilation.0 * (geo.kh - 1) >= o.padding.0
         && o.dilation.1 * (geo.kw - 1) >= o.padding.1
-        && matches!(imp, ConvImpl::Im2col | ConvImpl::Tiled);
+        && matches!(imp, ConvImpl::Im2col | ConvImpl::Tiled | ConvImpl::Direct);
     match imp {
         _ if as_conv => {
             let flipped = Tensor::empty(gpu, &[geo.cin, geo.cout_g(), geo.kh, geo.kw], dt)?;
@@ -716,7 +754,7 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
                 groups: o.groups,
             };
             let back_geo = ConvGeometry::new(dy.shape(), flipped.shape(), back)?;
-            conv_forward(dy, &flipped, &back_geo, imp)
+            conv_forward(dy, &flipped, None, &back_geo, imp)
         }
         ConvImpl::Naive | ConvImpl::Direct => {
             let dx = Tensor::empty(gpu, &geo.input_shape(), dt)?;
