@@ -587,7 +587,7 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
     let gpu = x.gpu();
     // Zero-pad the input once so the kernel's gathers need no bounds checks.
     let (ph, pw) = geo.opts.padding;
-    let x = &x.pad_axis(2, ph, ph)?.pad_axis(3, pw, pw)?;
+    let x = &x.pad(&[(0, 0), (0, 0), (ph, ph), (pw, pw)])?;
     let geo = &ConvGeometry::new(
         x.shape(),
         &geo.weight_shape(),

@@ -191,7 +191,7 @@ impl Tensor {
         ))
     }
 
-    /// Adds `before` and `after` zeros along `axis`.
+    /// Zero-pads axis `axis` with `before` and `after` elements.
     pub fn pad_axis(&self, axis: usize, before: usize, after: usize) -> Result<Tensor> {
         if axis >= self.rank() {
             return Err(Error::shape(
@@ -199,14 +199,35 @@ impl Tensor {
                 format!("axis {axis} out of range for {:?}", self.shape()),
             ));
         }
-        if before == 0 && after == 0 {
+        let mut pads = vec![(0, 0); self.rank()];
+        pads[axis] = (before, after);
+        self.pad(&pads)
+    }
+
+    /// Zero-pads every axis i with `pads[i] = (before, after)` elements, in one copy.
+    pub fn pad(&self, pads: &[(usize, usize)]) -> Result<Tensor> {
+        if pads.len() != self.rank() {
+            return Err(Error::shape(
+                "pad",
+                format!(
+                    "{} (before, after) pairs for a tensor of shape {:?}",
+                    pads.len(),
+                    self.shape()
+                ),
+            ));
+        }
+        if pads.iter().all(|&p| p == (0, 0)) {
             return Ok(self.clone());
         }
-        if let Some(r) = with_fallback(self, |t| t.pad_axis(axis, before, after)) {
+        if let Some(r) = with_fallback(self, |t| t.pad(pads)) {
             return r;
         }
-        let mut out_shape = self.shape().to_vec();
-        out_shape[axis] += before + after;
+        let out_shape: Vec<usize> = self
+            .shape()
+            .iter()
+            .zip(pads)
+            .map(|(n, (b, a))| n + b + a)
+            .collect();
         let out = Tensor::zeros(self.gpu(), &out_shape, self.dtype())?;
         let out_strides = contiguous_strides(&out_shape);
         strided_copy(
@@ -217,15 +238,23 @@ impl Tensor {
                 shape: self.shape(),
                 src_offset: 0,
                 src_strides: &contiguous_strides(self.shape()),
-                dst_offset: before * out_strides[axis],
+                dst_offset: pads.iter().zip(&out_strides).map(|((b, _), s)| b * s).sum(),
                 dst_strides: &out_strides,
             },
         )?;
-        let len = self.shape()[axis];
+        let (pads, shape) = (pads.to_vec(), self.shape().to_vec());
         Ok(out.with_grad_fn(
             "pad",
             vec![self.clone()],
-            Box::new(move |g| Ok(vec![Some(g.slice(axis, before, len)?)])),
+            Box::new(move |g| {
+                let mut inner = g.clone();
+                for (axis, (&(before, _), &len)) in pads.iter().zip(&shape).enumerate() {
+                    if inner.shape()[axis] != len {
+                        inner = inner.slice(axis, before, len)?;
+                    }
+                }
+                Ok(vec![Some(inner)])
+            }),
         ))
     }
 

@@ -165,3 +165,40 @@ fn long_rows_are_copied_completely() {
         0.0,
     );
 }
+
+#[test]
+fn multi_axis_pad_matches_cpu_and_differentiates() {
+    let shape = vec![2, 3, 4, 5];
+    let pads = [(0, 1), (0, 0), (2, 1), (1, 3)];
+    let out_shape: Vec<usize> = shape.iter().zip(&pads).map(|(n, (b, a))| n + b + a).collect();
+    let x = normal_vec(&mut rng(), shape.iter().product());
+    for dtype in dtypes() {
+        let (s, o) = (shape.clone(), out_shape.clone());
+        check_op(
+            "pad [2, 3, 4, 5] on three axes",
+            dtype,
+            &[(shape.clone(), x.clone())],
+            move |xs| {
+                (0..o.iter().product())
+                    .map(|i| {
+                        let idx = cpu::unravel(i, &o);
+                        let inner: Option<Vec<usize>> = idx
+                            .iter()
+                            .zip(&pads)
+                            .zip(&s)
+                            .map(|((&j, &(b, _)), &n)| j.checked_sub(b).filter(|&k| k < n))
+                            .collect();
+                        inner.map_or(0.0, |k| xs[0][cpu::broadcast_index(&k, &s)])
+                    })
+                    .collect()
+            },
+            |ts| ts[0].pad(&pads),
+        );
+    }
+    let t = upload(&shape, &x, DType::F32);
+    let err = t.pad(&[(1, 1)]).unwrap_err().to_string();
+    assert!(
+        err.contains("1 (before, after) pairs") && err.contains("[2, 3, 4, 5]"),
+        "{err}"
+    );
+}
