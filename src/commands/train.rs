@@ -171,12 +171,16 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     let budget = (c.max_minutes > 0.0).then(|| std::time::Duration::from_secs_f32(c.max_minutes * 60.0));
     while !trainer.finished() {
         if budget.is_some_and(|b| started.elapsed() > b) {
-            bar.abandon_with_message(format!(
+            let message = format!(
                 "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",
                 c.max_minutes,
                 trainer.state.step,
                 checkpoint.display()
-            ));
+            );
+            if bar.is_hidden() {
+                eprintln!("{message}");
+            }
+            bar.abandon_with_message(message);
             break;
         }
         let loss = trainer.step()?;
