@@ -4,7 +4,7 @@
 mod config;
 mod embedding;
 mod scorenet;
-mod summary;
+pub mod summary;
 mod unet;
 mod unet_config;
 
@@ -39,12 +39,21 @@ pub trait DiffusionNet {
     /// SDE models: continuous t in (0, 1]); `labels` N class ids (or the null class) when the
     /// network is class-conditional; `skip` = number of deepest levels to skip (0 = none).
     fn forward(&self, x: &Tensor, t: &[f32], labels: Option<&[u32]>, skip: usize) -> Result<Tensor>;
+    /// Every layer in order with its output shape for `batch` images, its parameters and its
+    /// buffers (one walk, so the summary and the named tensors always agree).
+    fn walk(&self, batch: usize) -> summary::LayerWalk;
     /// Trainable parameters with stable dotted names (the checkpoint's tensor names).
-    fn named_params(&self) -> Vec<(String, Tensor)>;
+    fn named_params(&self) -> Vec<(String, Tensor)> {
+        self.walk(1).params
+    }
     /// Fixed tensors saved with the checkpoint but never trained.
-    fn named_buffers(&self) -> Vec<(String, Tensor)>;
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        self.walk(1).buffers
+    }
     /// Layer-by-layer summary for a batch of `batch` images.
-    fn summary(&self, batch: usize) -> Result<Vec<LayerRow>>;
+    fn summary(&self, batch: usize) -> Result<Vec<LayerRow>> {
+        Ok(self.walk(batch).rows)
+    }
     /// Spatial levels that adaptive skipping can drop (N in k(t)); 1 when it cannot skip.
     fn levels(&self) -> usize;
     /// Training mode (dropout on) or evaluation mode (the default). Networks without

@@ -14,7 +14,7 @@
 //! - output / sqrt((sigma^(2t) - 1) / (2 ln sigma)), the VE SDE's marginal std.
 
 use super::summary::LayerWalk;
-use super::{DiffusionNet, LayerRow};
+use super::DiffusionNet;
 use crate::nn::{Conv2d, ConvGroups, ConvTranspose2d, GroupNorm, Linear};
 use crate::ops::random::Rng;
 use crate::{DType, Error, Gpu, Result, Tensor};
@@ -194,7 +194,7 @@ impl ScoreNet {
         &self.config
     }
 
-    fn walk(&self, batch: usize) -> LayerWalk {
+    fn layer_walk(&self, batch: usize) -> LayerWalk {
         let c = &self.config;
         let mut walk = LayerWalk::default();
         let e = vec![batch, c.embed_dim];
@@ -276,16 +276,8 @@ impl DiffusionNet for ScoreNet {
             .div(&Tensor::from_f32(gpu, &[n, 1, 1, 1], &std)?)
     }
 
-    fn named_params(&self) -> Vec<(String, Tensor)> {
-        self.walk(1).params
-    }
-
-    fn named_buffers(&self) -> Vec<(String, Tensor)> {
-        self.walk(1).buffers
-    }
-
-    fn summary(&self, batch: usize) -> Result<Vec<LayerRow>> {
-        Ok(self.walk(batch).rows)
+    fn walk(&self, batch: usize) -> LayerWalk {
+        self.layer_walk(batch)
     }
 
     fn levels(&self) -> usize {

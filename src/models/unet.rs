@@ -29,7 +29,7 @@
 use super::embedding::{one_hot, timestep_embedding};
 use super::summary::LayerWalk;
 use super::unet_config::{SkipType, UNetConfig};
-use super::{DiffusionNet, LayerRow};
+use super::DiffusionNet;
 use crate::nn::{AttentionBlock, Conv2d, GroupNorm, Linear, ResBlock, ResBlockOptions};
 use crate::ops::random::Rng;
 use crate::{DType, Error, Gpu, Result, Tensor};
@@ -323,7 +323,7 @@ impl UNet {
         Ok(())
     }
 
-    fn walk(&self, batch: usize) -> LayerWalk {
+    fn layer_walk(&self, batch: usize) -> LayerWalk {
         let c = &self.config;
         let mut walk = LayerWalk::default();
         let size = c.image_size;
@@ -416,16 +416,8 @@ impl DiffusionNet for UNet {
         self.conv_out.forward(&self.norm_out.forward_silu(&h)?)
     }
 
-    fn named_params(&self) -> Vec<(String, Tensor)> {
-        self.walk(1).params
-    }
-
-    fn named_buffers(&self) -> Vec<(String, Tensor)> {
-        self.walk(1).buffers
-    }
-
-    fn summary(&self, batch: usize) -> Result<Vec<LayerRow>> {
-        Ok(self.walk(batch).rows)
+    fn walk(&self, batch: usize) -> LayerWalk {
+        self.layer_walk(batch)
     }
 
     fn levels(&self) -> usize {

@@ -14,6 +14,21 @@ pub struct Conv2d {
     pub imp: ConvImpl,
 }
 
+/// A trainable weight of `shape` ~ N(0, 1/fan_in) and a trainable zero bias of `channels`.
+fn init_weight_and_bias(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    shape: [usize; 4],
+    fan_in: usize,
+    channels: usize,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let std = (1.0 / fan_in as f32).sqrt();
+    Ok((
+        rng.normal(gpu, &shape, 0.0, std, DType::F32)?.requires_grad(),
+        Some(Tensor::zeros(gpu, &[channels], DType::F32)?.requires_grad()),
+    ))
+}
+
 impl Conv2d {
     /// Square `kernel`, `padding` and `stride`, `groups` channel groups.
     #[allow(clippy::too_many_arguments)]
@@ -28,12 +43,11 @@ impl Conv2d {
         groups: usize,
     ) -> Result<Conv2d> {
         let fan_in = cin / groups * kernel * kernel;
-        let std = (1.0 / fan_in as f32).sqrt();
+        let (weight, bias) =
+            init_weight_and_bias(gpu, rng, [cout, cin / groups, kernel, kernel], fan_in, cout)?;
         Ok(Conv2d {
-            weight: rng
-                .normal(gpu, &[cout, cin / groups, kernel, kernel], 0.0, std, DType::F32)?
-                .requires_grad(),
-            bias: Some(Tensor::zeros(gpu, &[cout], DType::F32)?.requires_grad()),
+            weight,
+            bias,
             opts: ConvOptions::new(stride, padding, 1, groups),
             imp: ConvImpl::Auto,
         })
@@ -78,12 +92,11 @@ impl ConvTranspose2d {
         groups: usize,
     ) -> Result<ConvTranspose2d> {
         let fan_in = cin / groups * kernel * kernel;
-        let std = (1.0 / fan_in as f32).sqrt();
+        let (weight, bias) =
+            init_weight_and_bias(gpu, rng, [cin, cout / groups, kernel, kernel], fan_in, cout)?;
         Ok(ConvTranspose2d {
-            weight: rng
-                .normal(gpu, &[cin, cout / groups, kernel, kernel], 0.0, std, DType::F32)?
-                .requires_grad(),
-            bias: Some(Tensor::zeros(gpu, &[cout], DType::F32)?.requires_grad()),
+            weight,
+            bias,
             opts: ConvOptions::new(stride, 0, 1, groups),
             output_padding,
         })
