@@ -1,6 +1,5 @@
-//! wgdiff: a portable diffusion-model lab built on a hand-written WGSL tensor engine.
-//! This file re-exports the public API: device, tensors, ops, autograd, layers, optimisers,
-//! datasets, models, diffusion processes and samplers, checkpoints.
+//! wgdiff: a portable diffusion-model lab on a hand-written WGSL tensor engine. The modules:
+//! device, tensors, ops, autograd, layers, optimisers, data, models, diffusion, training.
 
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
