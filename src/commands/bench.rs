@@ -90,6 +90,13 @@ pub enum BenchCommand {
 
 /// Runs one benchmark on `gpu`.
 pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
+    let (BenchCommand::Conv { json, .. }
+    | BenchCommand::Block { json, .. }
+    | BenchCommand::Train { json, .. }
+    | BenchCommand::Matmul { json, .. }) = what;
+    if !json {
+        eprintln!("device: {}", describe(&gpu.info));
+    }
     match what {
         BenchCommand::Conv {
             variants,
@@ -112,9 +119,6 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
                 "both" => Passes::Both,
                 other => anyhow::bail!("--pass {other}: use forward, backward or both"),
             };
-            if !json {
-                eprintln!("device: {}", describe(&gpu.info));
-            }
             let rows = wgdiff::bench::conv::run(
                 gpu,
                 &wgdiff::bench::conv::default_shapes(),
@@ -141,9 +145,6 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             } else {
                 shapes.iter().map(|s| parse_bchw(s)).collect::<Result<_>>()?
             };
-            if !json {
-                eprintln!("device: {}", describe(&gpu.info));
-            }
             let rows = wgdiff::bench::block::run(gpu, &shapes, warmup, reps)?;
             print_rows(&rows, json);
             if !json {
@@ -159,9 +160,6 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             warmup,
             json,
         } => {
-            if !json {
-                eprintln!("device: {}", describe(&gpu.info));
-            }
             let (rows, counts) = wgdiff::bench::train::run(gpu, &preset, batch, sample_batch, warmup, reps)?;
             print_rows(&rows, json);
             if !json {
@@ -181,9 +179,6 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             } else {
                 shapes.iter().map(|s| parse_mnk(s)).collect::<Result<_>>()?
             };
-            if !json {
-                eprintln!("device: {}", describe(&gpu.info));
-            }
             let rows = wgdiff::bench::matmul::run(gpu, &shapes, &variants, warmup, reps)?;
             print_rows(&rows, json);
             if !json {
