@@ -3,21 +3,16 @@
 // R output channels x (4*C4) output pixels in named vec4 accumulators; a workgroup of W
 // invocations shares the same output channels, so weights are read as vec4 along k at a
 // workgroup-uniform address (weights are repacked with K padded to K4 = multiple of 4, pad
-// = 0), while input values are gathered per pixel with zero padding. On CPU adapters
-// (lavapipe) large R x 4*C4 tiles with W = 8 and no workgroup memory are fastest.
+// = 0), while input values are gathered per pixel. The input arrives zero-padded (the
+// geometry has padding 0), so a gather is one add and one load: window origin per pixel +
+// kernel offset (uniform, advanced by counting). On CPU adapters (lavapipe) large
+// R x 4*C4 tiles with W = 8 and no workgroup memory are fastest.
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read> bias: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
-
-// Input value at (ih, iw) of channel plane `plane`; 0 outside the image.
-fn gather(plane: u32, ih: i32, iw: i32) -> f32 {
-    let inside = ih >= 0 && ih < i32(p.h) && iw >= 0 && iw < i32(p.w);
-    let idx = select(0u, plane * p.h * p.w + u32(ih) * p.w + u32(iw), inside);
-    return select(0.0, f32(x[idx]), inside);
-}
 
 @compute @workgroup_size({{W}})
 fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -28,25 +23,28 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     let col0 = (wid.x * {{W}}u + lid) * (4u * {{C4}}u);
     // Weight rows (output channels past cout_g read the last one; not stored).
     #for r in 0..{{R}}: let wrow{r} = (g * p.cout_g + min(row0 + {r}u, p.cout_g - 1u)) * p.k4 / 4u;
-    // Per output pixel: first input channel plane of its image and window origin.
+    let plane_size = p.h * p.w;
+    // Per output pixel: its window origin in the group's first input channel plane.
     #for q in 0..{{C}} {
     let qq{q} = min(col0 + {q}u, cols - 1u);
-    let plane{q} = (qq{q} / pixels) * p.cin + g * p.cin_g;
-    let ih{q} = i32(((qq{q} % pixels) / p.ow) * p.sh) - i32(p.ph);
-    let iw{q} = i32(((qq{q} % pixels) % p.ow) * p.sw) - i32(p.pw);
+    let origin{q} = ((qq{q} / pixels) * p.cin + g * p.cin_g) * plane_size + ((qq{q} % pixels) / p.ow) * p.sh * p.w + ((qq{q} % pixels) % p.ow) * p.sw;
     #end
+    // Kernel-offset cursor (input channel, row, column): offsets past k (K4 padding, zero
+    // weights) read a valid element of the last channel.
+    var ci = 0u;
+    var kr = 0u;
+    var kc = 0u;
     #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
     for (var kk = 0u; kk < p.k4 / 4u; kk++) {
-        // The 4 kernel offsets of this step, decoded once (uniform): channel, row, column shift.
+        // The 4 kernel offsets of this step (uniform) as offsets from a window origin.
         #for e in 0..4 {
-        let k{e} = kk * 4u + {e}u;
-        let ci{e} = min(k{e} / (p.kh * p.kw), p.cin_g - 1u);
-        let dr{e} = i32(((k{e} / p.kw) % p.kh) * p.dh);
-        let dc{e} = i32((k{e} % p.kw) * p.dw);
+        let off{e} = min(ci, p.cin_g - 1u) * plane_size + kr * p.dh * p.w + kc * p.dw;
+        kc += 1u;
+        if (kc == p.kw) { kc = 0u; kr += 1u; if (kr == p.kh) { kr = 0u; ci += 1u; } }
         #end
         #for r in 0..{{R}}: let a{r} = vec4<f32>(wts[wrow{r} + kk]);
         #for j in 0..{{C4}} {
-        #for e in 0..4: let b{e}_{j} = vec4<f32>(gather(plane{j*4+0} + ci{e}, ih{j*4+0} + dr{e}, iw{j*4+0} + dc{e}), gather(plane{j*4+1} + ci{e}, ih{j*4+1} + dr{e}, iw{j*4+1} + dc{e}), gather(plane{j*4+2} + ci{e}, ih{j*4+2} + dr{e}, iw{j*4+2} + dc{e}), gather(plane{j*4+3} + ci{e}, ih{j*4+3} + dr{e}, iw{j*4+3} + dc{e}));
+        #for e in 0..4: let b{e}_{j} = vec4<f32>(f32(x[origin{j*4+0} + off{e}]), f32(x[origin{j*4+1} + off{e}]), f32(x[origin{j*4+2} + off{e}]), f32(x[origin{j*4+3} + off{e}]));
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }

@@ -472,10 +472,24 @@ pub(crate) fn conv_forward(
     }
 }
 
-/// The implicit-GEMM forward with its tile autotuned per shape; the bias (zeros when None) is
-/// added by the kernel.
+/// `x` zero-padded by the conv's padding, and the geometry of the same conv on it (padding 0):
+/// the implicit-GEMM kernels then gather without bounds checks.
+fn padded_input(x: &Tensor, geo: &ConvGeometry) -> Result<(Tensor, ConvGeometry)> {
+    let (ph, pw) = geo.opts.padding;
+    let x = x.pad(&[(0, 0), (0, 0), (ph, ph), (pw, pw)])?;
+    let opts = ConvOptions {
+        padding: (0, 0),
+        ..geo.opts
+    };
+    let geo = ConvGeometry::new(x.shape(), &geo.weight_shape(), opts)?;
+    Ok((x, geo))
+}
+
+/// The implicit-GEMM forward on the zero-padded input with its tile autotuned per shape; the
+/// bias (zeros when None) is added by the kernel.
 fn conv_forward_tiled(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geo: &ConvGeometry) -> Result<Tensor> {
     let (gpu, dt) = (x.gpu(), x.dtype());
+    let (x, geo) = &padded_input(x, geo)?;
     let k = geo.k();
     let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
     let bias = match bias {
@@ -585,17 +599,7 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, bias: &Tensor, y: &Tensor, geo: &Conv
 /// best of 8..32 x 16..64 with `wgdiff profile`; about the forward's GFLOP/s).
 fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
     let gpu = x.gpu();
-    // Zero-pad the input once so the kernel's gathers need no bounds checks.
-    let (ph, pw) = geo.opts.padding;
-    let x = &x.pad(&[(0, 0), (0, 0), (ph, ph), (pw, pw)])?;
-    let geo = &ConvGeometry::new(
-        x.shape(),
-        &geo.weight_shape(),
-        ConvOptions {
-            padding: (0, 0),
-            ..geo.opts
-        },
-    )?;
+    let (x, geo) = &padded_input(x, geo)?;
     let (rows, cols, lanes) = if gpu.is_cpu() { (24, 32, 8) } else { (4, 4, 64) };
     let groups_xy = geo.k4().div_ceil(rows * lanes) * geo.cout_g().div_ceil(cols) * geo.opts.groups;
     let reduction = geo.n * geo.pixels();
