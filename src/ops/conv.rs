@@ -290,11 +290,19 @@ impl Tensor {
         }
         check_bias(bias, geo.cout)?;
         let imp = resolve(self, weight, &geo, imp)?;
-        let y = {
+        // The tiled kernels read a zero-padded input: pad once here, and keep the padded input
+        // for the weight gradient.
+        let (x, x_geo, y) = {
             let _g = crate::no_grad();
-            conv_forward(self, weight, bias, &geo, imp)?
+            let (x, x_geo) = match imp {
+                ConvImpl::Tiled => padded_input(self, &geo)?,
+                _ => (self.clone(), geo),
+            };
+            let y = conv_forward(&x, weight, bias, &x_geo, imp)?;
+            (x, x_geo, y)
         };
-        let (x, w) = (self.clone(), weight.clone());
+        let w = weight.clone();
+        let x_tracks_grad = self.tracks_grad();
         let mut inputs = vec![self.clone(), weight.clone()];
         inputs.extend(bias.cloned());
         let has_bias = bias.is_some_and(Tensor::tracks_grad);
@@ -302,13 +310,12 @@ impl Tensor {
             "conv2d",
             inputs,
             Box::new(move |g| {
-                let dx = x
-                    .tracks_grad()
+                let dx = x_tracks_grad
                     .then(|| conv_input_grad(g, &w, &geo, imp))
                     .transpose()?;
                 let dw = w
                     .tracks_grad()
-                    .then(|| conv_weight_grad(&x, g, &geo, imp))
+                    .then(|| conv_weight_grad(&x, g, &x_geo, imp))
                     .transpose()?;
                 let db = has_bias.then(|| g.sum(&[0, 2, 3], false)).transpose()?;
                 Ok(vec![dx, dw, db])

@@ -1,5 +1,5 @@
-//! Layout ops: reshape lives on Tensor; here permute, transpose, broadcast_to, slice, concat
-//! and pad, all through one strided-copy kernel (shaders/layout.wgsl), with backward.
+//! Layout ops: reshape lives on Tensor; here permute, transpose, broadcast_to, slice and
+//! concat through one strided-copy kernel (shaders/layout.wgsl), pad (shaders/pad.wgsl).
 
 use super::{check_rank, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
 use crate::gpu::Cost;
@@ -49,6 +49,34 @@ pub(crate) fn strided_copy(src: &Tensor, dst: &Tensor, c: &StridedCopy) -> Resul
         Cost::memory(c.op, (2 * n * src.dtype().size()) as u64),
     );
     Ok(())
+}
+
+/// Writes `src` zero-padded by `pads` into `dst` (every element once).
+fn dispatch_pad(src: &Tensor, dst: &Tensor, pads: &[(usize, usize)]) {
+    let gpu = src.gpu();
+    let n = dst.numel();
+    let before: Vec<usize> = pads.iter().map(|p| p.0).collect();
+    let mut params = vec![n as u32, src.rank() as u32, 0, 0];
+    params.extend(pack8(dst.shape(), 1));
+    params.extend(pack8(src.shape(), 1));
+    params.extend(pack8(&before, 0));
+    // CPU adapters: one invocation per output row (see `pad_rows`).
+    let row_len = dst.shape().last().copied().unwrap_or(1);
+    let (entry, invocations) = if gpu.is_cpu() && (4..=crate::gpu::MAX_LOOP_ITERATIONS).contains(&row_len) {
+        params[0] = (n / row_len) as u32;
+        ("pad_rows", n / row_len)
+    } else {
+        ("pad", n)
+    };
+    let kernel = kernel_for(gpu, shader!("pad"), entry, src.dtype(), &[], 1, 1);
+    gpu.dispatch_named(
+        &kernel,
+        &params,
+        &[src.buffer()],
+        &[dst.buffer()],
+        gpu.grid((invocations as u32).div_ceil(FLAT_WG)),
+        Cost::memory("pad", (src.byte_len() + dst.byte_len()) as u64),
+    );
 }
 
 /// Runs `f` in f32 when `t`'s dtype is f16 and the device has no f16 support.
@@ -228,20 +256,8 @@ impl Tensor {
             .zip(pads)
             .map(|(n, (b, a))| n + b + a)
             .collect();
-        let out = Tensor::zeros(self.gpu(), &out_shape, self.dtype())?;
-        let out_strides = contiguous_strides(&out_shape);
-        strided_copy(
-            self,
-            &out,
-            &StridedCopy {
-                op: "pad",
-                shape: self.shape(),
-                src_offset: 0,
-                src_strides: &contiguous_strides(self.shape()),
-                dst_offset: pads.iter().zip(&out_strides).map(|((b, _), s)| b * s).sum(),
-                dst_strides: &out_strides,
-            },
-        )?;
+        let out = Tensor::empty(self.gpu(), &out_shape, self.dtype())?;
+        dispatch_pad(self, &out, pads);
         let (pads, shape) = (pads.to_vec(), self.shape().to_vec());
         Ok(out.with_grad_fn(
             "pad",
