@@ -46,6 +46,10 @@ pub enum Error {
     /// A noise process, training loss or sampler given settings that do not fit together.
     #[error("{0}")]
     Diffusion(String),
+    /// Features, logits or a feature-statistics file that a metric (FID, KID, IS) cannot use:
+    /// `what` names the input, `msg` says what was expected, what was found and the fix.
+    #[error("{what}: {msg}")]
+    Metrics { what: String, msg: String },
 }
 
 /// Result with the engine's [`Error`].
@@ -55,6 +59,14 @@ impl Error {
     /// Shorthand for a shape/dtype error of an op.
     pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape { op, msg: msg.into() }
+    }
+
+    /// Shorthand for a metrics error about the input `what`.
+    pub fn metrics(what: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Metrics {
+            what: what.into(),
+            msg: msg.into(),
+        }
     }
 
     /// Shorthand for a data error about a file or folder.

@@ -1,5 +1,5 @@
 //! wgdiff: a portable diffusion-model lab on a hand-written WGSL tensor engine. The modules:
-//! device, tensors, ops, autograd, layers, optimisers, data, models, diffusion, training.
+//! device, tensors, ops, autograd, layers, optimisers, data, models, diffusion, training, metrics.
 
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
@@ -9,6 +9,7 @@ pub mod data;
 pub mod diffusion;
 pub mod error;
 pub mod gpu;
+pub mod metrics;
 pub mod models;
 pub mod nn;
 pub mod ops;
@@ -20,4 +21,5 @@ pub mod train;
 pub use autograd::{backward, backward_from, enable_grad, no_grad, NoGradGuard};
 pub use error::{Error, Result};
 pub use gpu::{AdapterChoice, Gpu};
+pub use metrics::{frechet_distance, inception_score, kid, FeatureStats, Predictions};
 pub use tensor::{DType, Tensor};

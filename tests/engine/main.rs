@@ -17,6 +17,7 @@ mod elementwise;
 mod exact;
 mod layout;
 mod matmul;
+mod metrics;
 mod models;
 mod norm;
 mod optim;
