@@ -5,6 +5,7 @@ pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 pub mod checkpoint;
+pub mod classifier;
 pub mod data;
 pub mod diffusion;
 pub mod error;

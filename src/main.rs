@@ -28,6 +28,8 @@ struct Cli {
 enum Command {
     /// Train a diffusion model (no flags: the MNIST U-Net on assets/mnist, ~10 min on lavapipe)
     Train(commands::train::TrainArgs),
+    /// Train the MNIST classifier whose features give MNIST-FID (--eval: accuracy and MNIST-FID of a checkpoint)
+    TrainClassifier(commands::train_classifier::TrainClassifierArgs),
     /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
     Sample(commands::sample::SampleArgs),
     /// List every adapter found, the one chosen, its features and limits
@@ -111,6 +113,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             trace.as_deref(),
         ),
         Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
+        Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),
         Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),
         Command::Model { preset, batch, json } => {
             commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)

@@ -7,6 +7,7 @@ pub mod model;
 pub mod profile;
 pub mod sample;
 pub mod train;
+pub mod train_classifier;
 
 use anyhow::Result;
 use wgdiff::{AdapterChoice, Gpu};

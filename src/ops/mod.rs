@@ -5,6 +5,7 @@ pub mod attention;
 pub mod blocks;
 pub mod cast;
 pub mod conv;
+pub mod cross_entropy;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;

@@ -48,7 +48,7 @@ pub struct Trainer {
 
 /// A per-step seed: every step's randomness depends only on (seed, step, purpose), so a
 /// resumed run draws exactly what the uninterrupted one would have.
-fn step_seed(seed: u64, step: usize, purpose: u64) -> u64 {
+pub(crate) fn step_seed(seed: u64, step: usize, purpose: u64) -> u64 {
     let mut z = seed
         ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ purpose.wrapping_mul(0xD1B5_4A32_D192_ED03);

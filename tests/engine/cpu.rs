@@ -484,3 +484,15 @@ pub fn spatial_self_attention(
     }
     out
 }
+
+/// Per-row cross-entropy `logsumexp(x_i) - x_i[label_i]` of logits rows of `classes`.
+pub fn cross_entropy_rows(x: &[f64], classes: usize, labels: &[u32]) -> Vec<f64> {
+    x.chunks(classes)
+        .zip(labels)
+        .map(|(row, &label)| {
+            let mx = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let lse = mx + row.iter().map(|v| (v - mx).exp()).sum::<f64>().ln();
+            lse - row[label as usize]
+        })
+        .collect()
+}

@@ -8,6 +8,7 @@ mod attention;
 mod autograd;
 mod blocks;
 mod checkpoint;
+mod classifier;
 mod cli;
 mod conv;
 mod data;

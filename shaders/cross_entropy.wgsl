@@ -1,0 +1,47 @@
+// Cross-entropy of logits [rows, classes] against class ids, one row per invocation (rows
+// are short: class counts): a max-subtracted log-softmax fused with the NLL gather, so
+// loss_i = logsumexp(x_i) - x_i[label_i]; the row's logsumexp is saved (f32) for the
+// backward, gx_ij = gy_i * (exp(x_ij - lse_i) - [j == label_i]).
+struct Params { rows: u32, classes: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read> labels: array<u32>;
+@group(0) @binding(3) var<storage, read_write> loss: array<{{T}}>;
+@group(0) @binding(4) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(3) var<storage, read> lse_saved: array<f32>;
+@group(0) @binding(4) var<storage, read> gy: array<{{T}}>;
+@group(0) @binding(5) var<storage, read_write> gx: array<{{T}}>;
+
+@compute @workgroup_size(64)
+fn cross_entropy_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lid: u32) {
+    let row = (wid.x + wid.y * nwg.x) * 64u + lid;
+    if (row >= p.rows) { return; }
+    let base = row * p.classes;
+    var mx = -3.4028235e38;
+    for (var j = 0u; j < p.classes; j++) {
+        mx = max(mx, f32(x[base + j]));
+    }
+    var total = 0.0;
+    for (var j = 0u; j < p.classes; j++) {
+        total += exp(f32(x[base + j]) - mx);
+    }
+    let l = mx + log(total);
+    lse[row] = l;
+    loss[row] = {{T}}(l - f32(x[base + labels[row]]));
+}
+
+@compute @workgroup_size(64)
+fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                          @builtin(local_invocation_index) lid: u32) {
+    let row = (wid.x + wid.y * nwg.x) * 64u + lid;
+    if (row >= p.rows) { return; }
+    let base = row * p.classes;
+    let l = lse_saved[row];
+    let g = f32(gy[row]);
+    let label = labels[row];
+    for (var j = 0u; j < p.classes; j++) {
+        let prob = exp(f32(x[base + j]) - l);
+        gx[base + j] = {{T}}(g * (prob - select(0.0, 1.0, j == label)));
+    }
+}
