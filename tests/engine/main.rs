@@ -14,6 +14,7 @@ mod data;
 mod device;
 mod diffusion;
 mod elementwise;
+mod eval;
 mod exact;
 mod layout;
 mod matmul;
