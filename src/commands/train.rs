@@ -60,7 +60,7 @@ pub struct TrainArgs {
     /// Images per sample grid [default: 16]
     #[arg(long)]
     grid_images: Option<usize>,
-    /// Sampler steps for the grids [default: 25]
+    /// Sampler steps for the grids [default: 50]
     #[arg(long)]
     grid_steps: Option<usize>,
     /// Randomly flip training images horizontally

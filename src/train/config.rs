@@ -1,6 +1,7 @@
 //! `TrainConfig`: everything a training run needs, with defaults that train the MNIST U-Net;
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
+use super::sample;
 use crate::models::{preset, ModelConfig};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -109,7 +110,7 @@ impl Default for TrainConfig {
             sample_every: 0,
             checkpoint_every: 20,
             grid_images: 16,
-            grid_steps: 25,
+            grid_steps: sample::DEFAULT_SAMPLER_STEPS,
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,

@@ -288,17 +288,12 @@ impl Trainer {
         Ok(net)
     }
 
-    /// Samples a grid of `grid_images` images from the EMA weights (DDIM for VP models, the
-    /// process's own default sampler otherwise) and writes it to `path`.
+    /// Samples a grid of `grid_images` images from the EMA weights with the default sampler
+    /// of `wgdiff sample` and writes it to `path`.
     pub fn write_sample_grid(&self, path: &Path) -> Result<()> {
         let c = &self.state.config;
-        let sampler = match self.state.process {
-            Process::Vp { .. } => "ddim",
-            Process::Ve { .. } => "pc",
-            Process::Ncsn { .. } => "ald",
-        };
         let request = SampleRequest {
-            sampler: sampler.parse()?,
+            sampler: sample::default_sampler(&self.state.process),
             steps: Some(c.grid_steps),
             count: c.grid_images,
             seed: c.seed,
