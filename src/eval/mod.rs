@@ -8,7 +8,7 @@
 
 use crate::data::{Dataset, Split};
 use crate::metrics::{frechet_distance, kid, FeatureStats, KID_SUBSETS};
-use crate::{Error, Gpu, Result, Tensor};
+use crate::{Gpu, Result, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// Features of a reference set kept for KID (its subsets draw from these).
@@ -28,7 +28,8 @@ pub trait FeatureNet {
 
 /// Feature rows of `count` images produced batch by batch by `images(start, len)`, with
 /// `progress(done)` after each batch; returns the row-major values and the feature dimension.
-pub fn collect_features(
+/// Async (readback), so it runs in the browser too.
+pub async fn collect_features(
     net: &dyn FeatureNet,
     count: usize,
     batch: usize,
@@ -42,7 +43,7 @@ pub fn collect_features(
         let len = batch.min(count - start);
         let f = net.features(&images(start, len)?)?;
         dim = f.shape()[f.rank() - 1];
-        rows.extend(f.to_vec()?);
+        rows.extend(f.to_vec_async().await?);
         progress(start + len);
     }
     Ok((rows, dim))
@@ -91,10 +92,10 @@ pub struct ReferenceSource {
 
 impl Reference {
     /// Statistics of `images`' features, computed in batches of `batch`.
-    pub fn compute(
+    pub async fn compute(
         gpu: &Gpu,
         net: &dyn FeatureNet,
-        images: ReferenceImages,
+        images: ReferenceImages<'_>,
         batch: usize,
         progress: impl FnMut(usize),
     ) -> Result<Reference> {
@@ -109,7 +110,8 @@ impl Reference {
                 Tensor::from_slice(gpu, &shape(len), pixels, crate::DType::F32)
             },
             progress,
-        )?;
+        )
+        .await?;
         let stats = FeatureStats::from_features(&rows, dim)?;
         let kid_rows = rows[..KID_REFERENCE_ROWS.min(count) * dim].to_vec();
         Ok(Reference {
@@ -150,8 +152,8 @@ impl Reference {
         if let Some(found) = Self::load(&stats_path, &rows_path, &wanted) {
             return Ok((found, true));
         }
-        let reference = Self::compute(gpu, net, images, batch, progress)?;
-        std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+        let reference = pollster::block_on(Self::compute(gpu, net, images, batch, progress))?;
+        std::fs::create_dir_all(dir).map_err(|e| crate::Error::Io {
             what: format!("the statistics cache folder {}", dir.display()),
             reason: e.to_string(),
         })?;

@@ -63,12 +63,19 @@ fn references_are_cached_and_scores_separate_digits_from_noise() {
             wgdiff::DType::F32,
         )
     };
-    let (rows, dim) = collect_features(&PooledPixels, 500, 128, |s, l| pixels(1000 + s, l), |_| {}).unwrap();
+    let (rows, dim) = pollster::block_on(collect_features(
+        &PooledPixels,
+        500,
+        128,
+        |s, l| pixels(1000 + s, l),
+        |_| {},
+    ))
+    .unwrap();
     let close = compare("pooled-FID", &rows, dim, &reference).unwrap();
     let noise: Vec<f32> = (0..500 * 784)
         .map(|i| ((i * 7919 % 2000) as f32 / 1000.0) - 1.0)
         .collect();
-    let (noise_rows, _) = collect_features(
+    let (noise_rows, _) = pollster::block_on(collect_features(
         &PooledPixels,
         500,
         128,
@@ -81,7 +88,7 @@ fn references_are_cached_and_scores_separate_digits_from_noise() {
             )
         },
         |_| {},
-    )
+    ))
     .unwrap();
     let far = compare("pooled-FID", &noise_rows, dim, &reference).unwrap();
     assert_eq!((close.samples, close.reference_images), (500, 1000));
