@@ -48,17 +48,17 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }
+    // Output offset of each pixel's channel 0 (decoded once; stores add the channel's plane).
+    #for q in 0..{{C}}: let ybase{q} = (qq{q} / pixels) * p.cout * pixels + qq{q} % pixels;
     #for r in 0..{{R}}, j in 0..{{C4}} {
     if (row0 + {r}u < p.cout_g) {
         let out_row = g * p.cout_g + row0 + {r}u;
         let b = f32(bias[out_row]);
-        for (var e = 0u; e < 4u; e++) {
-            let q = col0 + {j}u * 4u + e;
-            if (q < cols) {
-                y[((q / pixels) * p.cout + out_row) * pixels + q % pixels] = {{T}}(acc{r}_{j}[e] + b);
-            }
-        }
+        let plane = out_row * pixels;
+        if (col0 + {j*4+0}u < cols) { y[ybase{j*4+0} + plane] = {{T}}(acc{r}_{j}.x + b); }
+        if (col0 + {j*4+1}u < cols) { y[ybase{j*4+1} + plane] = {{T}}(acc{r}_{j}.y + b); }
+        if (col0 + {j*4+2}u < cols) { y[ybase{j*4+2} + plane] = {{T}}(acc{r}_{j}.z + b); }
+        if (col0 + {j*4+3}u < cols) { y[ybase{j*4+3} + plane] = {{T}}(acc{r}_{j}.w + b); }
     }
     #end
 }
-

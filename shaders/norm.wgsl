@@ -8,8 +8,10 @@
 // b = beta (1 + scale) + shift, so GroupNorm + FiLM + SiLU is one forward kernel.
 // Backward (tables only; film_coefs writes the FiLM tables, coef_stride C),
 // with dz = gy * act'(z), dxh = dz * a:
-//   norm_backward_x:    dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)) per row
-//   norm_backward_coef: per (n, c): da = sum_s dz * xhat, db = sum_s dz
+//   norm_backward_coef: per (n, c): da = sum_s dz * xhat, db = sum_s dz (runs first)
+//   norm_backward_x:    dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)) per row; a
+//                       GroupNorm row's two means come from its channels' (da, db) (sums of
+//                       a da and a db), so it reads x and gy once; LayerNorm rows sum them.
 //   film_grads:         dscale = da gamma + db beta, and da (1 + scale), db (1 + scale)
 //                       (summed over n on the Rust side into dgamma, dbeta).
 
@@ -32,7 +34,8 @@ struct Params {
 
 // norm_forward: (x, gamma, beta[, scale, shift]) -> (y, stats)
 // film_coefs: the same inputs as the fused forward -> (fa, fb)
-// norm_backward_x: (x, a, b, stats, gy) -> gx; norm_backward_coef: the same inputs -> (ga, gb)
+// norm_backward_coef: (x, a, b, stats, gy) -> (ga, gb); norm_backward_x: (x, a, b, stats, gy,
+// ga, gb) -> gx
 // film_grads: (da, gamma, beta, scale, db) -> (gscale, gamma_part, beta_part)
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> gamma: array<{{T}}>; // or the table a
@@ -45,7 +48,9 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> fb: array<{{T}}>;
 @group(0) @binding(4) var<storage, read> saved: array<f32>;
 @group(0) @binding(5) var<storage, read> gy: array<{{T}}>;
-@group(0) @binding(6) var<storage, read_write> gx: array<{{T}}>;
+@group(0) @binding(6) var<storage, read> coef_da: array<{{T}}>;
+@group(0) @binding(7) var<storage, read> coef_db: array<{{T}}>;
+@group(0) @binding(8) var<storage, read_write> gx: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> ga: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> gb: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> da: array<{{T}}>;
@@ -232,11 +237,31 @@ fn write_gx(r: u32, first: u32, step: u32, m: vec2<f32>) {
     }
 }
 
+// (mean dxh, mean dxh * xhat) of GroupNorm row r from its channels' coefficient gradients:
+// sum dxh = sum_c a db and sum dxh * xhat = sum_c a da.
+fn group_means(r: u32) -> vec2<f32> {
+    let groups = p.c / p.cg;
+    let n = r / groups;
+    let c0 = (r % groups) * p.cg;
+    var acc = vec2<f32>(0.0);
+    for (var c = c0; c < c0 + p.cg; c++) {
+        let q = n * p.c + c;
+        acc += coef_table(n, c).x * vec2<f32>(f32(coef_db[q]), f32(coef_da[q]));
+    }
+    return acc / f32(p.len);
+}
+
 @compute @workgroup_size(64)
 fn norm_backward_x_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let r = gid.x + gid.y * nwg.x * WG;
     if (r >= p.rows) { return; }
-    write_gx(r, 0u, 1u, sum_dxh(r, 0u, 1u) / f32(p.len));
+    var m: vec2<f32>;
+    if (p.sr == 1u) {
+        m = group_means(r);
+    } else {
+        m = sum_dxh(r, 0u, 1u) / f32(p.len);
+    }
+    write_gx(r, 0u, 1u, m);
 }
 
 @compute @workgroup_size(64)
@@ -244,7 +269,13 @@ fn norm_backward_x(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                    @builtin(local_invocation_index) lid: u32) {
     let r = wid.x + wid.y * nwg.x;
     if (r >= p.rows) { return; }
-    write_gx(r, lid, WG, wg_sum(lid, sum_dxh(r, lid, WG)) / f32(p.len));
+    var m: vec2<f32>;
+    if (p.sr == 1u) {
+        m = group_means(r);
+    } else {
+        m = wg_sum(lid, sum_dxh(r, lid, WG)) / f32(p.len);
+    }
+    write_gx(r, lid, WG, m);
 }
 
 // Partial (da, db) = (sum dz * xhat, sum dz) of the coefficients of (n, c) = (q / C, q % C)

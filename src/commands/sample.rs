@@ -1,11 +1,11 @@
 //! `wgdiff sample`: draws images from a trained checkpoint (by default the model shipped in
 //! assets/) with any sampler, and writes a PNG grid and optionally every step as frames.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
-use wgdiff::diffusion::Sampler;
-use wgdiff::train::sample::write_grid;
+use wgdiff::diffusion::{Sampler, Spacing};
+use wgdiff::train::sample::{default_sampler, write_grid, DEFAULT_SAMPLER_STEPS};
 use wgdiff::train::{SampleRequest, TrainedModel};
 use wgdiff::Gpu;
 
@@ -19,13 +19,19 @@ pub struct SampleArgs {
     /// Checkpoint written by `wgdiff train`
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     checkpoint: PathBuf,
-    /// ddpm, ddim, ald, euler-maruyama, pc, ode-heun, ode-rk45 or dpm-solver++ [default: ddim
-    /// for DDPM models, pc for the VE ScoreNet, ald for NCSN]
+    /// ddpm, ddim, ald, euler-maruyama, pc, ode-heun, ode-rk45 or dpm-solver++ [default: ddpm
+    /// (ancestral) for DDPM models, pc for the VE ScoreNet, ald for NCSN]
     #[arg(long)]
     sampler: Option<String>,
-    /// Sampler steps [default: 25 with the default sampler, else the sampler's own, e.g. 50 for ddim]
+    /// Sampler steps [default: 50 with the default sampler, else the sampler's own, e.g. 50 for ddim]
     #[arg(long)]
     steps: Option<usize>,
+    /// DDIM's eta: 0 deterministic (the default), 1 as much noise as DDPM's ancestral steps
+    #[arg(long)]
+    eta: Option<f32>,
+    /// DDIM's timestep spacing: uniform (the default), quadratic (dense near the data) or log-snr
+    #[arg(long)]
+    spacing: Option<Spacing>,
     /// Images to draw
     #[arg(long, default_value_t = 16)]
     count: usize,
@@ -58,18 +64,25 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
             format!("loading {}", args.checkpoint.display())
         }
     })?;
-    let sampler: Sampler = match &args.sampler {
+    let sampler = match &args.sampler {
         Some(name) => name.parse()?,
-        None => match model.state.process {
-            wgdiff::diffusion::Process::Vp { .. } => "ddim",
-            wgdiff::diffusion::Process::Ve { .. } => "pc",
-            wgdiff::diffusion::Process::Ncsn { .. } => "ald",
+        None => default_sampler(&model.state.process),
+    };
+    let sampler = match (sampler, args.eta, args.spacing) {
+        (Sampler::Ddim { eta, spacing }, e, s) => Sampler::Ddim {
+            eta: e.unwrap_or(eta),
+            spacing: s.unwrap_or(spacing),
+        },
+        (other, None, None) => other,
+        (other, _, _) => {
+            bail!("--eta and --spacing set the ddim sampler; this run uses {other} (add --sampler ddim)")
         }
-        .parse()?,
     };
     let request = SampleRequest {
         sampler,
-        steps: args.steps.or(args.sampler.is_none().then_some(25)),
+        steps: args
+            .steps
+            .or(args.sampler.is_none().then_some(DEFAULT_SAMPLER_STEPS)),
         count: args.count,
         seed: args.seed,
         skip_exponent: args.skip_exponent,

@@ -6,7 +6,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use wgdiff::gpu::describe;
-use wgdiff::train::{TrainConfig, Trainer};
+use wgdiff::train::{SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
@@ -60,7 +60,7 @@ pub struct TrainArgs {
     /// Images per sample grid [default: 16]
     #[arg(long)]
     grid_images: Option<usize>,
-    /// Sampler steps for the grids [default: 25]
+    /// Sampler steps for the grids [default: 50]
     #[arg(long)]
     grid_steps: Option<usize>,
     /// Randomly flip training images horizontally
@@ -72,9 +72,18 @@ pub struct TrainArgs {
     /// Min-SNR-gamma loss weighting (e.g. 5)
     #[arg(long)]
     min_snr_gamma: Option<f32>,
+    /// Train the adaptive U-Net to skip its deepest levels: `uniform` (k uniform in 0..N-1 per
+    /// batch) or `consistent:C` (each batch's timesteps share one k(t) of the schedule
+    /// k(t) = min(N-1, floor(N - N(1-t)^C)) and skip it; sample with `--skip-exponent C`)
+    #[arg(long, value_parser = parse_skip_training)]
+    skip_training: Option<SkipTraining>,
     /// Stop after this many minutes even if steps remain; 0 = no limit [default: 7]
     #[arg(long)]
     max_minutes: Option<f32>,
+}
+
+fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> {
+    SkipTraining::parse(text).map_err(|e| e.to_string())
 }
 
 impl TrainArgs {
@@ -117,6 +126,9 @@ impl TrainArgs {
         }
         if self.min_snr_gamma.is_some() {
             c.min_snr_gamma = self.min_snr_gamma;
+        }
+        if self.skip_training.is_some() {
+            c.skip_training = self.skip_training;
         }
         Ok(c)
     }

@@ -69,8 +69,9 @@ pub fn instance_for(choice: &AdapterChoice) -> Result<wgpu::Instance> {
     Ok(wgpu::Instance::new(desc))
 }
 
-/// Where the CLI keeps measured kernel choices for this adapter: `$WGDIFF_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/wgdiff`, else `~/.cache/wgdiff` (None on the web or without a home).
+/// Where the CLI keeps measured kernel choices for this adapter and this build's kernels:
+/// `$WGDIFF_CACHE_DIR`, else `$XDG_CACHE_HOME/wgdiff`, else `~/.cache/wgdiff` (None on the web
+/// or without a home).
 pub fn tuning_cache_path(info: &wgpu::AdapterInfo) -> Option<std::path::PathBuf> {
     let var = |k: &str| {
         std::env::var_os(k)
@@ -90,7 +91,8 @@ pub fn tuning_cache_path(info: &wgpu::AdapterInfo) -> Option<std::path::PathBuf>
             }
         })
         .collect();
-    Some(dir.join(format!("autotune-{name}.json")))
+    // The kernels' fingerprint (build.rs): choices measured with other kernels never load.
+    Some(dir.join(format!("autotune-{name}-{}.json", env!("WGDIFF_KERNELS_HASH"))))
 }
 
 /// Every adapter the instance can see (on the web: the one the browser offers).

@@ -147,6 +147,12 @@ fn eval_index_products(line: &str) -> String {
             break;
         };
         let inner = &tail[1..close];
+        if inner.contains('{') {
+            // A WGSL brace, not an index expression: keep it and look inside.
+            out.push('{');
+            rest = &tail[1..];
+            continue;
+        }
         let value = inner.split_once('*').and_then(|(a, bc)| {
             let (b, c) = bc.split_once('+').unwrap_or((bc, "0"));
             Some(
@@ -299,5 +305,9 @@ mod tests {
         let src = "#for r in 0..2, c in 0..{{C}}: a{r}_{c};\n#for j in 0..2 {\nb{j*4+1}\n#for i in 0..2: c{j}{i}\n#end\nend";
         let out = expand_template(src, &[("C", "2".into())]);
         assert_eq!(out, "a0_0;\na0_1;\na1_0;\na1_1;\nb1\nc00\nc01\nb5\nc10\nc11\nend");
+        // Derived indices inside WGSL braces.
+        let src = "#for j in 0..2 {\nif (a{j*4+1} < n) { y[b{j*2+0}] = 1; }\n#end";
+        let out = expand_template(src, &[]);
+        assert_eq!(out, "if (a1 < n) { y[b0] = 1; }\nif (a5 < n) { y[b2] = 1; }");
     }
 }

@@ -303,22 +303,6 @@ fn normalize_backward(
     run_pass(
         x,
         Pass {
-            entry: "norm_backward_x",
-            act,
-            coef: Coef::Table,
-            params: &params,
-            inputs: &inputs,
-            outputs: &[gx.buffer()],
-            items: rows.count(),
-            len: rows.len(),
-            passes: 2,
-            bytes: 3 * x.byte_len(),
-        },
-        per_position,
-    )?;
-    run_pass(
-        x,
-        Pass {
             entry: "norm_backward_coef",
             act,
             coef: Coef::Table,
@@ -329,6 +313,24 @@ fn normalize_backward(
             len: rows.positions,
             passes: 1,
             bytes: 2 * x.byte_len(),
+        },
+        per_position,
+    )?;
+    // GroupNorm rows take their means from (ga, gb): one pass over x and g.
+    let with_coefs = [inputs.as_slice(), &[ga.buffer(), gb.buffer()]].concat();
+    run_pass(
+        x,
+        Pass {
+            entry: "norm_backward_x",
+            act,
+            coef: Coef::Table,
+            params: &params,
+            inputs: &with_coefs,
+            outputs: &[gx.buffer()],
+            items: rows.count(),
+            len: rows.len(),
+            passes: if per_position { 2 } else { 1 },
+            bytes: if per_position { 3 } else { 2 } * x.byte_len(),
         },
         per_position,
     )?;

@@ -156,8 +156,31 @@ impl Tensor {
         let scale = if mean { 1.0 / len as f32 } else { 1.0 };
         let rows_tensor = {
             let _g = crate::no_grad();
-            let moved = self.permute(&perm)?;
-            reduce_rows(&moved, rows, len, op, scale)?
+            // Reduced trailing axes go first, as contiguous rows: the permute that moves the
+            // other reduced axes last then copies only what is left (a bias gradient's sum
+            // over N, H, W copies [N, C], not the whole tensor).
+            let trailing = reduced.iter().rev().take_while(|&&r| r).count();
+            if trailing > 0 && trailing < gone.len() {
+                let lead = &self.shape()[..rank - trailing];
+                let partial = reduce_rows(
+                    self,
+                    numel(lead),
+                    numel(&self.shape()[rank - trailing..]),
+                    op,
+                    1.0,
+                )?
+                .reshape(lead)?;
+                let moved = partial.permute(&perm[..rank - trailing])?;
+                reduce_rows(
+                    &moved,
+                    rows,
+                    len / numel(&self.shape()[rank - trailing..]),
+                    op,
+                    scale,
+                )?
+            } else {
+                reduce_rows(&self.permute(&perm)?, rows, len, op, scale)?
+            }
         };
         let out = rows_tensor.reshape(&out_shape)?;
         let x = self.clone();

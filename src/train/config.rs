@@ -1,10 +1,46 @@
 //! `TrainConfig`: everything a training run needs, with defaults that train the MNIST U-Net;
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
+use super::sample;
 use crate::models::{preset, ModelConfig};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+
+/// How training batches pick the number k of deepest U-Net levels to skip (the technion
+/// seed's two schemes).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "scheme", rename_all = "snake_case")]
+pub enum SkipTraining {
+    /// k uniform in {0, .., N-1} per batch, timesteps uniform over the whole process.
+    Uniform,
+    /// Every batch's timesteps share one k(t) of the schedule with exponent `exponent`
+    /// (k(t) = min(N-1, floor(N - N(1-t)^c))), and the network skips that k: a first time
+    /// drawn uniformly picks the interval, the rest are drawn inside it (so timesteps stay
+    /// uniform overall). The seed's better scheme.
+    Consistent { exponent: f32 },
+}
+
+impl SkipTraining {
+    /// Parses `uniform` or `consistent:C` (C > 0, e.g. `consistent:2`).
+    pub fn parse(text: &str) -> Result<SkipTraining> {
+        let bad = || {
+            Error::Config(format!(
+                "skip training \"{text}\": expected `uniform` or `consistent:C` with an exponent C > 0, e.g. consistent:2"
+            ))
+        };
+        match text.split_once(':') {
+            None if text == "uniform" => Ok(SkipTraining::Uniform),
+            Some(("consistent", c)) => match c.parse::<f32>() {
+                Ok(exponent) if exponent > 0.0 && exponent.is_finite() => {
+                    Ok(SkipTraining::Consistent { exponent })
+                }
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        }
+    }
+}
 
 /// A training run's settings (serde; unknown keys in a TOML file are an error).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +85,8 @@ pub struct TrainConfig {
     pub class_dropout: Option<f32>,
     /// Min-SNR-gamma loss weighting (e.g. 5); None: plain loss.
     pub min_snr_gamma: Option<f32>,
+    /// Train the adaptive U-Net for level skipping (technion seed); None: never skip.
+    pub skip_training: Option<SkipTraining>,
     /// Stop training after this many minutes of this run even if steps remain (then the
     /// checkpoint and grid are written as usual; `--resume` continues); 0 = no limit.
     pub max_minutes: f32,
@@ -72,10 +110,11 @@ impl Default for TrainConfig {
             sample_every: 0,
             checkpoint_every: 20,
             grid_images: 16,
-            grid_steps: 25,
+            grid_steps: sample::DEFAULT_SAMPLER_STEPS,
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,
+            skip_training: None,
             max_minutes: 7.0,
         }
     }
@@ -113,6 +152,11 @@ impl TrainConfig {
         if let Some(p) = self.class_dropout {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("class_dropout must be in [0, 1], got {p}"));
+            }
+        }
+        if let Some(SkipTraining::Consistent { exponent }) = self.skip_training {
+            if !(exponent > 0.0 && exponent.is_finite()) {
+                return bad(format!("skip_training exponent must be > 0, got {exponent}"));
             }
         }
         self.model_config()?;

@@ -4,12 +4,12 @@
 pub mod config;
 pub mod sample;
 
-pub use config::TrainConfig;
+pub use config::{SkipTraining, TrainConfig};
 pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::Checkpoint;
 use crate::data::{Batcher, BatcherState, DataSource, Dataset, Split};
-use crate::diffusion::{Process, Weighting};
+use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::models::{DiffusionNet, ModelConfig};
 use crate::ops::random::Rng;
 use crate::optim::{Adam, AdamConfig, Ema, LrSchedule};
@@ -44,6 +44,41 @@ pub struct Trainer {
     ema: Ema,
     batcher: Batcher,
     classes: usize,
+}
+
+/// A training batch's network times and skipped levels: every level and times over the
+/// whole process without skip training; else k by `scheme` (see [`SkipTraining`]) for a
+/// network with `levels` levels.
+pub fn skip_batch(
+    process: &Process,
+    scheme: Option<SkipTraining>,
+    levels: usize,
+    batch: usize,
+    rng: &mut impl rand::Rng,
+) -> Result<(Vec<f32>, usize)> {
+    let Some(scheme) = scheme else {
+        return Ok((process.sample_times(rng, batch, 0.0..1.0)?, 0));
+    };
+    if levels <= 1 {
+        return Err(Error::Config(
+            "skip_training needs a U-Net with more than one level (the adaptive U-Net); this model cannot skip"
+                .into(),
+        ));
+    }
+    match scheme {
+        SkipTraining::Uniform => {
+            let skip = rng.random_range(0..levels);
+            Ok((process.sample_times(rng, batch, 0.0..1.0)?, skip))
+        }
+        SkipTraining::Consistent { exponent } => {
+            let first = process.sample_times(rng, 1, 0.0..1.0)?[0];
+            let skip = skip_levels(levels, process.marginals()?.normalized_time(first), exponent);
+            let piece = skip_intervals(levels, exponent)[skip];
+            let mut times = vec![first];
+            times.extend(process.sample_times(rng, batch - 1, piece.start..piece.end)?);
+            Ok((times, skip))
+        }
+    }
 }
 
 /// A per-step seed: every step's randomness depends only on (seed, step, purpose), so a
@@ -203,16 +238,21 @@ impl Trainer {
                 })
                 .collect()
         });
+        let process = &self.state.process;
+        let (times, skip) = skip_batch(
+            process,
+            c.skip_training,
+            self.net.levels(),
+            x0.shape()[0],
+            &mut cpu_rng,
+        )?;
         let net = &self.net;
-        let model = |x: &Tensor, t: &[f32]| net.forward(x, t, labels.as_deref(), 0);
+        let model = |x: &Tensor, t: &[f32]| net.forward(x, t, labels.as_deref(), skip);
         let weighting = match c.min_snr_gamma {
             Some(gamma) => Weighting::MinSnr { gamma },
             None => Weighting::Uniform,
         };
-        let loss = self
-            .state
-            .process
-            .loss(&model, &x0, weighting, &mut cpu_rng, &mut noise)?;
+        let loss = process.loss_at(&model, &x0, &times, weighting, &mut noise)?;
         let value = loss.item()?;
         if !value.is_finite() {
             return Err(Error::Training(format!(
@@ -248,17 +288,12 @@ impl Trainer {
         Ok(net)
     }
 
-    /// Samples a grid of `grid_images` images from the EMA weights (DDIM for VP models, the
-    /// process's own default sampler otherwise) and writes it to `path`.
+    /// Samples a grid of `grid_images` images from the EMA weights with the default sampler
+    /// of `wgdiff sample` and writes it to `path`.
     pub fn write_sample_grid(&self, path: &Path) -> Result<()> {
         let c = &self.state.config;
-        let sampler = match self.state.process {
-            Process::Vp { .. } => "ddim",
-            Process::Ve { .. } => "pc",
-            Process::Ncsn { .. } => "ald",
-        };
         let request = SampleRequest {
-            sampler: sampler.parse()?,
+            sampler: sample::default_sampler(&self.state.process),
             steps: Some(c.grid_steps),
             count: c.grid_images,
             seed: c.seed,

@@ -29,6 +29,22 @@ pub struct SampleRequest {
     pub frames: Option<PathBuf>,
 }
 
+/// Sampler steps of [`default_sampler`] (in `wgdiff sample` and the training grids).
+pub const DEFAULT_SAMPLER_STEPS: usize = 50;
+
+/// The sampler `wgdiff sample` and the training grids use unless told otherwise: DDPM's
+/// ancestral sampler for VP models (on weakly trained models its noise gives cleaner strokes
+/// than deterministic DDIM), the predictor-corrector for VE, annealed Langevin for NCSN.
+pub fn default_sampler(process: &crate::diffusion::Process) -> Sampler {
+    use crate::diffusion::Process;
+    let name = match process {
+        Process::Vp { .. } => "ddpm",
+        Process::Ve { .. } => "pc",
+        Process::Ncsn { .. } => "ald",
+    };
+    name.parse().expect("a sampler name")
+}
+
 /// A trained network ready to sample, with the state it was trained in.
 pub struct TrainedModel {
     pub net: Box<dyn DiffusionNet>,

@@ -193,6 +193,31 @@ fn train_then_sample_write_checkpoint_grids_and_frames() {
         assert!(frames.join(format!("step_{step:04}_xt.png")).exists());
         assert!(frames.join(format!("step_{step:04}_x0.png")).exists());
     }
+    // DDIM's eta and spacing from the command line; they need the ddim sampler.
+    let ddim = [
+        "sample",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "--count",
+        "2",
+        "--steps",
+        "2",
+        "--out",
+        grid.to_str().unwrap(),
+        "--eta",
+        "0.5",
+    ];
+    let log = run(&[&ddim[..], &["--sampler", "ddim", "--spacing", "quadratic"]].concat());
+    assert!(
+        log.contains("2 images with ddim (2 network evaluations)"),
+        "{log}"
+    );
+    let wrong = wgdiff().args(ddim).output().unwrap();
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success() && stderr.contains("--sampler ddim"),
+        "{stderr}"
+    );
     let bad = wgdiff()
         .args(["sample", "--checkpoint", "/nonexistent.safetensors"])
         .output()

@@ -15,6 +15,7 @@ mod data;
 mod device;
 mod diffusion;
 mod elementwise;
+mod eval;
 mod exact;
 mod layout;
 mod matmul;

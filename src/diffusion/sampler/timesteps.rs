@@ -17,6 +17,22 @@ pub enum Spacing {
     LogSnr,
 }
 
+impl std::str::FromStr for Spacing {
+    type Err = Error;
+
+    /// `uniform`, `quadratic` or `log-snr`.
+    fn from_str(name: &str) -> Result<Spacing> {
+        match name {
+            "uniform" => Ok(Spacing::Uniform),
+            "quadratic" => Ok(Spacing::Quadratic),
+            "log-snr" => Ok(Spacing::LogSnr),
+            _ => Err(Error::Diffusion(format!(
+                "unknown timestep spacing `{name}`; choose uniform, quadratic or log-snr"
+            ))),
+        }
+    }
+}
+
 /// `points` fractional timesteps from T-1 down to 0.
 pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize) -> Vec<f64> {
     let last = alpha_bars.last();

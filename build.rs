@@ -1,0 +1,23 @@
+//! Build script: fingerprints the WGSL kernels (FNV-1a over `shaders/*.wgsl`) so the
+//! autotuner's cache file changes name whenever a kernel changes (stale choices never load).
+
+use std::fs;
+
+fn main() {
+    println!("cargo:rerun-if-changed=shaders");
+    let mut paths: Vec<_> = fs::read_dir("shaders")
+        .expect("shaders/ next to Cargo.toml")
+        .map(|e| e.expect("readable shaders/ entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wgsl"))
+        .collect();
+    paths.sort();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for path in paths {
+        println!("cargo:rerun-if-changed={}", path.display());
+        let bytes = fs::read(&path).expect("readable shader");
+        for b in path.file_name().unwrap().as_encoded_bytes().iter().chain(&bytes) {
+            hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    println!("cargo:rustc-env=WGDIFF_KERNELS_HASH={hash:016x}");
+}
