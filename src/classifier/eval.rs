@@ -2,13 +2,34 @@
 //! feature matrix, and MNIST-FID (the Fréchet distance of the classifier's feature statistics).
 
 use super::Classifier;
-use crate::data::Dataset;
-use crate::metrics::{frechet_distance, FeatureStats};
-use crate::{Error, Result, Tensor};
+use crate::eval::FeatureNet;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::{
+    data::Dataset,
+    metrics::{frechet_distance, FeatureStats},
+    Error,
+};
+use crate::{Result, Tensor};
 
 /// Images per forward pass when evaluating.
 pub const EVAL_BATCH: usize = 250;
 
+/// The classifier as the feature network of `wgdiff::eval`: its penultimate layer, whose
+/// Fréchet distance is reported as MNIST-FID.
+impl FeatureNet for Classifier {
+    fn id(&self) -> String {
+        Classifier::id(self).to_string()
+    }
+    fn metric(&self) -> &'static str {
+        "MNIST-FID"
+    }
+    fn features(&self, images: &Tensor) -> Result<Tensor> {
+        let _g = crate::no_grad();
+        Classifier::features(self, images)
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 impl Classifier {
     /// Runs `f` on consecutive batches of `images` (NCHW in [-1, 1], any count), without
     /// gradients, and concatenates the read-back rows.
@@ -101,6 +122,7 @@ pub struct FidChecks {
     pub train_vs_noise: f64,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Classifier {
     /// [`FidChecks`] of `train` and `test` with `samples` images a side (fewer when a split is
     /// smaller); the noise images are drawn from `seed`.

@@ -75,6 +75,8 @@ impl ClassifierConfig {
 pub struct Classifier {
     pub config: ClassifierConfig,
     gpu: Gpu,
+    /// Names the weights in MNIST-FID cache keys (see [`Classifier::id`]).
+    id: String,
     convs: [Conv2d; 3],
     norms: [GroupNorm; 3],
     hidden: Linear,
@@ -107,6 +109,7 @@ impl Classifier {
         let hidden = Linear::new(gpu, &mut rng, flat, config.features)?;
         let head = Linear::new(gpu, &mut rng, config.features, config.classes)?;
         Ok(Classifier {
+            id: format!("classifier-untrained-seed{seed}"),
             config,
             gpu: gpu.clone(),
             convs,
@@ -114,6 +117,12 @@ impl Classifier {
             hidden,
             head,
         })
+    }
+
+    /// Names these weights: `classifier-<hash>` (FNV-1a of the checkpoint's tensors) when
+    /// loaded from a checkpoint, `classifier-untrained-seed<seed>` for fresh weights.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// The device holding the weights.
@@ -217,7 +226,7 @@ impl Classifier {
                 serde_json::from_value(c)
                     .map_err(|e| error(format!("its classifier config does not parse: {e}")))
             })?;
-        let net = Classifier::new(gpu, config, 0)?;
+        let mut net = Classifier::new(gpu, config, 0)?;
         let named = net.named_params();
         for (name, t) in &named {
             match ckpt.tensors.get(name) {
@@ -246,6 +255,7 @@ impl Classifier {
             )));
         }
         ckpt.restore("", &named, origin)?;
+        net.id = format!("classifier-{:016x}", weights_hash(ckpt));
         Ok(net)
     }
 
@@ -260,4 +270,24 @@ impl Classifier {
     pub fn save(&self, path: &std::path::Path, training: serde_json::Value) -> Result<()> {
         pollster::block_on(self.checkpoint(training))?.save(path)
     }
+}
+
+/// FNV-1a over every tensor's name, shape and value bits (in name order).
+fn weights_hash(ckpt: &Checkpoint) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for (name, t) in &ckpt.tensors {
+        eat(name.as_bytes());
+        for &d in &t.shape {
+            eat(&(d as u64).to_le_bytes());
+        }
+        for v in &t.data {
+            eat(&v.to_bits().to_le_bytes());
+        }
+    }
+    h
 }

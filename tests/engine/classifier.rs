@@ -12,6 +12,7 @@ use wgdiff::classifier::{
     SHIPPED_MNIST_CLASSIFIER,
 };
 use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
+use wgdiff::eval::FeatureNet;
 use wgdiff::Tensor;
 
 fn random_labels(n: usize, classes: usize) -> Vec<u32> {
@@ -208,4 +209,9 @@ fn shipped_classifier_classifies_mnist_and_separates_digits_from_noise() {
         same.is_finite() && far > 10.0 * same,
         "MNIST-FID digits {same}, noise {far}"
     );
+    // As `wgdiff::eval`'s feature network: named MNIST-FID, its id fixed by the weights.
+    assert_eq!(FeatureNet::metric(&net), "MNIST-FID");
+    assert!(net.id().starts_with("classifier-") && !net.id().contains("untrained"));
+    let x = Tensor::from_f32(gpu(), &[2, 1, 28, 28], &digits_a[..2 * per]).unwrap();
+    assert_eq!(FeatureNet::features(&net, &x).unwrap().shape(), [2, 128]);
 }
