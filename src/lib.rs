@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod diffusion;
 pub mod error;
+pub mod features;
 pub mod gpu;
 pub mod metrics;
 pub mod models;

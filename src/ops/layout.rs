@@ -75,7 +75,7 @@ fn dispatch_pad(src: &Tensor, dst: &Tensor, pads: &[(usize, usize)]) {
         &[src.buffer()],
         &[dst.buffer()],
         gpu.grid((invocations as u32).div_ceil(FLAT_WG)),
-        Cost::memory("pad", (src.byte_len() + dst.byte_len()) as u64),
+        Cost::memory("pad", src.byte_len() + dst.byte_len()),
     );
 }
 

@@ -170,7 +170,8 @@ fn long_rows_are_copied_completely() {
 fn multi_axis_pad_matches_cpu_and_differentiates() {
     // The second case's rows (3 elements) are too short for the row kernel on CPU adapters:
     // it runs the one-invocation-per-element form.
-    let cases: [(Vec<usize>, Vec<(usize, usize)>); 2] = [
+    type Pads = Vec<(usize, usize)>;
+    let cases: [(Vec<usize>, Pads); 2] = [
         (vec![2, 3, 4, 5], vec![(0, 1), (0, 0), (2, 1), (1, 3)]),
         (vec![3, 2, 2], vec![(1, 0), (0, 2), (0, 1)]),
     ];

@@ -15,6 +15,7 @@ mod device;
 mod diffusion;
 mod elementwise;
 mod exact;
+mod inception;
 mod layout;
 mod matmul;
 mod metrics;
