@@ -9,21 +9,7 @@
 //! python3 -c "import torch; from safetensors.torch import save_file; save_file({k: v.contiguous() for k, v in torch.load('pt_inception-2015-12-05-6726825d.pth').items()}, 'inception.safetensors')"
 //! ```
 //!
-//! and pass `inception.safetensors` (`--inception PATH`). Tensor names are exactly pytorch-fid's
-//! `FIDInceptionV3` state_dict keys (`Conv2d_1a_3x3.conv.weight`, `Mixed_5b.branch1x1.bn.
-//! running_var`, .., `fc.weight`, `fc.bias`); `InceptionV3::load` checks every one's presence,
-//! dtype (F32, F16, BF16 or F64) and shape, ignores `*.num_batches_tracked` and refuses any other
-//! tensor. Each BasicConv2d (conv without bias, BatchNorm in eval mode with eps 0.001, ReLU) is
-//! folded at load time into one conv with bias: w * s and beta - mean * s per output channel,
-//! s = gamma / sqrt(var + 0.001), so inference is conv + bias + ReLU.
-//!
-//! Images are NCHW in [-1, 1] (wgdiff's range; pytorch-fid maps its [0, 1] input to [-1, 1]
-//! after the resize, which is the same since the bilinear resize preserves affine maps), with
-//! 1 channel (repeated to 3, as for MNIST) or 3. The FID blocks differ from torchvision's: the
-//! branch pools of Mixed_5b..5d, 6b..6e and 7b are 3x3 average pools that do not count the
-//! padding (`count_include_pad=False`), and Mixed_7c's is a 3x3 max pool.
-//! `tests/engine/inception.rs` checks the features and logits against pytorch-fid itself on
-//! generated weights (`scripts/make_inception_fixtures.py`).
+//! and pass `inception.safetensors` (`--inception PATH`). Details on [`InceptionV3`].
 
 use crate::ops::{ConvImpl, ConvOptions};
 use crate::{DType, Error, Gpu, Result, Tensor};
@@ -93,6 +79,22 @@ fn run_branch(branch: &[Step], x: &Tensor, imp: ConvImpl) -> Result<Tensor> {
 }
 
 /// pytorch-fid's Inception-v3 (FID variant) on the device, BatchNorms folded into the convs.
+///
+/// Weights: tensor names are exactly pytorch-fid's `FIDInceptionV3` state_dict keys
+/// (`Conv2d_1a_3x3.conv.weight`, `Mixed_5b.branch1x1.bn.running_var`, .., `fc.weight`,
+/// `fc.bias`); [`InceptionV3::load`] checks every one's presence, dtype (F32, F16, BF16 or F64)
+/// and shape, ignores `*.num_batches_tracked` and refuses any other tensor. Each BasicConv2d
+/// (conv without bias, BatchNorm in eval mode with eps 0.001, ReLU) is folded at load time
+/// into one conv with bias: w * s and beta - mean * s per output channel, s = gamma /
+/// sqrt(var + 0.001), so inference is conv + bias + ReLU.
+///
+/// Images are NCHW in [-1, 1] (wgdiff's range; pytorch-fid maps its [0, 1] input to [-1, 1]
+/// after the resize, which is the same since the bilinear resize preserves affine maps), with
+/// 1 channel (repeated to 3, as for MNIST) or 3. The FID blocks differ from torchvision's: the
+/// branch pools of Mixed_5b..5d, 6b..6e and 7b are 3x3 average pools that do not count the
+/// padding (`count_include_pad=False`), and Mixed_7c's is a 3x3 max pool.
+/// `tests/engine/inception.rs` checks the features and logits against pytorch-fid itself on
+/// generated weights (`scripts/make_inception_fixtures.py`).
 pub struct InceptionV3 {
     /// Conv2d_1a_3x3 .. Conv2d_4a_3x3 and the two stride-2 max pools: 299 -> 35 pixels.
     stem: Branch,
