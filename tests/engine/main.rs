@@ -16,6 +16,7 @@ mod diffusion;
 mod elementwise;
 mod eval;
 mod exact;
+mod inception;
 mod layout;
 mod matmul;
 mod metrics;
