@@ -1,13 +1,21 @@
 // Spatial resampling of NCHW planes, one destination element per invocation, all gathers.
 // Two linear maps from an [in_h, in_w] plane to an [out_h, out_w] plane, each with its
 // transpose (out -> in, the backward):
-//   window_sum:    out[o] = mul * sum of the k x k window of in at o * stride
-//                  (avg_pool2d forward; the backward of nearest 2x upsampling)
-//   window_spread: in[i] = mul * sum of out[o] over the windows o that contain i
+//   window_sum:    out[o] = scale(o) * sum of the k x k window of in at o * stride - pad
+//                  (avg_pool2d forward; the backward of nearest 2x upsampling); the window is
+//                  clipped to the plane (padding counts as zeros), scale(o) = mul, or with
+//                  count_pad = 0 one over the number of window pixels inside the plane
+//                  (PyTorch's count_include_pad=False)
+//   window_spread: in[i] = sum of scale(o) * out[o] over the windows o that contain i
 //                  (avg_pool2d backward; nearest 2x upsampling is k = stride = 2, mul = 1)
 //   bicubic_forward / bicubic_backward: PyTorch's bicubic interpolation
 //                  (align_corners=False, A = -0.75, border indices clamped) and its
 //                  transpose, gathered over the output pixels whose taps touch each input.
+// Forward only (used by the Inception feature network):
+//   window_max:    out[o] = max of the k x k window at o * stride - pad, padding skipped
+//                  (max_pool2d; pad <= k / 2, so every window holds a pixel of the plane)
+//   bilinear_forward: PyTorch's bilinear interpolation (align_corners=False, negative
+//                  source coordinates clamped to 0, the right/bottom tap clamped).
 
 struct Params {
     planes: u32,  // N * C
@@ -20,6 +28,8 @@ struct Params {
     mul: f32,
     scale_h: f32, // in_h / out_h (bicubic)
     scale_w: f32,
+    pad: u32,       // window padding (pooling)
+    count_pad: u32, // 1: window sums times mul (padding counted); 0: divided by the pixels inside
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<{{T}}>;
@@ -27,6 +37,18 @@ struct Params {
 
 fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * 64u + lid;
+}
+
+// Clipped extent [first, end) along one axis of the window starting at o * stride - pad.
+fn window_extent(o: u32, n_in: u32) -> vec2<i32> {
+    let start = i32(o * p.stride) - i32(p.pad);
+    return vec2<i32>(max(start, 0), min(start + i32(p.k), i32(n_in)));
+}
+
+// The factor window (oy, ox) multiplies its sum by.
+fn window_scale(ey: vec2<i32>, ex: vec2<i32>) -> f32 {
+    if (p.count_pad != 0u) { return p.mul; }
+    return 1.0 / f32((ey.y - ey.x) * (ex.y - ex.x));
 }
 
 @compute @workgroup_size(64)
@@ -37,20 +59,43 @@ fn window_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let ox = i % p.out_w;
     let oy = (i / p.out_w) % p.out_h;
     let base = (i / (p.out_w * p.out_h)) * p.in_h * p.in_w;
+    let ey = window_extent(oy, p.in_h);
+    let ex = window_extent(ox, p.in_w);
     var acc = 0.0;
-    for (var dy = 0u; dy < p.k; dy++) {
-        let row = base + (oy * p.stride + dy) * p.in_w + ox * p.stride;
-        for (var dx = 0u; dx < p.k; dx++) {
-            acc += f32(src[row + dx]);
+    for (var y = ey.x; y < ey.y; y++) {
+        let row = base + u32(y) * p.in_w;
+        for (var x = ex.x; x < ex.y; x++) {
+            acc += f32(src[row + u32(x)]);
         }
     }
-    dst[i] = {{T}}(acc * p.mul);
+    dst[i] = {{T}}(acc * window_scale(ey, ex));
+}
+
+@compute @workgroup_size(64)
+fn window_max(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid);
+    if (i >= p.planes * p.out_h * p.out_w) { return; }
+    let ox = i % p.out_w;
+    let oy = (i / p.out_w) % p.out_h;
+    let base = (i / (p.out_w * p.out_h)) * p.in_h * p.in_w;
+    let ey = window_extent(oy, p.in_h);
+    let ex = window_extent(ox, p.in_w);
+    var acc = f32(src[base + u32(ey.x) * p.in_w + u32(ex.x)]);
+    for (var y = ey.x; y < ey.y; y++) {
+        let row = base + u32(y) * p.in_w;
+        for (var x = ex.x; x < ex.y; x++) {
+            acc = max(acc, f32(src[row + u32(x)]));
+        }
+    }
+    dst[i] = {{T}}(acc);
 }
 
 // Windows [first, last] along one axis that contain index i (empty when first > last).
 fn windows_of(i: u32, n_out: u32) -> vec2<i32> {
-    let first = (i32(i) - i32(p.k) + i32(p.stride)) / i32(p.stride);
-    return vec2<i32>(max(first, 0), min(i32(i / p.stride), i32(n_out) - 1));
+    let j = i32(i + p.pad);
+    let first = (j - i32(p.k) + i32(p.stride)) / i32(p.stride);
+    return vec2<i32>(max(first, 0), min(j / i32(p.stride), i32(n_out) - 1));
 }
 
 @compute @workgroup_size(64)
@@ -65,11 +110,13 @@ fn window_spread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let rx = windows_of(ix, p.out_w);
     var acc = 0.0;
     for (var oy = ry.x; oy <= ry.y; oy++) {
+        let ey = window_extent(u32(oy), p.in_h);
         for (var ox = rx.x; ox <= rx.y; ox++) {
-            acc += f32(src[base + u32(oy) * p.out_w + u32(ox)]);
+            let scale = window_scale(ey, window_extent(u32(ox), p.in_w));
+            acc += scale * f32(src[base + u32(oy) * p.out_w + u32(ox)]);
         }
     }
-    dst[i] = {{T}}(acc * p.mul);
+    dst[i] = {{T}}(acc);
 }
 
 const A: f32 = -0.75;
@@ -164,4 +211,35 @@ fn bicubic_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         acc += wy * line;
     }
     dst[i] = {{T}}(acc);
+}
+
+// Bilinear source taps of output index o along one axis: the two input indices and the weight
+// of the second; PyTorch clamps negative source coordinates to 0 and repeats the last index.
+struct Taps {
+    i0: u32,
+    i1: u32,
+    t: f32,
+};
+
+fn linear_taps(o: u32, n_in: u32, scale: f32) -> Taps {
+    let s = max((f32(o) + 0.5) * scale - 0.5, 0.0);
+    let i0 = min(u32(s), n_in - 1u);
+    return Taps(i0, min(i0 + 1u, n_in - 1u), s - f32(i0));
+}
+
+@compute @workgroup_size(64)
+fn bilinear_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid);
+    if (i >= p.planes * p.out_h * p.out_w) { return; }
+    let ox = i % p.out_w;
+    let oy = (i / p.out_w) % p.out_h;
+    let base = (i / (p.out_w * p.out_h)) * p.in_h * p.in_w;
+    let ty = linear_taps(oy, p.in_h, p.scale_h);
+    let tx = linear_taps(ox, p.in_w, p.scale_w);
+    let r0 = base + ty.i0 * p.in_w;
+    let r1 = base + ty.i1 * p.in_w;
+    let top = (1.0 - tx.t) * f32(src[r0 + tx.i0]) + tx.t * f32(src[r0 + tx.i1]);
+    let bottom = (1.0 - tx.t) * f32(src[r1 + tx.i0]) + tx.t * f32(src[r1 + tx.i1]);
+    dst[i] = {{T}}((1.0 - ty.t) * top + ty.t * bottom);
 }

@@ -50,6 +50,10 @@ pub enum Error {
     /// `what` names the input, `msg` says what was expected, what was found and the fix.
     #[error("{what}: {msg}")]
     Metrics { what: String, msg: String },
+    /// A feature network's weight file (e.g. Inception) that is missing, corrupt or for another
+    /// network: `msg` names the tensor, the expected and found shapes and the fix.
+    #[error("weights {path}: {msg}")]
+    Weights { path: String, msg: String },
 }
 
 /// Result with the engine's [`Error`].

@@ -10,6 +10,7 @@ pub mod data;
 pub mod diffusion;
 pub mod error;
 pub mod eval;
+pub mod features;
 pub mod gpu;
 pub mod metrics;
 pub mod models;

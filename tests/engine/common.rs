@@ -150,6 +150,30 @@ pub fn check_op(
     }
 }
 
+/// Checks the forward of an op without a backward against `cpu` on `inputs` (outputs are
+/// poisoned, so unwritten elements fail).
+pub fn check_forward(
+    what: &str,
+    dtype: DType,
+    inputs: &[(Vec<usize>, Vec<f64>)],
+    cpu: impl Fn(&[Vec<f64>]) -> Vec<f64>,
+    op: impl Fn(&[Tensor]) -> Result<Tensor>,
+) {
+    let xs: Vec<Vec<f64>> = inputs.iter().map(|(_, v)| round_to(v, dtype)).collect();
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .zip(&xs)
+        .map(|((s, _), v)| upload(s, v, dtype))
+        .collect();
+    let out = op(&tensors).unwrap();
+    assert_close(
+        &format!("{what} forward ({dtype:?})"),
+        &download(&out),
+        &cpu(&xs),
+        fwd_tol(dtype),
+    );
+}
+
 /// The dtypes this device can run natively.
 pub fn dtypes() -> Vec<DType> {
     if gpu().has_f16() {

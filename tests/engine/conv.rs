@@ -28,7 +28,19 @@ fn cases() -> Vec<ConvCase> {
                 groups: 1,
             },
         ),
+        // Inception's factorised kernels: 1x7 / 7x1 (and 1x3 / 3x1) with padding on one axis
+        ([1, 4, 9, 8], [5, 4, 1, 7], pad(0, 3)),
+        ([1, 4, 8, 9], [5, 4, 7, 1], pad(3, 0)),
+        ([2, 3, 5, 6], [4, 3, 3, 1], pad(1, 0)),
     ]
+}
+
+/// Stride 1, padding (ph, pw).
+fn pad(ph: usize, pw: usize) -> ConvOptions {
+    ConvOptions {
+        padding: (ph, pw),
+        ..ConvOptions::default()
+    }
 }
 
 #[test]

@@ -355,19 +355,90 @@ pub fn upsample_nearest2x(x: &[f64], shape: &[usize]) -> Vec<f64> {
 
 /// Mean over `k` x `k` windows every `stride` pixels, no padding.
 pub fn avg_pool2d(x: &[f64], shape: &[usize], k: usize, stride: usize) -> Vec<f64> {
+    pool2d(x, shape, k, stride, 0, |window| {
+        window.iter().sum::<f64>() / (k * k) as f64
+    })
+}
+
+/// PyTorch's `F.avg_pool2d(x, k, stride, pad, count_include_pad)` (pad <= k / 2, floor mode).
+pub fn avg_pool2d_padded(
+    x: &[f64],
+    shape: &[usize],
+    k: usize,
+    stride: usize,
+    pad: usize,
+    count_include_pad: bool,
+) -> Vec<f64> {
+    pool2d(x, shape, k, stride, pad, |window| {
+        let count = if count_include_pad { k * k } else { window.len() };
+        window.iter().sum::<f64>() / count as f64
+    })
+}
+
+/// PyTorch's `F.max_pool2d(x, k, stride, pad)` (padding never wins).
+pub fn max_pool2d(x: &[f64], shape: &[usize], k: usize, stride: usize, pad: usize) -> Vec<f64> {
+    pool2d(x, shape, k, stride, pad, |window| {
+        window.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    })
+}
+
+/// Applies `f` to the in-plane pixels of every `k` x `k` window at (o * stride - pad) of each
+/// [H, W] plane of an NCHW tensor.
+fn pool2d(
+    x: &[f64],
+    shape: &[usize],
+    k: usize,
+    stride: usize,
+    pad: usize,
+    f: impl Fn(&[f64]) -> f64,
+) -> Vec<f64> {
     let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
-    let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
+    let (oh, ow) = ((h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1);
     let mut y = Vec::with_capacity(planes * oh * ow);
     for p in 0..planes {
         for oy in 0..oh {
             for ox in 0..ow {
-                let mut acc = 0.0;
-                for dy in 0..k {
-                    for dx in 0..k {
-                        acc += x[(p * h + oy * stride + dy) * w + ox * stride + dx];
+                let (y0, x0) = (
+                    (oy * stride) as isize - pad as isize,
+                    (ox * stride) as isize - pad as isize,
+                );
+                let mut window = Vec::new();
+                for iy in y0..y0 + k as isize {
+                    for ix in x0..x0 + k as isize {
+                        if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize {
+                            window.push(x[(p * h + iy as usize) * w + ix as usize]);
+                        }
                     }
                 }
-                y.push(acc / (k * k) as f64);
+                y.push(f(&window));
+            }
+        }
+    }
+    y
+}
+
+/// PyTorch's `F.interpolate(mode="bilinear", align_corners=False)`: source coordinate
+/// max((dst + 0.5) * in / out - 0.5, 0), taps floor(src) and the next one (clamped).
+pub fn resize_bilinear(x: &[f64], shape: &[usize], out_h: usize, out_w: usize) -> Vec<f64> {
+    // (index, weight) of the two taps of output index o.
+    let taps = |o: usize, n_in: usize, n_out: usize| -> [(usize, f64); 2] {
+        let src = ((o as f64 + 0.5) * n_in as f64 / n_out as f64 - 0.5).max(0.0);
+        let i0 = src.floor() as usize;
+        let t = src - i0 as f64;
+        [(i0, 1.0 - t), ((i0 + 1).min(n_in - 1), t)]
+    };
+    let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
+    let mut y = Vec::with_capacity(planes * out_h * out_w);
+    for p in 0..planes {
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                let mut acc = 0.0;
+                for (iy, wy) in taps(oy, h, out_h) {
+                    for (ix, wx) in taps(ox, w, out_w) {
+                        acc += wy * wx * x[(p * h + iy) * w + ix];
+                    }
+                }
+                y.push(acc);
             }
         }
     }

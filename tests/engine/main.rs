@@ -17,6 +17,7 @@ mod diffusion;
 mod elementwise;
 mod eval;
 mod exact;
+mod inception;
 mod layout;
 mod matmul;
 mod metrics;

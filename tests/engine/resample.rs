@@ -1,5 +1,7 @@
-//! Nearest 2x upsampling, average pooling and bicubic resizing against the CPU references
-//! (forward, and backward by finite differences), plus bicubic border and shape-error checks.
+//! Nearest 2x upsampling, average pooling (also padded, with and without counting the padding)
+//! and bicubic resizing against the CPU references (forward, and backward by finite
+//! differences); max pooling and bilinear resizing (forward only); bicubic/bilinear border and
+//! shape-error checks.
 
 use crate::common::*;
 use crate::cpu;
@@ -49,6 +51,97 @@ fn avg_pool2d_matches_cpu_and_differentiates() {
 }
 
 #[test]
+fn padded_avg_pool2d_matches_cpu_and_differentiates() {
+    // (shape, kernel, stride, padding); Inception's branch pools are 3 / 1 / 1.
+    let cases = [
+        (vec![2, 3, 5, 7], 3, 1, 1),
+        (vec![1, 2, 8, 8], 3, 2, 1),
+        (vec![1, 2, 7, 6], 4, 3, 2),
+        (vec![1, 1, 1, 1], 3, 1, 1),
+        (vec![1, 2, 6, 5], 2, 2, 1),
+    ];
+    for dtype in dtypes() {
+        for (shape, k, stride, pad) in &cases {
+            for count_pad in [false, true] {
+                let (s, k, stride, pad) = (shape.clone(), *k, *stride, *pad);
+                check_op(
+                    &format!("avg_pool2d {shape:?} k {k} stride {stride} pad {pad} count_pad {count_pad}"),
+                    dtype,
+                    &input(shape),
+                    move |xs| cpu::avg_pool2d_padded(&xs[0], &s, k, stride, pad, count_pad),
+                    |ts| ts[0].avg_pool2d_padded(k, stride, pad, count_pad),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn max_pool2d_matches_cpu() {
+    // (shape, kernel, stride, padding); Inception uses 3 / 2 / 0 and 3 / 1 / 1.
+    let cases = [
+        (vec![2, 3, 9, 11], 3, 2, 0),
+        (vec![2, 3, 5, 7], 3, 1, 1),
+        (vec![1, 2, 8, 8], 2, 2, 0),
+        (vec![1, 2, 7, 6], 4, 3, 2),
+        (vec![1, 1, 1, 1], 3, 1, 1),
+        (vec![1, 4, 35, 35], 3, 2, 0),
+    ];
+    for dtype in dtypes() {
+        for (shape, k, stride, pad) in &cases {
+            let (s, k, stride, pad) = (shape.clone(), *k, *stride, *pad);
+            check_forward(
+                &format!("max_pool2d {shape:?} k {k} stride {stride} pad {pad}"),
+                dtype,
+                &input(shape),
+                move |xs| cpu::max_pool2d(&xs[0], &s, k, stride, pad),
+                |ts| ts[0].max_pool2d(k, stride, pad),
+            );
+        }
+    }
+}
+
+#[test]
+fn resize_bilinear_matches_cpu() {
+    let cases = [
+        (vec![2, 3, 5, 7], 9, 4),
+        (vec![2, 3, 5, 7], 5, 7),
+        (vec![1, 2, 4, 4], 16, 13),
+        (vec![1, 1, 11, 9], 3, 2),
+        (vec![1, 1, 1, 1], 3, 3),
+        (vec![1, 1, 5, 5], 1, 1),
+        // pytorch-fid's resize of MNIST and CIFAR images
+        (vec![1, 1, 28, 28], 299, 299),
+        (vec![1, 3, 32, 32], 299, 299),
+    ];
+    for dtype in dtypes() {
+        for (shape, oh, ow) in &cases {
+            let (s, oh, ow) = (shape.clone(), *oh, *ow);
+            check_forward(
+                &format!("resize_bilinear {shape:?} -> {oh}x{ow}"),
+                dtype,
+                &input(shape),
+                move |xs| cpu::resize_bilinear(&xs[0], &s, oh, ow),
+                |ts| ts[0].resize_bilinear(oh, ow),
+            );
+        }
+    }
+}
+
+#[test]
+fn forward_only_resampling_refuses_inputs_that_need_gradients() {
+    let x = upload(&[1, 1, 4, 4], &[0.5; 16], DType::F32).requires_grad();
+    for err in [
+        x.max_pool2d(3, 1, 1).unwrap_err().to_string(),
+        x.resize_bilinear(8, 8).unwrap_err().to_string(),
+    ] {
+        assert!(err.contains("no backward") && err.contains("no_grad"), "{err}");
+    }
+    let _g = wgdiff::no_grad();
+    assert!(x.max_pool2d(3, 1, 1).is_ok() && x.resize_bilinear(8, 8).is_ok());
+}
+
+#[test]
 fn resize_bicubic_matches_cpu_and_differentiates() {
     let cases = [
         (vec![2, 3, 5, 7], 9, 4),
@@ -74,17 +167,21 @@ fn resize_bicubic_matches_cpu_and_differentiates() {
 }
 
 #[test]
-fn bicubic_keeps_constants_up_to_the_borders() {
-    // The four tap weights sum to one, and clamped border taps keep that.
+fn bicubic_and_bilinear_keep_constants_up_to_the_borders() {
+    // The tap weights sum to one, and clamped border taps keep that.
     let t = upload(&[1, 2, 3, 5], &[2.5; 30], DType::F32);
     for (oh, ow) in [(7, 11), (2, 2), (3, 5)] {
-        let y = download(&t.resize_bicubic(oh, ow).unwrap());
-        assert_close(
-            &format!("bicubic of a constant to {oh}x{ow}"),
-            &y,
-            &vec![2.5; 2 * oh * ow],
-            1e-6,
-        );
+        for (name, y) in [
+            ("bicubic", t.resize_bicubic(oh, ow).unwrap()),
+            ("bilinear", t.resize_bilinear(oh, ow).unwrap()),
+        ] {
+            assert_close(
+                &format!("{name} of a constant to {oh}x{ow}"),
+                &download(&y),
+                &vec![2.5; 2 * oh * ow],
+                1e-6,
+            );
+        }
     }
 }
 
@@ -96,4 +193,11 @@ fn resample_shape_errors_name_the_shapes() {
     let x = upload(&[1, 1, 3, 3], &[0.0; 9], DType::F32);
     let err = x.avg_pool2d(4, 1).unwrap_err().to_string();
     assert!(err.contains("kernel 4") && err.contains("[1, 1, 3, 3]"), "{err}");
+    // PyTorch's rule: padding at most half the kernel.
+    let err = x.avg_pool2d_padded(3, 1, 2, false).unwrap_err().to_string();
+    assert!(err.contains("padding 2") && err.contains("kernel / 2"), "{err}");
+    let err = x.max_pool2d(2, 1, 2).unwrap_err().to_string();
+    assert!(err.contains("padding 2") && err.contains("[1, 1, 3, 3]"), "{err}");
+    let err = x.resize_bilinear(0, 4).unwrap_err().to_string();
+    assert!(err.contains("0x4") && err.contains("[1, 1, 3, 3]"), "{err}");
 }
