@@ -1,6 +1,7 @@
 // Optimiser kernels. adam_step: one Adam/AdamW update per element; the gradient is
 // multiplied by clip[0] (the global-norm clipping factor, computed on the device).
-// clip_factor: from the summed squared gradient norm, min(1, max_norm / (norm + 1e-6)).
+// clip_factor: from the summed squared norm of gradients scaled by 1 / inv_scale (loss
+// scaling; 1 without), inv_scale * min(1, max_norm / (norm * inv_scale + 1e-6)).
 // ema_update: shadow = decay * shadow + (1 - decay) * param.
 struct Params {
     n: u32,
@@ -45,15 +46,15 @@ fn adam_step(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     param[i] = w - p.lr * m_hat / (sqrt(v_hat) + p.eps);
 }
 
-struct ClipParams { max_norm: f32 }
+struct ClipParams { max_norm: f32, inv_scale: f32 }
 @group(0) @binding(0) var<uniform> cp: ClipParams;
 @group(0) @binding(1) var<storage, read> sq_norm: array<f32>;
 @group(0) @binding(2) var<storage, read_write> factor: array<f32>;
 
 @compute @workgroup_size(1)
 fn clip_factor() {
-    let norm = sqrt(sq_norm[0]);
-    factor[0] = select(1.0, min(1.0, cp.max_norm / (norm + 1e-6)), cp.max_norm > 0.0);
+    let norm = sqrt(sq_norm[0]) * cp.inv_scale;
+    factor[0] = cp.inv_scale * select(1.0, min(1.0, cp.max_norm / (norm + 1e-6)), cp.max_norm > 0.0);
 }
 
 struct EmaParams { n: u32, decay: f32 }

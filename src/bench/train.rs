@@ -1,11 +1,12 @@
-//! `wgdiff bench train`: img/s and GFLOP/s of one training step of a model preset, and ms per
-//! sampling step (one network evaluation + DDIM update) for each number of skipped U-Net levels.
+//! `wgdiff bench train`: img/s and GFLOP/s of one training step of a model preset (f32, and
+//! mixed f16 when asked), and ms per sampling step for each number of skipped U-Net levels.
 
 use super::{run_interleaved, Case, Measurement};
 use crate::diffusion::{Process, Weighting};
 use crate::models::preset;
 use crate::ops::random::Rng;
-use crate::optim::{Adam, AdamConfig};
+use crate::optim::{backward_and_step, Adam, AdamConfig, LossScaler};
+use crate::train::Precision;
 use crate::{DType, Gpu, Result, Tensor};
 use rand::SeedableRng;
 use std::cell::RefCell;
@@ -31,13 +32,15 @@ fn count(gpu: &Gpu, f: impl FnOnce() -> Result<()>) -> Result<(f64, usize)> {
     ))
 }
 
-/// Times a training step of `preset_name` at `batch` (DDPM loss, backward, Adam) and one
-/// sampling step at `sample_batch` for every skip count the model allows, interleaved.
+/// Times a training step of `preset_name` at `batch` (DDPM loss, backward, Adam; in f32, and
+/// also in mixed precision with loss scaling when `precision` is f16) and one sampling step
+/// at `sample_batch` for every skip count the model allows, interleaved.
 pub fn run(
     gpu: &Gpu,
     preset_name: &str,
     batch: usize,
     sample_batch: usize,
+    precision: Precision,
     warmup: usize,
     reps: usize,
 ) -> Result<(Vec<Measurement>, TrainBenchCounts)> {
@@ -51,19 +54,26 @@ pub fn run(
     let params: Vec<Tensor> = net.named_params().into_iter().map(|(_, t)| t).collect();
     let adam = RefCell::new(Adam::new(params, AdamConfig::default())?);
     let step_rng = RefCell::new((rand::rngs::StdRng::seed_from_u64(0), Rng::new(2)));
+    let scaler = RefCell::new(LossScaler::default());
     let net_ref = &net;
-    let train_step = || -> Result<()> {
+    let train_step = |precision: Precision| -> Result<()> {
         let mut adam = adam.borrow_mut();
         let (times, noise) = &mut *step_rng.borrow_mut();
-        let model = |x: &Tensor, t: &[f32]| net_ref.forward(x, t, None, 0);
+        let dtype = precision.dtype();
+        let model = |x: &Tensor, t: &[f32]| net_ref.forward_in(dtype, x, t, None, 0);
         let loss = process.loss(&model, &x0, Weighting::Uniform, times, noise)?;
-        crate::backward(&loss)?;
-        adam.step()?;
-        adam.zero_grad();
-        Ok(())
+        let mut scaler = scaler.borrow_mut();
+        let scaler = (precision == Precision::F16).then_some(&mut *scaler);
+        backward_and_step(&loss, &mut adam, scaler).map(drop)
     };
-    train_step()?;
-    let (train_flops, _) = count(gpu, train_step)?;
+    let precisions = match precision {
+        Precision::F32 => vec![Precision::F32],
+        Precision::F16 => vec![Precision::F32, Precision::F16],
+    };
+    for &p in &precisions {
+        train_step(p)?;
+    }
+    let (train_flops, _) = count(gpu, || train_step(Precision::F32))?;
 
     let xs = rng.normal(gpu, &[sample_batch, c, h, w], 0.0, 1.0, DType::F32)?;
     let t = vec![500.0; sample_batch];
@@ -80,14 +90,20 @@ pub fn run(
         sample_dispatches.push(count(gpu, || sample_step(skip))?.1);
     }
     let shape = format!("{preset_name} B{batch} {h}x{w}");
-    let mut cases = vec![Case {
-        variant: "train-step".into(),
-        shape,
-        pass: Some("forward+backward".into()),
-        flops: train_flops,
-        bytes: 0.0,
-        run: Box::new(train_step),
-    }];
+    let mut cases: Vec<Case> = precisions
+        .into_iter()
+        .map(|p| Case {
+            variant: match p {
+                Precision::F32 => "train-step".into(),
+                Precision::F16 => "train-step f16".into(),
+            },
+            shape: shape.clone(),
+            pass: Some("forward+backward".into()),
+            flops: train_flops,
+            bytes: 0.0,
+            run: Box::new(move || train_step(p)),
+        })
+        .collect();
     for skip in 0..levels {
         cases.push(Case {
             variant: format!("sample-step skip {skip}"),

@@ -58,6 +58,10 @@ pub enum BenchCommand {
         /// Images per sampling step
         #[arg(long, default_value_t = 16)]
         sample_batch: usize,
+        /// f16: also time a mixed-precision training step (as `wgdiff train --precision f16`)
+        /// beside the f32 one
+        #[arg(long, default_value = "f32")]
+        precision: wgdiff::train::Precision,
         /// Timed repetitions per case (the median is reported)
         #[arg(long, default_value_t = 3)]
         reps: usize,
@@ -156,11 +160,16 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             preset,
             batch,
             sample_batch,
+            precision,
             reps,
             warmup,
             json,
         } => {
-            let (rows, counts) = wgdiff::bench::train::run(gpu, &preset, batch, sample_batch, warmup, reps)?;
+            if let Some(warning) = precision.fallback_warning(gpu) {
+                eprintln!("{warning}");
+            }
+            let (rows, counts) =
+                wgdiff::bench::train::run(gpu, &preset, batch, sample_batch, precision, warmup, reps)?;
             print_rows(&rows, json);
             if !json {
                 print_train_summary(&rows, &counts, batch);
@@ -286,9 +295,10 @@ fn print_train_summary(
     counts: &wgdiff::bench::train::TrainBenchCounts,
     batch: usize,
 ) {
-    if let Some(train) = rows.iter().find(|r| r.variant == "train-step") {
+    for train in rows.iter().filter(|r| r.variant.starts_with("train-step")) {
         println!(
-            "training step: {:.2} img/s, {:.2} GFLOP/s ({:.3} GFLOP per image counted by the kernels)",
+            "{}: {:.2} img/s, {:.2} GFLOP/s ({:.3} GFLOP per image counted by the kernels)",
+            train.variant,
             batch as f64 / (train.median_ms / 1e3),
             counts.train_flops / 1e9 / (train.median_ms / 1e3),
             counts.train_flops / 1e9 / batch as f64

@@ -6,7 +6,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use wgdiff::gpu::describe;
-use wgdiff::train::{SkipTraining, TrainConfig, Trainer};
+use wgdiff::train::{Precision, SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
@@ -80,6 +80,17 @@ pub struct TrainArgs {
     /// Stop after this many minutes even if steps remain; 0 = no limit [default: 7]
     #[arg(long)]
     max_minutes: Option<f32>,
+    /// Precision of the network's forward and backward: f32 or f16 (mixed precision) [default: f32]
+    ///
+    /// f16 runs the network's activations and gradients in f16 (half the memory traffic);
+    /// weights, Adam moments and EMA stay f32 (each layer casts its weights at use). The loss is
+    /// multiplied by a scale (2^15 at first, doubled after 1000 steps without overflow) so small
+    /// gradients survive f16; gradients are divided by it before clipping and Adam. A step whose
+    /// gradients overflow (inf/NaN) is skipped, changing no weights, and the scale halves; the
+    /// progress line shows the scale and skipped steps. On adapters without SHADER_F16 it still
+    /// runs, with a warning: ops compute in f32 and cast back.
+    #[arg(long)]
+    precision: Option<Precision>,
 }
 
 fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> {
@@ -113,7 +124,8 @@ impl TrainArgs {
             checkpoint_every,
             grid_images,
             grid_steps,
-            max_minutes
+            max_minutes,
+            precision
         );
         if self.epochs.is_some() {
             c.epochs = self.epochs;
@@ -152,8 +164,11 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     let c = trainer.state.config.clone();
     let params: usize = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();
     eprintln!("device: {}", describe(&gpu.info));
+    if let Some(warning) = c.precision.fallback_warning(gpu) {
+        eprintln!("{warning}");
+    }
     eprintln!(
-        "model: {} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}",
+        "model: {} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}, {}",
         c.model.as_ref().map_or(c.preset.as_str(), |_| "custom"),
         super::model::thousands(params),
         trainer.state.process.name(),
@@ -161,7 +176,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         trainer.dataset().len(),
         c.batch,
         trainer.state.step,
-        c.steps
+        c.steps,
+        c.precision
     );
     std::fs::create_dir_all(&c.out)
         .with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
@@ -198,11 +214,17 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         let loss = trainer.step()?;
         let step = trainer.state.step;
         let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
-        let status = format!(
+        let mut status = format!(
             "loss {loss:.4}  {:.2} it/s  {:.1} img/s",
             1.0 / per_step,
             c.batch as f64 / per_step
         );
+        if let Some(scaler) = &trainer.state.scaler {
+            status += &format!("  loss scale {}", scaler.scale);
+            if scaler.skipped > 0 {
+                status += &format!(" ({} overflow steps skipped)", scaler.skipped);
+            }
+        }
         if bar.is_hidden() {
             // Not a terminal (a log file): one line per step instead of the bar.
             let eta = per_step * (c.steps - step) as f64;

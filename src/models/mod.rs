@@ -14,7 +14,7 @@ pub use scorenet::{ScoreNet, ScoreNetConfig};
 pub use unet::UNet;
 pub use unet_config::{AttentionAt, SkipType, UNetConfig};
 
-use crate::{Result, Tensor};
+use crate::{DType, Result, Tensor};
 
 /// One row of a model summary (as torchinfo prints): a layer, its output shape for the
 /// summarised input, and its parameter count.
@@ -39,6 +39,19 @@ pub trait DiffusionNet {
     /// SDE models: continuous t in (0, 1]); `labels` N class ids (or the null class) when the
     /// network is class-conditional; `skip` = number of deepest levels to skip (0 = none).
     fn forward(&self, x: &Tensor, t: &[f32], labels: Option<&[u32]>, skip: usize) -> Result<Tensor>;
+    /// [`DiffusionNet::forward`] run in `dtype` on an f32 batch (mixed-precision training):
+    /// `x` is cast to `dtype` and the output back to f32 (no-ops for f32).
+    fn forward_in(
+        &self,
+        dtype: DType,
+        x: &Tensor,
+        t: &[f32],
+        labels: Option<&[u32]>,
+        skip: usize,
+    ) -> Result<Tensor> {
+        self.forward(&x.to_dtype(dtype)?, t, labels, skip)?
+            .to_dtype(DType::F32)
+    }
     /// Every layer in order with its output shape for `batch` images, its parameters and its
     /// buffers (one walk, so the summary and the named tensors always agree).
     fn walk(&self, batch: usize) -> summary::LayerWalk;

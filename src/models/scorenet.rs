@@ -255,7 +255,8 @@ impl DiffusionNet for ScoreNet {
         let angles = t_col
             .matmul(&self.fourier.reshape(&[1, half])?)?
             .mul_scalar(std::f32::consts::TAU)?;
-        let features = Tensor::concat(&[angles.sin()?, angles.cos()?], 1)?;
+        // angles reach hundreds of radians: sin/cos in f32, then the features in x's dtype
+        let features = Tensor::concat(&[angles.sin()?, angles.cos()?], 1)?.to_dtype(x.dtype())?;
         let e = self.embed.forward(&features)?.silu()?;
         let mut h = x.clone();
         let mut skips = Vec::with_capacity(3);
@@ -273,7 +274,7 @@ impl DiffusionNet for ScoreNet {
         let std: Vec<f32> = t.iter().map(|&ti| self.config.marginal_std(ti)).collect();
         self.out
             .forward(&h)?
-            .div(&Tensor::from_f32(gpu, &[n, 1, 1, 1], &std)?)
+            .div(&Tensor::from_slice(gpu, &[n, 1, 1, 1], &std, x.dtype())?)
     }
 
     fn walk(&self, batch: usize) -> LayerWalk {

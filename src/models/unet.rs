@@ -229,11 +229,12 @@ impl UNet {
         &self.config
     }
 
-    /// temb [N, time_embed_dim]: the time MLP on the sinusoid of `t`, plus the class rows.
-    fn embed(&self, gpu: &Gpu, t: &[f32], labels: Option<&[u32]>) -> Result<Tensor> {
+    /// temb [N, time_embed_dim] in `dtype`: the time MLP on the sinusoid of `t` (computed in
+    /// f64 on the CPU, uploaded in `dtype`), plus the class rows.
+    fn embed(&self, gpu: &Gpu, dtype: DType, t: &[f32], labels: Option<&[u32]>) -> Result<Tensor> {
         let n = t.len();
         let dim = self.config.time_sinusoid_dim;
-        let sinusoid = Tensor::from_f32(gpu, &[n, dim], &timestep_embedding(t, dim))?;
+        let sinusoid = Tensor::from_slice(gpu, &[n, dim], &timestep_embedding(t, dim), dtype)?;
         let [first, second] = &self.time_embed;
         let temb = second.forward(&first.forward(&sinusoid)?.silu()?)?;
         match (&self.class_embed, labels) {
@@ -247,8 +248,8 @@ impl UNet {
                         labels.len()
                     )));
                 }
-                let one_hot = Tensor::from_f32(gpu, &[n, rows], &one_hot(labels, rows)?)?;
-                temb.add(&one_hot.matmul(table)?)
+                let one_hot = Tensor::from_slice(gpu, &[n, rows], &one_hot(labels, rows)?, dtype)?;
+                temb.add(&one_hot.matmul(&table.to_dtype(dtype)?)?)
             }
             (None, Some(_)) => Err(Error::Config(
                 "labels given to a U-Net without a class embedding (set `classes` in its config)".into(),
@@ -384,7 +385,7 @@ impl DiffusionNet for UNet {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut rng = (self.training && self.config.dropout > 0.0).then_some(&mut *rng_guard);
-        let temb = self.embed(x.gpu(), t, labels)?;
+        let temb = self.embed(x.gpu(), x.dtype(), t, labels)?;
         let active = self.down.len() - skip;
         let mut hs = vec![self.conv_in.forward(x)?];
         for (i, level) in self.down[..active].iter().enumerate() {

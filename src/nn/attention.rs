@@ -40,16 +40,13 @@ impl AttentionBlock {
         })
     }
 
+    /// `x` + attention over its positions, in `x`'s dtype (parameters cast at use).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = self.norm.forward(x)?;
-        let h = spatial_self_attention(
-            &h,
-            &self.qkv_weight,
-            &self.qkv_bias,
-            &self.out_weight,
-            &self.out_bias,
-            self.heads,
-        )?;
+        let [qkv_weight, qkv_bias, out_weight, out_bias] =
+            [&self.qkv_weight, &self.qkv_bias, &self.out_weight, &self.out_bias]
+                .map(|p| p.to_dtype(x.dtype()));
+        let h = spatial_self_attention(&h, &qkv_weight?, &qkv_bias?, &out_weight?, &out_bias?, self.heads)?;
         x.add(&h)
     }
 

@@ -29,6 +29,15 @@ fn init_weight_and_bias(
     ))
 }
 
+/// The weight and bias in `x`'s dtype (the same tensors when it is theirs).
+fn cast_params(weight: &Tensor, bias: Option<&Tensor>, x: &Tensor) -> Result<(Tensor, Option<Tensor>)> {
+    let dtype = x.dtype();
+    Ok((
+        weight.to_dtype(dtype)?,
+        bias.map(|b| b.to_dtype(dtype)).transpose()?,
+    ))
+}
+
 impl Conv2d {
     /// Square `kernel`, `padding` and `stride`, `groups` channel groups.
     #[allow(clippy::too_many_arguments)]
@@ -58,8 +67,10 @@ impl Conv2d {
         Conv2d { bias: None, ..self }
     }
 
+    /// The convolution of `x` in its dtype (parameters cast at use).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.conv2d(&self.weight, self.bias.as_ref(), self.opts, self.imp)
+        let (weight, bias) = cast_params(&self.weight, self.bias.as_ref(), x)?;
+        x.conv2d(&weight, bias.as_ref(), self.opts, self.imp)
     }
 
     pub fn params(&self) -> Vec<Tensor> {
@@ -107,9 +118,11 @@ impl ConvTranspose2d {
         ConvTranspose2d { bias: None, ..self }
     }
 
+    /// The transposed convolution of `x` in its dtype (parameters cast at use).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let op = (self.output_padding, self.output_padding);
-        x.conv_transpose2d(&self.weight, self.bias.as_ref(), self.opts, op)
+        let (weight, bias) = cast_params(&self.weight, self.bias.as_ref(), x)?;
+        x.conv_transpose2d(&weight, bias.as_ref(), self.opts, op)
     }
 
     pub fn params(&self) -> Vec<Tensor> {
@@ -149,13 +162,16 @@ impl GroupNorm {
         })
     }
 
+    /// The normalised `x` in its dtype (gamma and beta cast at use; statistics in f32).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.group_norm(self.groups, &self.gamma, &self.beta, self.eps)
+        let (gamma, beta) = (self.gamma.to_dtype(x.dtype())?, self.beta.to_dtype(x.dtype())?);
+        x.group_norm(self.groups, &gamma, &beta, self.eps)
     }
 
     /// `silu(forward(x))` in one kernel.
     pub fn forward_silu(&self, x: &Tensor) -> Result<Tensor> {
-        x.group_norm_silu(self.groups, &self.gamma, &self.beta, self.eps)
+        let (gamma, beta) = (self.gamma.to_dtype(x.dtype())?, self.beta.to_dtype(x.dtype())?);
+        x.group_norm_silu(self.groups, &gamma, &beta, self.eps)
     }
 
     pub fn params(&self) -> Vec<Tensor> {

@@ -22,9 +22,12 @@ impl Linear {
         })
     }
 
-    /// `x @ weight + bias` for `x` of shape [.., fan_in].
+    /// `x @ weight + bias` for `x` of shape [.., fan_in], in `x`'s dtype (the f32 weights are
+    /// cast at use for an f16 `x`).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.matmul(&self.weight)?.add(&self.bias)
+        let dtype = x.dtype();
+        x.matmul(&self.weight.to_dtype(dtype)?)?
+            .add(&self.bias.to_dtype(dtype)?)
     }
 }
 

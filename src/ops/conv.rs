@@ -288,7 +288,7 @@ impl Tensor {
             let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
             return x.conv2d(&w, b.as_ref(), opts, imp)?.to_dtype(DType::F16);
         }
-        check_bias(bias, geo.cout)?;
+        check_bias(bias, geo.cout, self.dtype())?;
         let imp = resolve(self, weight, &geo, imp)?;
         // The tiled kernels read a zero-padded input: pad once here, and keep the padded input
         // for the weight gradient.
@@ -416,11 +416,16 @@ impl Tensor {
     }
 }
 
-fn check_bias(bias: Option<&Tensor>, cout: usize) -> Result<()> {
+/// Errors unless `bias` (when given) is [cout] of the input's dtype (the kernels read it as `T`).
+fn check_bias(bias: Option<&Tensor>, cout: usize, dtype: DType) -> Result<()> {
     match bias {
-        Some(b) if b.shape() != [cout] => Err(Error::shape(
+        Some(b) if b.shape() != [cout] || b.dtype() != dtype => Err(Error::shape(
             "conv bias",
-            format!("bias {:?} should be [{cout}]", b.shape()),
+            format!(
+                "bias {:?} {:?} should be [{cout}] {dtype:?} like the input (cast it with to_dtype)",
+                b.shape(),
+                b.dtype()
+            ),
         )),
         _ => Ok(()),
     }
@@ -429,7 +434,7 @@ fn check_bias(bias: Option<&Tensor>, cout: usize) -> Result<()> {
 /// y + bias (per output channel), differentiable.
 fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let c = y.shape()[1];
-    check_bias(bias, c)?;
+    check_bias(bias, c, y.dtype())?;
     match bias {
         None => Ok(y),
         Some(b) => y.add(&b.reshape(&[1, c, 1, 1])?),

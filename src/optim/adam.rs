@@ -109,14 +109,26 @@ impl Adam {
         (&self.m[i], &self.v[i])
     }
 
+    /// The parameters, in the order given to [`Adam::new`].
+    pub fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+
     /// Applies one update with the accumulated gradients (parameters without one are skipped).
     pub fn step(&mut self) -> Result<()> {
+        self.step_unscaled(1.0, None)
+    }
+
+    /// [`Adam::step`] for gradients of a loss multiplied by `grad_scale` (loss scaling): they
+    /// are divided by it inside the update, with the clipping factor. `norm`: their global
+    /// norm ([`global_grad_norm`]) when the caller has it already.
+    pub fn step_unscaled(&mut self, grad_scale: f32, norm: Option<Tensor>) -> Result<()> {
         let Some(first) = self.params.first() else {
             return Ok(());
         };
         let gpu = first.gpu().clone();
         let _g = crate::no_grad();
-        let clip = self.clip_factor()?;
+        let clip = self.clip_factor(1.0 / grad_scale, norm)?;
         let lr = self.current_lr();
         self.step += 1;
         let c = &self.config;
@@ -157,14 +169,16 @@ impl Adam {
         Ok(())
     }
 
-    /// The factor gradients are multiplied by (1 without clipping), as a `[1]` tensor.
-    fn clip_factor(&self) -> Result<Tensor> {
+    /// The factor gradients are multiplied by, as a `[1]` tensor: `inv_scale` times the
+    /// clipping factor of the unscaled gradients (1 without clipping).
+    fn clip_factor(&self, inv_scale: f32, norm: Option<Tensor>) -> Result<Tensor> {
         let gpu = self.params[0].gpu();
-        let norm = match self.config.max_grad_norm {
-            Some(_) => global_grad_norm(&self.params)?,
-            None => None,
+        let norm = match (self.config.max_grad_norm, norm) {
+            (Some(_), None) => global_grad_norm(&self.params)?,
+            (Some(_), norm) => norm,
+            (None, _) => None,
         };
-        let factor = Tensor::full(gpu, &[1], 1.0, DType::F32)?;
+        let factor = Tensor::full(gpu, &[1], inv_scale, DType::F32)?;
         if let (Some(norm), Some(max_norm)) = (norm, self.config.max_grad_norm) {
             let sq = norm.square()?;
             let kernel = gpu.kernel(&KernelSpec {
@@ -176,7 +190,7 @@ impl Adam {
             });
             gpu.dispatch_named(
                 &kernel,
-                &[max_norm.to_bits()],
+                &[max_norm.to_bits(), inv_scale.to_bits()],
                 &[sq.buffer()],
                 &[factor.buffer()],
                 [1, 1, 1],

@@ -3,7 +3,7 @@
 
 use super::sample;
 use crate::models::{preset, ModelConfig};
-use crate::{Error, Result};
+use crate::{DType, Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -90,6 +90,63 @@ pub struct TrainConfig {
     /// Stop training after this many minutes of this run even if steps remain (then the
     /// checkpoint and grid are written as usual; `--resume` continues); 0 = no limit.
     pub max_minutes: f32,
+    /// Precision of the network's forward and backward (weights, Adam and EMA stay f32).
+    pub precision: Precision,
+}
+
+/// Precision of the network's forward and backward passes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// Everything in f32.
+    #[default]
+    F32,
+    /// Mixed precision: activations and gradients in f16 (parameters cast at use), f32 master
+    /// weights, Adam and EMA, dynamic loss scaling ([`crate::optim::LossScaler`]).
+    F16,
+}
+
+impl Precision {
+    /// The dtype the network runs in.
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::F16 => DType::F16,
+        }
+    }
+
+    /// The warning to print when f16 cannot run natively on `gpu` (no SHADER_F16).
+    pub fn fallback_warning(self, gpu: &Gpu) -> Option<String> {
+        (self == Precision::F16 && !gpu.has_f16()).then(|| {
+            "warning: this adapter lacks SHADER_F16, so --precision f16 stores activations in f16 \
+             but every op computes in f32 and casts back (slower than --precision f32, with f16's \
+             rounding); use an adapter with SHADER_F16 (`wgdiff info` lists features) or f32"
+                .to_string()
+        })
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Precision> {
+        match name {
+            "f32" => Ok(Precision::F32),
+            "f16" => Ok(Precision::F16),
+            _ => Err(Error::Config(format!(
+                "unknown precision `{name}`; choose f32 or f16"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+        })
+    }
 }
 
 impl Default for TrainConfig {
@@ -116,6 +173,7 @@ impl Default for TrainConfig {
             min_snr_gamma: None,
             skip_training: None,
             max_minutes: 7.0,
+            precision: Precision::F32,
         }
     }
 }

@@ -4,7 +4,7 @@
 pub mod config;
 pub mod sample;
 
-pub use config::{SkipTraining, TrainConfig};
+pub use config::{Precision, SkipTraining, TrainConfig};
 pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::Checkpoint;
@@ -12,7 +12,7 @@ use crate::data::{Batcher, BatcherState, DataSource, Dataset, Split};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::models::{DiffusionNet, ModelConfig};
 use crate::ops::random::Rng;
-use crate::optim::{Adam, AdamConfig, Ema, LrSchedule};
+use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
 use crate::{Error, Gpu, Result, Tensor};
 use rand::{Rng as _, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,9 @@ pub struct TrainState {
     pub losses: Vec<f32>,
     /// Training seconds so far (summed over resumed runs).
     pub train_seconds: f64,
+    /// The loss scale of an f16 run (None in f32).
+    #[serde(default)]
+    pub scaler: Option<LossScaler>,
 }
 
 /// A training run in progress.
@@ -105,6 +108,7 @@ impl Trainer {
             config.steps = epochs * batcher.batches_per_epoch();
         }
         let state = TrainState {
+            scaler: (config.precision == Precision::F16).then(LossScaler::default),
             batcher: batcher.state().clone(),
             config,
             model,
@@ -148,7 +152,8 @@ impl Trainer {
         ckpt.restore("adam.v.", &named("", v), &origin)?;
         ckpt.restore("buffer.", &trainer.net.named_buffers(), &origin)?;
         let mut trainer = trainer;
-        trainer.adam.set_steps(trainer.state.step as u32);
+        let skipped = trainer.state.scaler.as_ref().map_or(0, |s| s.skipped);
+        trainer.adam.set_steps(trainer.state.step as u32 - skipped);
         Ok(trainer)
     }
 
@@ -216,7 +221,9 @@ impl Trainer {
     }
 
     /// One optimiser step; returns its loss. A non-finite loss stops the run with an error
-    /// before the weights are touched.
+    /// before the weights are touched. In f16 the network runs on the batch cast to f16 and
+    /// its output is cast back for the loss; a step whose scaled gradients overflow changes
+    /// no weights, moments or EMA (see `state.scaler`).
     pub fn step(&mut self) -> Result<f32> {
         let started = std::time::Instant::now();
         let c = &self.state.config;
@@ -246,8 +253,8 @@ impl Trainer {
             x0.shape()[0],
             &mut cpu_rng,
         )?;
-        let net = &self.net;
-        let model = |x: &Tensor, t: &[f32]| net.forward(x, t, labels.as_deref(), skip);
+        let (net, dtype) = (&self.net, c.precision.dtype());
+        let model = |x: &Tensor, t: &[f32]| net.forward_in(dtype, x, t, labels.as_deref(), skip);
         let weighting = match c.min_snr_gamma {
             Some(gamma) => Weighting::MinSnr { gamma },
             None => Weighting::Uniform,
@@ -262,13 +269,12 @@ impl Trainer {
                 c.lr
             )));
         }
-        crate::backward(&loss)?;
-        self.adam.step()?;
-        self.adam.zero_grad();
-        let s = (step + 1) as f32;
-        self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
-        let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
-        self.ema.update(&tensors);
+        if backward_and_step(&loss, &mut self.adam, self.state.scaler.as_mut())? {
+            let s = (step + 1) as f32;
+            self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
+            let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
+            self.ema.update(&tensors);
+        }
         self.state.step += 1;
         self.state.losses.push(value);
         self.state.batcher = self.batcher.state().clone();

@@ -176,16 +176,106 @@ fn every_parameter_of_the_tiny_unet_gets_a_finite_gradient() {
     };
     let mut net = UNet::new(gpu(), &config, 3).unwrap();
     net.set_training(true);
-    let y = net
-        .forward(&input(2, 1, 28), &[10.0, 700.0], Some(&[3, 10]), 0)
-        .unwrap();
-    wgdiff::backward(&y.square().unwrap().sum_all().unwrap()).unwrap();
-    for (name, p) in net.named_params() {
-        let g = p.grad().unwrap_or_else(|| panic!("{name} got no gradient"));
-        let g = g.to_vec().unwrap();
-        assert!(g.iter().all(|v| v.is_finite()), "{name}");
-        assert!(g.iter().any(|&v| v != 0.0), "{name}: all-zero gradient");
+    for dtype in [DType::F32, DType::F16] {
+        let x = input(2, 1, 28);
+        let grads = output_and_grads(&net, dtype, &x, &[10.0, 700.0], Some(&[3, 10]), 0).1;
+        assert_eq!(
+            grads.len(),
+            net.named_params().len(),
+            "{dtype:?}: some parameter got no gradient"
+        );
+        for (name, g) in grads {
+            assert!(g.iter().all(|v| v.is_finite()), "{dtype:?} {name}");
+            assert!(g.iter().any(|&v| v != 0.0), "{dtype:?} {name}: all-zero gradient");
+        }
     }
+}
+
+/// The output of `net` run in `dtype` (f32 values) and the gradient of the sum of its squares
+/// for every parameter the call used (skipped levels' parameters get none).
+fn output_and_grads(
+    net: &dyn DiffusionNet,
+    dtype: DType,
+    x: &Tensor,
+    t: &[f32],
+    labels: Option<&[u32]>,
+    skip: usize,
+) -> (Vec<f32>, Vec<(String, Vec<f32>)>) {
+    let params = net.named_params();
+    let y = net.forward_in(dtype, x, t, labels, skip).unwrap();
+    assert_eq!(y.dtype(), DType::F32);
+    wgdiff::backward(&y.square().unwrap().sum_all().unwrap()).unwrap();
+    let grads = params
+        .iter()
+        .filter_map(|(name, p)| {
+            let g = p.grad()?;
+            assert_eq!(g.dtype(), DType::F32, "{name}: master weights get f32 gradients");
+            p.zero_grad();
+            Some((name.clone(), g.to_vec().unwrap()))
+        })
+        .collect();
+    (y.to_vec().unwrap(), grads)
+}
+
+/// Euclidean norm in f64.
+fn norm(v: impl Iterator<Item = f32>) -> f64 {
+    v.map(|x| f64::from(x).powi(2)).sum::<f64>().sqrt()
+}
+
+/// |a - b| / max(|a|, floor) over whole vectors.
+fn relative_error(a: &[f32], b: &[f32], floor: f64) -> f64 {
+    norm(a.iter().zip(b).map(|(a, b)| a - b)) / norm(a.iter().copied()).max(floor)
+}
+
+#[test]
+fn f16_forward_and_gradients_track_f32_on_every_network_path() {
+    let unet = |skip_type| {
+        let config = UNetConfig {
+            classes: Some(10),
+            bottleneck: Some(2),
+            skip_type,
+            ..UNetConfig::tiny()
+        };
+        Box::new(UNet::new(gpu(), &config, 4).unwrap()) as Box<dyn DiffusionNet>
+    };
+    let x = input(2, 1, 28);
+    let check = |what: &str, net: &dyn DiffusionNet, t: [f32; 2], labels: Option<&[u32]>, skip| {
+        let (y32, g32) = output_and_grads(net, DType::F32, &x, &t, labels, skip);
+        let (y16, g16) = output_and_grads(net, DType::F16, &x, &t, labels, skip);
+        let err = relative_error(&y32, &y16, 0.0);
+        assert!(err < 1e-2, "{what}: output differs by {err}");
+        assert_eq!(
+            g32.len(),
+            g16.len(),
+            "{what}: f16 and f32 update different parameters"
+        );
+        // some gradients are zero in exact arithmetic (a per-channel bias right before a
+        // one-channel-per-group GroupNorm): judge those against the largest gradient's scale
+        let floor = 1e-3
+            * g32
+                .iter()
+                .map(|(_, g)| norm(g.iter().copied()))
+                .fold(0.0, f64::max);
+        for ((name, a), (_, b)) in g32.iter().zip(&g16) {
+            let err = relative_error(a, b, floor);
+            assert!(err < 5e-2, "{what}: gradient of {name} differs by {err}");
+        }
+    };
+    check(
+        "conditional U-Net",
+        unet(SkipType::Zero).as_ref(),
+        [10.0, 700.0],
+        Some(&[3, 10]),
+        0,
+    );
+    check(
+        "U-Net, interpolated skip",
+        unet(SkipType::Interpolate).as_ref(),
+        [10.0, 700.0],
+        None,
+        1,
+    );
+    check("ScoreNet", build("ncsn-mnist").as_ref(), [0.3, 0.9], None, 0);
 }
 
 #[test]

@@ -1,8 +1,10 @@
-//! Training end to end on real MNIST: the loss of a tiny U-Net falls, a resumed run repeats
-//! the next step's loss bit for bit, and broken checkpoints give clear errors.
+//! Training end to end on real MNIST, in f32 and mixed f16: the loss of a tiny U-Net falls,
+//! f16 steps track f32, an overflowing f16 step is skipped, a resumed run repeats the next
+//! step's loss bit for bit, and broken checkpoints give clear errors.
 
 use crate::common::gpu;
-use wgdiff::train::{TrainConfig, Trainer};
+use wgdiff::checkpoint::Checkpoint;
+use wgdiff::train::{Precision, TrainConfig, Trainer};
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
     TrainConfig {
@@ -16,21 +18,113 @@ fn tiny_config(out: &str, steps: usize) -> TrainConfig {
     }
 }
 
-#[test]
-fn tiny_unet_loss_falls_on_mnist() {
-    let mut trainer = Trainer::new(gpu(), tiny_config("falls", 16)).unwrap();
+/// `tiny_config` in `precision` (its own output folder).
+fn tiny_config_in(precision: Precision, out: &str, steps: usize) -> TrainConfig {
+    TrainConfig {
+        precision,
+        ..tiny_config(&format!("{out}-{precision}"), steps)
+    }
+}
+
+fn loss_falls(precision: Precision) {
+    let mut trainer = Trainer::new(gpu(), tiny_config_in(precision, "falls", 16)).unwrap();
     let mut losses = Vec::new();
     while !trainer.finished() {
         losses.push(trainer.step().unwrap());
     }
     let first: f32 = losses[..4].iter().sum::<f32>() / 4.0;
     let last: f32 = losses[12..].iter().sum::<f32>() / 4.0;
-    assert!(last < 0.8 * first, "loss did not fall: {losses:?}");
+    assert!(
+        last < 0.8 * first,
+        "{precision}: loss did not fall: {losses:?} ({:?})",
+        trainer.state.scaler
+    );
+}
+
+#[test]
+fn tiny_unet_loss_falls_on_mnist() {
+    loss_falls(Precision::F32);
+}
+
+#[test]
+fn tiny_unet_loss_falls_on_mnist_in_f16() {
+    loss_falls(Precision::F16);
+}
+
+#[test]
+fn f16_steps_give_the_f32_loss() {
+    let mut f32_run = Trainer::new(gpu(), tiny_config_in(Precision::F32, "close", 3)).unwrap();
+    let mut f16_run = Trainer::new(gpu(), tiny_config_in(Precision::F16, "close", 3)).unwrap();
+    for step in 0..3 {
+        let (a, b) = (f32_run.step().unwrap(), f16_run.step().unwrap());
+        assert!(
+            (a - b).abs() <= 1e-2 * a.abs(),
+            "step {step}: f32 loss {a} vs f16 {b}"
+        );
+    }
+}
+
+#[test]
+fn an_overflowing_f16_step_is_skipped_and_halves_the_scale() {
+    let config = tiny_config_in(Precision::F16, "overflow", 3);
+    std::fs::create_dir_all(&config.out).unwrap();
+    let (before, after) = (
+        config.out.join("before.safetensors"),
+        config.out.join("after.safetensors"),
+    );
+    let mut trainer = Trainer::new(gpu(), config).unwrap();
+    trainer.step().unwrap();
+    let scaler = trainer.state.scaler.as_mut().unwrap();
+    scaler.scale = 1e30;
+    let skipped = scaler.skipped;
+    trainer.save(&before).unwrap();
+    let loss = trainer.step().unwrap();
+    assert!(loss.is_finite(), "the loss itself is fine: {loss}");
+    let scaler = trainer.state.scaler.clone().unwrap();
+    assert_eq!((scaler.scale, scaler.skipped), (5e29, skipped + 1));
+    trainer.save(&after).unwrap();
+    let (before, after) = (
+        Checkpoint::load(&before).unwrap(),
+        Checkpoint::load(&after).unwrap(),
+    );
+    assert_eq!(before.tensors.len(), after.tensors.len());
+    for (name, t) in &before.tensors {
+        // weights, EMA and Adam moments alike
+        assert_eq!(
+            Some(t),
+            after.tensors.get(name),
+            "{name} changed in a skipped step"
+        );
+    }
+    // with a sane scale the next step trains again
+    trainer.state.scaler.as_mut().unwrap().scale = 1024.0;
+    trainer.step().unwrap();
+    let weights = pollster::block_on(Checkpoint::capture(
+        &trainer.net().named_params(),
+        serde_json::json!({}),
+    ))
+    .unwrap();
+    assert!(
+        weights
+            .tensors
+            .iter()
+            .any(|(name, t)| after.tensors[&format!("model.{name}")] != *t),
+        "a step with a sane scale updates the weights"
+    );
 }
 
 #[test]
 fn resume_repeats_the_next_step_exactly() {
-    let config = tiny_config("resume", 4);
+    resume_repeats(Precision::F32);
+}
+
+#[test]
+fn resume_repeats_the_next_f16_step_exactly() {
+    resume_repeats(Precision::F16);
+}
+
+fn resume_repeats(precision: Precision) {
+    let config = tiny_config_in(precision, "resume", 4);
     let checkpoint = config.out.join("checkpoint.safetensors");
     let mut trainer = Trainer::new(gpu(), config).unwrap();
     for _ in 0..3 {
@@ -47,6 +141,7 @@ fn resume_repeats_the_next_step_exactly() {
 
     let mut resumed = Trainer::resume(gpu(), &checkpoint, None).unwrap();
     assert_eq!(resumed.state.step, 3);
+    assert_eq!(resumed.state.config.precision, precision);
     let loss = resumed.step().unwrap();
     assert_eq!(
         loss.to_bits(),

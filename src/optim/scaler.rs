@@ -1,0 +1,85 @@
+//! Dynamic loss scaling for f16 training: the loss is multiplied by a scale before backward so
+//! that small gradients survive f16, and a step whose gradients overflow is skipped instead.
+
+use super::{global_grad_norm, Adam};
+use crate::{Error, Result, Tensor};
+use serde::{Deserialize, Serialize};
+
+/// The loss scale and its counters (saved with a checkpoint, so a resumed run goes on exactly).
+///
+/// The scale starts at 2^15, doubles after [`LossScaler::GROWTH_INTERVAL`] steps in a row
+/// without overflow, and halves on a step whose gradients hold an inf or NaN; that step changes
+/// nothing (weights, Adam moments and step count; the caller leaves its EMA alone too).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LossScaler {
+    /// The factor the loss is multiplied by before backward (a power of two).
+    pub scale: f32,
+    /// Overflow-free steps since the scale last changed.
+    pub good_steps: u32,
+    /// Steps skipped so far because a gradient overflowed (Adam's step count lags by these).
+    pub skipped: u32,
+}
+
+impl Default for LossScaler {
+    fn default() -> Self {
+        LossScaler {
+            scale: 32768.0,
+            good_steps: 0,
+            skipped: 0,
+        }
+    }
+}
+
+impl LossScaler {
+    /// Overflow-free steps after which the scale doubles.
+    pub const GROWTH_INTERVAL: u32 = 1000;
+
+    /// Applies Adam to gradients of the loss times [`LossScaler::scale`] (the 1/scale folded
+    /// into Adam's clipping factor) unless one of them is inf or NaN; updates the scale.
+    /// Returns whether the update was applied. Reads the global gradient norm back (one sync).
+    fn step(&mut self, adam: &mut Adam) -> Result<bool> {
+        let norm = global_grad_norm(adam.params())?;
+        let finite = match &norm {
+            Some(norm) => norm.item()?.is_finite(),
+            None => true,
+        };
+        if finite {
+            adam.step_unscaled(self.scale, norm)?;
+            self.good_steps += 1;
+            if self.good_steps >= Self::GROWTH_INTERVAL {
+                self.scale *= 2.0;
+                self.good_steps = 0;
+            }
+            return Ok(true);
+        }
+        if self.scale <= 1.0 {
+            return Err(Error::Training(format!(
+                "gradients overflow f16 even with loss scale {}: the training diverged. Lower --lr or \
+                 --max-grad-norm, or train with --precision f32",
+                self.scale
+            )));
+        }
+        self.scale /= 2.0;
+        self.good_steps = 0;
+        self.skipped += 1;
+        Ok(false)
+    }
+}
+
+/// Backward of `loss`, one Adam update, and cleared gradients; with a `scaler`, the loss is
+/// scaled first and the update skipped on overflow. Returns whether the update was applied.
+pub fn backward_and_step(loss: &Tensor, adam: &mut Adam, scaler: Option<&mut LossScaler>) -> Result<bool> {
+    let applied = match scaler {
+        None => {
+            crate::backward(loss)?;
+            adam.step()?;
+            true
+        }
+        Some(scaler) => {
+            crate::backward(&loss.mul_scalar(scaler.scale)?)?;
+            scaler.step(adam)?
+        }
+    };
+    adam.zero_grad();
+    Ok(applied)
+}
