@@ -6,6 +6,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use wgdiff::gpu::describe;
+use wgdiff::models::SkipType;
 use wgdiff::train::{Precision, SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
 
@@ -18,6 +19,10 @@ pub struct TrainArgs {
     /// Continue the run saved in this checkpoint (its settings; --steps, --max-minutes and --out may change)
     #[arg(long, value_name = "CHECKPOINT")]
     resume: Option<PathBuf>,
+    /// Fine-tune: start from the EMA weights of this checkpoint, with its model (--preset is
+    /// ignored); steps, optimiser, EMA warm-up and data order start afresh
+    #[arg(long, value_name = "CHECKPOINT", conflicts_with = "resume")]
+    init: Option<PathBuf>,
     /// Model preset: mnist (default), mnist-small, tiny, cifar10, ncsn-mnist (see `wgdiff model`)
     #[arg(long)]
     preset: Option<String>,
@@ -77,6 +82,11 @@ pub struct TrainArgs {
     /// k(t) = min(N-1, floor(N - N(1-t)^C)) and skip it; sample with `--skip-exponent C`)
     #[arg(long, value_parser = parse_skip_training)]
     skip_training: Option<SkipTraining>,
+    /// What the U-Net's first active up level gets in place of skipped levels: zero,
+    /// duplicate or interpolate (adds 1x1 convs to and from the middle block per level;
+    /// with --init they start fresh) [default: the preset's or --init's, zero]
+    #[arg(long)]
+    skip_type: Option<SkipType>,
     /// Stop after this many minutes even if steps remain; 0 = no limit [default: 7]
     #[arg(long)]
     max_minutes: Option<f32>,
@@ -142,6 +152,12 @@ impl TrainArgs {
         if self.skip_training.is_some() {
             c.skip_training = self.skip_training;
         }
+        if self.skip_type.is_some() {
+            c.skip_type = self.skip_type;
+        }
+        if self.init.is_some() {
+            c.init = self.init.clone();
+        }
         Ok(c)
     }
 }
@@ -167,9 +183,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if let Some(warning) = c.precision.fallback_warning(gpu) {
         eprintln!("{warning}");
     }
+    let model_name = match (&c.init, &c.model) {
+        (Some(init), _) => format!("fine-tuning {}", init.display()),
+        (None, Some(_)) => "custom".to_string(),
+        (None, None) => c.preset.clone(),
+    };
     eprintln!(
-        "model: {} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}, {}",
-        c.model.as_ref().map_or(c.preset.as_str(), |_| "custom"),
+        "model: {model_name} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}, {}",
         super::model::thousands(params),
         trainer.state.process.name(),
         trainer.dataset().name,

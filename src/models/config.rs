@@ -1,7 +1,7 @@
 //! `ModelConfig`: any network's configuration as one serde value tagged by `kind`, the
 //! registry of named presets, and building the network it describes.
 
-use super::{DiffusionNet, ScoreNet, ScoreNetConfig, UNet, UNetConfig};
+use super::{DiffusionNet, ScoreNet, ScoreNetConfig, SkipType, UNet, UNetConfig};
 use crate::{Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +36,16 @@ pub fn preset(name: &str) -> Result<ModelConfig> {
 }
 
 impl ModelConfig {
+    /// The same model with the adaptive U-Net's skip type set (a ScoreNet cannot skip).
+    pub fn with_skip_type(self, skip_type: SkipType) -> Result<ModelConfig> {
+        match self {
+            ModelConfig::UNet(u) => Ok(ModelConfig::UNet(UNetConfig { skip_type, ..u })),
+            ModelConfig::ScoreNet(_) => Err(Error::Config(format!(
+                "skip type {skip_type}: the ScoreNet has no levels to skip; use a U-Net preset"
+            ))),
+        }
+    }
+
     /// The network with weights drawn from `seed`.
     pub fn build(&self, gpu: &Gpu, seed: u64) -> Result<Box<dyn DiffusionNet>> {
         Ok(match self {

@@ -21,6 +21,32 @@ pub enum SkipType {
     Interpolate,
 }
 
+impl std::str::FromStr for SkipType {
+    type Err = Error;
+
+    /// `zero`, `duplicate` or `interpolate`.
+    fn from_str(name: &str) -> Result<SkipType> {
+        match name {
+            "zero" => Ok(SkipType::Zero),
+            "duplicate" => Ok(SkipType::Duplicate),
+            "interpolate" => Ok(SkipType::Interpolate),
+            _ => Err(Error::Config(format!(
+                "unknown skip type `{name}`; choose zero, duplicate or interpolate"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for SkipType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkipType::Zero => "zero",
+            SkipType::Duplicate => "duplicate",
+            SkipType::Interpolate => "interpolate",
+        })
+    }
+}
+
 /// Where the U-Net has self-attention (the middle block always has it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -2,7 +2,7 @@
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
 use super::sample;
-use crate::models::{preset, ModelConfig};
+use crate::models::{preset, ModelConfig, SkipType};
 use crate::{DType, Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -50,6 +50,11 @@ pub struct TrainConfig {
     pub preset: String,
     /// A full model configuration in place of the preset.
     pub model: Option<ModelConfig>,
+    /// Fine-tune: start from the EMA weights of this `wgdiff train` checkpoint and take its
+    /// model (`preset` and `model` are then ignored); step, optimiser and data start afresh.
+    pub init: Option<PathBuf>,
+    /// Set the adaptive U-Net's skip type (zero, duplicate, interpolate) of the model.
+    pub skip_type: Option<SkipType>,
     /// Dataset: `mnist`, `mnist:DIR`, `fashion:DIR`, `cifar10:DIR` or `folder:DIR`.
     pub data: String,
     /// Optimiser steps.
@@ -154,6 +159,8 @@ impl Default for TrainConfig {
         TrainConfig {
             preset: "mnist".into(),
             model: None,
+            init: None,
+            skip_type: None,
             data: "mnist".into(),
             steps: 40,
             epochs: None,
@@ -189,9 +196,18 @@ impl TrainConfig {
 
     /// The model this run trains.
     pub fn model_config(&self) -> Result<ModelConfig> {
-        match &self.model {
-            Some(m) => Ok(m.clone()),
-            None => preset(&self.preset),
+        let model = match &self.model {
+            Some(m) => m.clone(),
+            None => preset(&self.preset)?,
+        };
+        self.apply_skip_type(model)
+    }
+
+    /// `model` with this run's `skip_type`, if one is set.
+    pub fn apply_skip_type(&self, model: ModelConfig) -> Result<ModelConfig> {
+        match self.skip_type {
+            Some(skip_type) => model.with_skip_type(skip_type),
+            None => Ok(model),
         }
     }
 

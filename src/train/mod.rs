@@ -96,10 +96,22 @@ pub(crate) fn step_seed(seed: u64, step: usize, purpose: u64) -> u64 {
 }
 
 impl Trainer {
-    /// A fresh run: loads the data, builds the model from `config.seed`.
+    /// A fresh run: loads the data, builds the model from `config.seed`; with `config.init`,
+    /// the model and its starting weights come from that checkpoint (see [`Trainer::init_from`]).
     pub fn new(gpu: &Gpu, config: TrainConfig) -> Result<Trainer> {
         config.validate()?;
-        let model = config.model_config()?;
+        let init = match &config.init {
+            Some(path) => {
+                let ckpt = Checkpoint::load(path)?;
+                let saved = saved_state(&ckpt, &path.display().to_string())?;
+                Some((ckpt, config.apply_skip_type(saved.model)?))
+            }
+            None => None,
+        };
+        let model = match &init {
+            Some((_, model)) => model.clone(),
+            None => config.model_config()?,
+        };
         let process = default_process(&model);
         let data = Arc::new(load_data(&config.data)?);
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
@@ -117,7 +129,51 @@ impl Trainer {
             losses: Vec::new(),
             train_seconds: 0.0,
         };
-        Trainer::build(gpu, state, batcher)
+        let mut trainer = Trainer::build(gpu, state, batcher)?;
+        if let Some((ckpt, _)) = init {
+            trainer.init_from(&ckpt)?;
+        }
+        Ok(trainer)
+    }
+
+    /// Sets the weights and their EMA to the EMA weights of `ckpt` (and its buffers), for
+    /// fine-tuning. Parameters it lacks keep their fresh initialisation: the `interp.*` path
+    /// when a model trained with another skip type is fine-tuned for `interpolate`.
+    fn init_from(&mut self, ckpt: &Checkpoint) -> Result<()> {
+        let origin = self
+            .state
+            .config
+            .init
+            .as_ref()
+            .map_or(String::new(), |p| p.display().to_string());
+        let stored = |name: &str| ckpt.tensors.contains_key(&format!("ema.{name}"));
+        if let Some((name, _)) = self
+            .params
+            .iter()
+            .find(|(n, _)| !stored(n) && !n.starts_with("interp."))
+        {
+            return Err(Error::Checkpoint {
+                path: origin,
+                msg: format!(
+                    "has no tensor ema.{name}; --init takes a `wgdiff train` checkpoint of the same model \
+                     (only the interpolate skip path may be new)"
+                ),
+            });
+        }
+        let names = self.params.iter().map(|(n, _)| n.clone());
+        let (weights, shadow): (Vec<_>, Vec<_>) = names
+            .zip(
+                self.params
+                    .iter()
+                    .map(|(_, t)| t.clone())
+                    .zip(self.ema.shadow().to_vec()),
+            )
+            .filter(|(name, _)| stored(name))
+            .map(|(name, (w, s))| ((name.clone(), w), (name, s)))
+            .unzip();
+        ckpt.restore("ema.", &weights, &origin)?;
+        ckpt.restore("ema.", &shadow, &origin)?;
+        ckpt.restore("buffer.", &self.net.named_buffers(), &origin)
     }
 
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
@@ -125,11 +181,7 @@ impl Trainer {
     pub fn resume(gpu: &Gpu, checkpoint: &Path, steps: Option<usize>) -> Result<Trainer> {
         let ckpt = Checkpoint::load(checkpoint)?;
         let origin = checkpoint.display().to_string();
-        let mut state: TrainState =
-            serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
-                path: origin.clone(),
-                msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
-            })?;
+        let mut state = saved_state(&ckpt, &origin)?;
         if let Some(steps) = steps {
             state.config.steps = steps;
         }
@@ -347,6 +399,14 @@ pub fn default_process(model: &ModelConfig) -> Process {
         ModelConfig::UNet(_) => Process::ddpm(),
         ModelConfig::ScoreNet(_) => Process::ve(),
     }
+}
+
+/// The training state stored in a `wgdiff train` checkpoint's metadata.
+fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState> {
+    serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
+        path: origin.to_string(),
+        msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
+    })
 }
 
 /// The training split of a `--data` source.

@@ -250,8 +250,9 @@ fn f16_forward_and_gradients_track_f32_on_every_network_path() {
             "{what}: f16 and f32 update different parameters"
         );
         // some gradients are zero in exact arithmetic (a per-channel bias right before a
-        // one-channel-per-group GroupNorm): judge those against the largest gradient's scale
-        let floor = 1e-3
+        // one-channel-per-group GroupNorm), so f16 and f32 round to different noise there: judge
+        // those against 2% of the largest gradient (f16 rounding is 0.05%)
+        let floor = 2e-2
             * g32
                 .iter()
                 .map(|(_, g)| norm(g.iter().copied()))

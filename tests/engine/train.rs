@@ -1,10 +1,12 @@
 //! Training end to end on real MNIST, in f32 and mixed f16: the loss of a tiny U-Net falls,
 //! f16 steps track f32, an overflowing f16 step is skipped, a resumed run repeats the next
-//! step's loss bit for bit, and broken checkpoints give clear errors.
+//! step's loss bit for bit, `init` fine-tunes from EMA weights, and broken checkpoints give
+//! clear errors.
 
 use crate::common::gpu;
 use wgdiff::checkpoint::Checkpoint;
-use wgdiff::train::{Precision, TrainConfig, Trainer};
+use wgdiff::models::{ModelConfig, SkipType};
+use wgdiff::train::{Precision, SkipTraining, TrainConfig, Trainer};
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
     TrainConfig {
@@ -26,29 +28,32 @@ fn tiny_config_in(precision: Precision, out: &str, steps: usize) -> TrainConfig 
     }
 }
 
-fn loss_falls(precision: Precision) {
-    let mut trainer = Trainer::new(gpu(), tiny_config_in(precision, "falls", 16)).unwrap();
+/// Trains `config` to its end and checks that the mean loss of the last 4 steps is under
+/// 0.8x that of the first 4.
+fn assert_loss_falls(config: TrainConfig) {
+    let mut trainer = Trainer::new(gpu(), config).unwrap();
     let mut losses = Vec::new();
     while !trainer.finished() {
         losses.push(trainer.step().unwrap());
     }
     let first: f32 = losses[..4].iter().sum::<f32>() / 4.0;
-    let last: f32 = losses[12..].iter().sum::<f32>() / 4.0;
+    let last: f32 = losses[losses.len() - 4..].iter().sum::<f32>() / 4.0;
     assert!(
         last < 0.8 * first,
-        "{precision}: loss did not fall: {losses:?} ({:?})",
+        "{}: loss did not fall: {losses:?} ({:?})",
+        trainer.state.config.out.display(),
         trainer.state.scaler
     );
 }
 
 #[test]
 fn tiny_unet_loss_falls_on_mnist() {
-    loss_falls(Precision::F32);
+    assert_loss_falls(tiny_config_in(Precision::F32, "falls", 16));
 }
 
 #[test]
 fn tiny_unet_loss_falls_on_mnist_in_f16() {
-    loss_falls(Precision::F16);
+    assert_loss_falls(tiny_config_in(Precision::F16, "falls", 16));
 }
 
 #[test]
@@ -202,7 +207,7 @@ fn broken_checkpoints_and_settings_give_clear_errors() {
 fn skip_training_batches_share_one_skip_count() {
     use rand::SeedableRng;
     use wgdiff::diffusion::{skip_levels, Process};
-    use wgdiff::train::{skip_batch, SkipTraining};
+    use wgdiff::train::skip_batch;
     let process = Process::ddpm();
     let marginals = process.marginals().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -252,19 +257,74 @@ fn skip_training_batches_share_one_skip_count() {
 
 #[test]
 fn a_skip_trained_unet_learns() {
-    let mut trainer = Trainer::new(
+    assert_loss_falls(TrainConfig {
+        skip_training: Some(SkipTraining::Consistent { exponent: 2.0 }),
+        ..tiny_config("skips", 16)
+    });
+}
+
+#[test]
+fn init_fine_tunes_from_the_ema_weights_with_a_new_skip_path() {
+    let config = tiny_config("init-source", 2);
+    let checkpoint = config.out.join("checkpoint.safetensors");
+    let mut source = Trainer::new(gpu(), config).unwrap();
+    while !source.finished() {
+        source.step().unwrap();
+    }
+    source.save(&checkpoint).unwrap();
+    let ema: Vec<(String, Vec<f32>)> = source
+        .ema_net()
+        .unwrap()
+        .named_params()
+        .iter()
+        .map(|(n, t)| (n.clone(), t.to_vec().unwrap()))
+        .collect();
+
+    let fine_tune = |skip_type| TrainConfig {
+        init: Some(checkpoint.clone()),
+        skip_type,
+        skip_training: Some(SkipTraining::Consistent { exponent: 2.0 }),
+        preset: "mnist".into(), // ignored: the model comes from the checkpoint
+        ..tiny_config("init", 1)
+    };
+    let mut tuned = Trainer::new(gpu(), fine_tune(Some(SkipType::Interpolate))).unwrap();
+    assert_eq!(tuned.state.step, 0);
+    let ModelConfig::UNet(unet) = &tuned.state.model else {
+        panic!("the tiny preset is a U-Net")
+    };
+    assert_eq!(unet.skip_type, SkipType::Interpolate);
+    let params = tuned.net().named_params();
+    let new: Vec<&String> = params
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.starts_with("interp."))
+        .collect();
+    assert!(!new.is_empty(), "the interpolate path has parameters");
+    assert_eq!(params.len(), ema.len() + new.len());
+    for (name, want) in &ema {
+        let (_, got) = params.iter().find(|(n, _)| n == name).unwrap();
+        assert_eq!(
+            &got.to_vec().unwrap(),
+            want,
+            "{name} starts from the source's EMA weights"
+        );
+    }
+    assert!(tuned.step().unwrap().is_finite());
+
+    // the source's skip type (zero) is kept when none is given
+    let same = Trainer::new(gpu(), fine_tune(None)).unwrap();
+    assert_eq!(same.state.model, source.state.model);
+
+    let missing = std::env::temp_dir().join("wgdiff-no-such-checkpoint.safetensors");
+    let err = Trainer::new(
         gpu(),
         TrainConfig {
-            skip_training: Some(wgdiff::train::SkipTraining::Consistent { exponent: 2.0 }),
-            ..tiny_config("skips", 16)
+            init: Some(missing.clone()),
+            ..fine_tune(None)
         },
     )
-    .unwrap();
-    let mut losses = Vec::new();
-    while !trainer.finished() {
-        losses.push(trainer.step().unwrap());
-    }
-    let first: f32 = losses[..4].iter().sum::<f32>() / 4.0;
-    let last: f32 = losses[12..].iter().sum::<f32>() / 4.0;
-    assert!(last < 0.8 * first, "loss did not fall: {losses:?}");
+    .err()
+    .expect("a missing --init checkpoint is an error")
+    .to_string();
+    assert!(err.contains(&missing.display().to_string()), "{err}");
 }
