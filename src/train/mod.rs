@@ -2,6 +2,7 @@
 //! weights, and atomic checkpoints that resume exactly (same next batch, noise and loss).
 
 pub mod config;
+pub mod quality;
 pub mod sample;
 
 pub use config::{Precision, SkipTraining, TrainConfig};
@@ -402,7 +403,7 @@ pub fn default_process(model: &ModelConfig) -> Process {
 }
 
 /// The training state stored in a `wgdiff train` checkpoint's metadata.
-fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState> {
+pub(crate) fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState> {
     serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
         path: origin.to_string(),
         msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),

@@ -56,14 +56,20 @@ impl TrainedModel {
     pub fn load(gpu: &Gpu, path: &Path) -> Result<TrainedModel> {
         let ckpt = Checkpoint::load(path)?;
         let origin = path.display().to_string();
-        let state: TrainState = serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
-            path: origin.clone(),
-            msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
-        })?;
+        let state = super::saved_state(&ckpt, &origin)?;
         let net = state.model.build(gpu, 0)?;
         ckpt.restore("ema.", &net.named_params(), &origin)?;
         ckpt.restore("buffer.", &net.named_buffers(), &origin)?;
         Ok(TrainedModel { net, state })
+    }
+
+    /// The network with its model and process, for [`super::quality`].
+    pub fn sampling(&self) -> super::quality::Sampling<'_> {
+        super::quality::Sampling {
+            net: self.net.as_ref(),
+            model: &self.state.model,
+            process: &self.state.process,
+        }
     }
 
     /// [C, H, W] of the images the model makes.

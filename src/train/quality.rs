@@ -1,0 +1,99 @@
+//! Sample quality of a trained diffusion network: draw images batch by batch with any sampler,
+//! time the sampling alone, keep the images' feature rows and score them (FID/KID) on demand.
+
+use super::sample::{sample_net, SampleRequest};
+use crate::diffusion::Process;
+use crate::eval::{compare, FeatureNet, Reference, Scores};
+use crate::models::{DiffusionNet, ModelConfig};
+use crate::{Error, Gpu, Result};
+use std::time::Instant;
+
+/// A network to sample from with the configuration and process it was trained with.
+#[derive(Clone, Copy)]
+pub struct Sampling<'a> {
+    pub net: &'a dyn DiffusionNet,
+    pub model: &'a ModelConfig,
+    pub process: &'a Process,
+}
+
+/// Feature rows of generated images, gathered batch by batch, with each batch's sampling time.
+#[derive(Default)]
+pub struct GeneratedFeatures {
+    /// Row-major features, `dim` wide.
+    pub rows: Vec<f32>,
+    pub dim: usize,
+    /// Images so far.
+    pub count: usize,
+    /// Wall-clock seconds of each batch's sampling (device idle before, synced after; the
+    /// feature network's time is not included).
+    pub batch_seconds: Vec<f64>,
+}
+
+impl GeneratedFeatures {
+    /// Draws `request.count` images as `request` says and appends their features.
+    pub fn add_batch(
+        &mut self,
+        gpu: &Gpu,
+        sampling: Sampling,
+        request: &SampleRequest,
+        features: &dyn FeatureNet,
+    ) -> Result<()> {
+        gpu.sync()?;
+        let started = Instant::now();
+        let (images, _) = sample_net(gpu, sampling.net, sampling.model, sampling.process, request)?;
+        gpu.sync()?;
+        self.batch_seconds.push(started.elapsed().as_secs_f64());
+        let f = {
+            let _g = crate::no_grad();
+            features.features(&images)?
+        };
+        self.dim = f.shape()[f.rank() - 1];
+        self.rows.extend(f.to_vec()?);
+        self.count += request.count;
+        Ok(())
+    }
+
+    /// Sampling seconds summed over the batches.
+    pub fn sampling_seconds(&self) -> f64 {
+        self.batch_seconds.iter().sum()
+    }
+
+    /// FID (MNIST-FID for the MNIST classifier) and KID of the images so far against
+    /// `reference`, named by `features`' metric.
+    pub fn scores(&self, features: &dyn FeatureNet, reference: &Reference) -> Result<Scores> {
+        if self.count < 2 {
+            return Err(Error::Config(format!(
+                "{} needs at least 2 generated images, got {}",
+                features.metric(),
+                self.count
+            )));
+        }
+        compare(features.metric(), &self.rows, self.dim, reference)
+    }
+}
+
+/// Draws `count` images in batches of at most `batch` (batch i seeded `request.seed + i`) and
+/// gathers their features; `progress(done)` after each batch.
+pub fn sample_features(
+    gpu: &Gpu,
+    sampling: Sampling,
+    request: &SampleRequest,
+    count: usize,
+    batch: usize,
+    features: &dyn FeatureNet,
+    mut progress: impl FnMut(usize),
+) -> Result<GeneratedFeatures> {
+    let mut generated = GeneratedFeatures::default();
+    let batch = batch.max(1);
+    for (i, start) in (0..count).step_by(batch).enumerate() {
+        let part = SampleRequest {
+            count: batch.min(count - start),
+            seed: request.seed.wrapping_add(i as u64),
+            frames: None,
+            ..request.clone()
+        };
+        generated.add_batch(gpu, sampling, &part, features)?;
+        progress(generated.count);
+    }
+    Ok(generated)
+}
