@@ -64,7 +64,7 @@ pub fn run(
         let loss = process.loss(&model, &x0, Weighting::Uniform, times, noise)?;
         let mut scaler = scaler.borrow_mut();
         let scaler = (precision == Precision::F16).then_some(&mut *scaler);
-        backward_and_step(&loss, &mut adam, scaler).map(drop)
+        pollster::block_on(backward_and_step(&loss, &mut adam, scaler)).map(drop)
     };
     let precisions = match precision {
         Precision::F32 => vec![Precision::F32],

@@ -37,10 +37,10 @@ impl LossScaler {
     /// Applies Adam to gradients of the loss times [`LossScaler::scale`] (the 1/scale folded
     /// into Adam's clipping factor) unless one of them is inf or NaN; updates the scale.
     /// Returns whether the update was applied. Reads the global gradient norm back (one sync).
-    fn step(&mut self, adam: &mut Adam) -> Result<bool> {
+    async fn step(&mut self, adam: &mut Adam) -> Result<bool> {
         let norm = global_grad_norm(adam.params())?;
         let finite = match &norm {
-            Some(norm) => norm.item()?.is_finite(),
+            Some(norm) => norm.to_vec_async().await?[0].is_finite(),
             None => true,
         };
         if finite {
@@ -67,8 +67,13 @@ impl LossScaler {
 }
 
 /// Backward of `loss`, one Adam update, and cleared gradients; with a `scaler`, the loss is
-/// scaled first and the update skipped on overflow. Returns whether the update was applied.
-pub fn backward_and_step(loss: &Tensor, adam: &mut Adam, scaler: Option<&mut LossScaler>) -> Result<bool> {
+/// scaled first and the update skipped on overflow. Returns whether the update was applied
+/// (async because the overflow check reads the gradient norm back; native callers block on it).
+pub async fn backward_and_step(
+    loss: &Tensor,
+    adam: &mut Adam,
+    scaler: Option<&mut LossScaler>,
+) -> Result<bool> {
     let applied = match scaler {
         None => {
             crate::backward(loss)?;
@@ -77,7 +82,7 @@ pub fn backward_and_step(loss: &Tensor, adam: &mut Adam, scaler: Option<&mut Los
         }
         Some(scaler) => {
             crate::backward(&loss.mul_scalar(scaler.scale)?)?;
-            scaler.step(adam)?
+            scaler.step(adam).await?
         }
     };
     adam.zero_grad();

@@ -322,7 +322,11 @@ impl Trainer {
                 c.lr
             )));
         }
-        if backward_and_step(&loss, &mut self.adam, self.state.scaler.as_mut())? {
+        if pollster::block_on(backward_and_step(
+            &loss,
+            &mut self.adam,
+            self.state.scaler.as_mut(),
+        ))? {
             let s = (step + 1) as f32;
             self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
             let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
