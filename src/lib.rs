@@ -10,6 +10,8 @@ pub mod data;
 pub mod diffusion;
 pub mod error;
 pub mod eval;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod experiment;
 pub mod features;
 pub mod gpu;
 pub mod metrics;

@@ -32,6 +32,11 @@ enum Command {
     TrainClassifier(commands::train_classifier::TrainClassifierArgs),
     /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
     Sample(commands::sample::SampleArgs),
+    /// Regenerate a seed paper's tables end to end (adaptive-skip: the technion U-Net study)
+    Experiment {
+        #[command(subcommand)]
+        what: commands::experiment::ExperimentCommand,
+    },
     /// List every adapter found, the one chosen, its features and limits
     Info,
     /// Measure kernel speed (medians of interleaved runs; a table, or JSON lines with --json)
@@ -115,6 +120,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
         Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),
         Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),
+        Command::Experiment { what } => commands::experiment::run(&commands::open_gpu(choice)?, what),
         Command::Model { preset, batch, json } => {
             commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)
         }

@@ -7,7 +7,7 @@ use wgdiff::eval::{collect_features, compare, FeatureNet, Reference, ReferenceIm
 use wgdiff::{Result, Tensor};
 
 /// Features = 7x7 average-pooled pixels (49 per image): cheap, and they tell digits from noise.
-struct PooledPixels;
+pub(crate) struct PooledPixels;
 
 impl FeatureNet for PooledPixels {
     fn id(&self) -> String {

@@ -17,6 +17,7 @@ mod diffusion;
 mod elementwise;
 mod eval;
 mod exact;
+mod experiment;
 mod inception;
 mod layout;
 mod matmul;

@@ -1,0 +1,285 @@
+//! The technion seed's adaptive U-Net experiment: MNIST-FID and interleaved sampling speed-up of
+//! skip-trained models against an untrained-for-skips baseline, per skip type and exponent c.
+//!
+//! Every arm (model, c, sampler, steps) draws the same number of images in batches; the batches
+//! run round-robin over the arms (round r of every arm uses seed + r), so the machine's drift
+//! hits all arms alike, and the speed-up of (model, c) is one minus the median over rounds of
+//! its batch time over the same model's c = 0 batch time in that round.
+
+use crate::diffusion::{Sampler, Spacing};
+use crate::eval::{FeatureNet, Reference, Scores};
+use crate::models::SkipType;
+use crate::train::quality::GeneratedFeatures;
+use crate::train::{SampleRequest, SkipTraining, TrainedModel};
+use crate::{DType, Error, Gpu, Result, Tensor};
+use serde::Serialize;
+
+/// Skip exponents c of the seed's tables (0 = the whole network at every step).
+pub const EXPONENTS: [f32; 5] = [0.0, 1.0, 2.0, 3.0, 5.0];
+/// The exponent of the seed's Table 3 (its chosen trade-off).
+pub const TABLE3_EXPONENT: f32 = 2.0;
+/// DDIM etas of the seed's Table 3.
+pub const ETAS: [f32; 3] = [0.0, 0.5, 1.0];
+
+/// How much to sample.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    /// Images per arm (every MNIST-FID in the report is of this many samples).
+    pub samples: usize,
+    /// Images per sampling batch (one timed unit of the round-robin).
+    pub batch: usize,
+    /// DDPM ancestral steps of Tables 1 and 2.
+    pub steps: usize,
+    /// The baseline's step counts in Table 3; the skipping model runs twice as many (one of
+    /// its steps costs about half of the baseline's at c = 2).
+    pub table3_steps: Vec<usize>,
+    pub seed: u64,
+}
+
+impl Plan {
+    /// `--quick`: 100 images per arm, 10 DDPM steps, Table 3 at 5 and 10 baseline steps
+    /// (under 20 minutes on lavapipe with the shipped models).
+    pub fn quick() -> Plan {
+        Plan {
+            samples: 100,
+            batch: 50,
+            steps: 10,
+            table3_steps: vec![5, 10],
+            seed: 0,
+        }
+    }
+
+    /// The full run (for a real GPU): 2,000 images per arm, 100 DDPM steps, Table 3 at 10, 20,
+    /// 50 and 100 baseline steps.
+    pub fn full() -> Plan {
+        Plan {
+            samples: 2000,
+            batch: 250,
+            steps: 100,
+            table3_steps: vec![10, 20, 50, 100],
+            seed: 0,
+        }
+    }
+}
+
+/// One model of the experiment.
+pub struct SkipModel {
+    /// Row name: "DDPM (no training for skips)", "Zero", "Duplicate", "Interpolate", "Zero (uniform k)".
+    pub label: String,
+    /// Where it was loaded from.
+    pub path: String,
+    pub model: TrainedModel,
+}
+
+impl SkipModel {
+    /// The model's skip type (what replaces the skipped levels).
+    pub fn skip_type(&self) -> Result<SkipType> {
+        match &self.model.state.model {
+            crate::models::ModelConfig::UNet(u) => Ok(u.skip_type),
+            crate::models::ModelConfig::ScoreNet(_) => Err(Error::Config(format!(
+                "{}: the adaptive-skip experiment needs U-Net checkpoints; this is a ScoreNet",
+                self.path
+            ))),
+        }
+    }
+
+    /// How it was trained for skipping (None: never skipped in training).
+    pub fn skip_training(&self) -> Option<SkipTraining> {
+        self.model.state.config.skip_training
+    }
+
+    /// The U-Net's spatial levels N of k(t) = min(N-1, floor(N - N(1-t)^c)).
+    pub fn levels(&self) -> usize {
+        self.model.net.levels()
+    }
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arm {
+    /// Index into the experiment's models.
+    pub model: usize,
+    pub exponent: f32,
+    pub sampler: Sampler,
+    pub steps: usize,
+}
+
+/// An arm's measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct ArmResult {
+    pub model: String,
+    pub exponent: f32,
+    pub sampler: String,
+    pub eta: Option<f32>,
+    pub steps: usize,
+    pub scores: Scores,
+    /// Sampling seconds of each round's batch (feature extraction excluded).
+    pub batch_seconds: Vec<f64>,
+    /// 1 - median over rounds of (this arm's batch time / the same model's and sampler's
+    /// c = 0 batch time), in percent; None when that arm was not run.
+    pub speedup_percent: Option<f64>,
+}
+
+/// The arms of Tables 1-3 for `models` (models[0] is the baseline, models[1] the skip-trained
+/// zero model of Table 3 when present), without duplicates.
+pub fn arms(models: &[SkipModel], plan: &Plan) -> Vec<Arm> {
+    let mut arms: Vec<Arm> = Vec::new();
+    let mut add = |arm: Arm| {
+        if !arms.contains(&arm) {
+            arms.push(arm);
+        }
+    };
+    for model in 0..models.len() {
+        for exponent in EXPONENTS {
+            add(Arm {
+                model,
+                exponent,
+                sampler: Sampler::Ddpm,
+                steps: plan.steps,
+            });
+        }
+    }
+    let table3 = [(table3_model(models), TABLE3_EXPONENT, 2), (0, 0.0, 1)];
+    for (model, exponent, factor) in table3 {
+        for &steps in &plan.table3_steps {
+            for sampler in table3_samplers() {
+                add(Arm {
+                    model,
+                    exponent,
+                    sampler,
+                    steps: steps * factor,
+                });
+            }
+        }
+    }
+    arms
+}
+
+/// The rows of Table 3: DDIM at each eta (our DDPM ancestral sampler is DDIM with eta = 1,
+/// so the seed's DDPM row, which uses the larger variance beta_t, has no separate row here).
+fn table3_samplers() -> impl Iterator<Item = Sampler> {
+    ETAS.into_iter().map(|eta| Sampler::Ddim {
+        eta,
+        spacing: Spacing::Uniform,
+    })
+}
+
+/// The model of Table 3's "our model": the first skip-trained `zero` model (else the baseline).
+fn table3_model(models: &[SkipModel]) -> usize {
+    (1..models.len())
+        .find(|&i| models[i].skip_type().ok() == Some(SkipType::Zero))
+        .unwrap_or(0)
+}
+
+/// Runs every arm round-robin, `progress(done_batches, total_batches, arm_label)` before each
+/// batch; returns the results in `arms` order.
+pub fn run(
+    gpu: &Gpu,
+    models: &[SkipModel],
+    arms: &[Arm],
+    plan: &Plan,
+    features: &dyn FeatureNet,
+    reference: &Reference,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<Vec<ArmResult>> {
+    if plan.samples < 2 || plan.batch == 0 {
+        return Err(Error::Config(format!(
+            "the experiment needs at least 2 samples per arm and a batch of at least 1 (got {} and {})",
+            plan.samples, plan.batch
+        )));
+    }
+    warm_up(gpu, models, plan)?;
+    let rounds = plan.samples.div_ceil(plan.batch);
+    let total = rounds * arms.len();
+    let mut generated: Vec<GeneratedFeatures> = arms.iter().map(|_| GeneratedFeatures::default()).collect();
+    for round in 0..rounds {
+        let count = plan.batch.min(plan.samples - round * plan.batch);
+        for (i, arm) in arms.iter().enumerate() {
+            let model = &models[arm.model];
+            progress(round * arms.len() + i, total, &arm_label(model, arm));
+            let request = SampleRequest {
+                sampler: arm.sampler,
+                steps: Some(arm.steps),
+                count,
+                seed: plan.seed + round as u64,
+                skip_exponent: arm.exponent,
+                class: None,
+                guidance: 1.0,
+                frames: None,
+            };
+            generated[i].add_batch(gpu, model.model.sampling(), &request, features)?;
+        }
+    }
+    progress(total, total, "");
+    arms.iter()
+        .zip(&generated)
+        .map(|(arm, g)| {
+            let base = arms.iter().position(|a| {
+                a.model == arm.model && a.sampler == arm.sampler && a.steps == arm.steps && a.exponent == 0.0
+            });
+            let speedup_percent = base.map(|b| {
+                let ratios: Vec<f64> = g
+                    .batch_seconds
+                    .iter()
+                    .zip(&generated[b].batch_seconds)
+                    .map(|(t, t0)| t / t0)
+                    .collect();
+                100.0 * (1.0 - median(&ratios))
+            });
+            Ok(ArmResult {
+                model: models[arm.model].label.clone(),
+                exponent: arm.exponent,
+                sampler: arm.sampler.to_string(),
+                eta: match arm.sampler {
+                    Sampler::Ddim { eta, .. } => Some(eta),
+                    _ => None,
+                },
+                steps: arm.steps,
+                scores: g.scores(features, reference)?,
+                batch_seconds: g.batch_seconds.clone(),
+                speedup_percent,
+            })
+        })
+        .collect()
+}
+
+/// Runs every model once at every skip count and batch size of the plan, so the autotuner's
+/// kernel measurements for new shapes happen before any timed batch.
+fn warm_up(gpu: &Gpu, models: &[SkipModel], plan: &Plan) -> Result<()> {
+    let _g = crate::no_grad();
+    let last = plan.samples % plan.batch;
+    let sizes = [plan.batch.min(plan.samples)]
+        .into_iter()
+        .chain((last > 0).then_some(last));
+    for n in sizes {
+        for model in models {
+            let [c, h, w] = model.model.image_shape();
+            let x = Tensor::zeros(gpu, &[n, c, h, w], DType::F32)?;
+            let t = vec![500.0; n];
+            for skip in 0..model.levels() {
+                model.model.net.forward(&x, &t, None, skip)?;
+            }
+        }
+    }
+    gpu.sync()
+}
+
+/// "Zero c=2 ddim eta 0.5 20 steps" for progress lines.
+fn arm_label(model: &SkipModel, arm: &Arm) -> String {
+    let sampler = match arm.sampler {
+        Sampler::Ddim { eta, .. } => format!("ddim eta {eta}"),
+        other => other.to_string(),
+    };
+    format!("{} c={} {sampler} {} steps", model.label, arm.exponent, arm.steps)
+}
+
+/// The median of `values` (mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}

@@ -1,0 +1,6 @@
+//! Experiments that regenerate a seed paper's tables end to end: the runs, their Markdown
+//! report and PNG plots (`wgdiff experiment ...`).
+
+pub mod adaptive_skip;
+pub mod plots;
+pub mod report;

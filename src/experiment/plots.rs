@@ -1,0 +1,153 @@
+//! PNG plots of the adaptive-skip experiment (plotters, with the font embedded from
+//! assets/fonts so no system fonts are needed): FID against speed-up, and the k(t) schedules.
+
+use crate::diffusion::skip_levels;
+use crate::{Error, Result};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The family name the embedded font is registered under.
+const FONT: &str = "wgdiff-mono";
+
+/// Colours of successive series.
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(0, 0, 0),
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+];
+
+/// A curve of (x, y) points with a label per point.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64, String)>,
+}
+
+/// Registers the embedded font with plotters (once per process).
+fn register_font(path: &Path) -> Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        let bytes: &'static [u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
+        plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(plot_error(
+            path,
+            "the embedded font assets/fonts/DejaVuSansMono.ttf does not parse",
+        ))
+    }
+}
+
+fn plot_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io {
+        what: format!("the plot {}", path.display()),
+        reason: e.to_string(),
+    }
+}
+
+/// `metric` against sampling speed-up (%), one line per series with each point labelled (c).
+pub fn metric_vs_speedup(path: &Path, metric: &str, subtitle: &str, series: &[Series]) -> Result<()> {
+    register_font(path)?;
+    let points = series.iter().flat_map(|s| &s.points);
+    let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    let err = |e: &dyn std::fmt::Display| plot_error(path, e);
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("{metric} vs sampling speed-up ({subtitle})"), (FONT, 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-2.0..(x_max * 1.1 + 2.0), 0.0..(y_max * 1.1))
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("speed-up of sampling against c = 0 (%)")
+        .y_desc(metric)
+        .label_style((FONT, 14))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, s) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let line: Vec<(f64, f64)> = s.points.iter().map(|p| (p.0, p.1)).collect();
+        chart
+            .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+        chart
+            .draw_series(s.points.iter().map(|(x, y, text)| {
+                EmptyElement::at((*x, *y))
+                    + Circle::new((0, 0), 4, colour.filled())
+                    + Text::new(text.clone(), (6, -14), (FONT, 13).into_font().color(&colour))
+            }))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+/// The skip schedules k(t) = min(N-1, floor(N - N(1-t)^c)) of a U-Net with `levels` levels,
+/// one step function per exponent.
+pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<()> {
+    register_font(path)?;
+    let err = |e: &dyn std::fmt::Display| plot_error(path, e);
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let top = levels.saturating_sub(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("skipped levels k(t) of a {levels}-level U-Net"),
+            (FONT, 20),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0f64..1.0, -0.1..(top + 0.4))
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("t (0 = data, 1 = pure noise)")
+        .y_desc("k(t)")
+        .y_labels(levels + 1)
+        .label_style((FONT, 14))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, &c) in exponents.iter().enumerate() {
+        let colour = COLOURS[(i + 1) % COLOURS.len()];
+        // a small vertical offset per curve keeps overlapping steps apart
+        let lift = 0.06 * i as f64;
+        let curve: Vec<(f64, f64)> = (0..=1000)
+            .map(|j| {
+                let t = j as f64 / 1000.0;
+                (t, skip_levels(levels, t as f32, c) as f64 + lift)
+            })
+            .collect();
+        chart
+            .draw_series(LineSeries::new(curve, colour.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(format!("c = {c}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}

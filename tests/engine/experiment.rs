@@ -1,0 +1,180 @@
+//! The adaptive-skip experiment end to end at toy size: tiny U-Nets (a baseline and a
+//! skip-fine-tuned zero model), every arm sampled round-robin, tables, verdict and plots.
+
+use crate::common::gpu;
+use crate::eval::PooledPixels;
+use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
+use wgdiff::eval::{Reference, ReferenceImages};
+use wgdiff::experiment::adaptive_skip::{arms, median, run, Plan, SkipModel, EXPONENTS};
+use wgdiff::experiment::plots::{metric_vs_speedup, skip_schedules, Series};
+use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
+use wgdiff::models::SkipType;
+use wgdiff::train::{SkipTraining, TrainConfig, TrainedModel, Trainer};
+
+/// A tiny-preset checkpoint trained for `steps` steps as `config` says, saved under `name`.
+fn tiny_checkpoint(name: &str, config: TrainConfig) -> std::path::PathBuf {
+    let out = std::env::temp_dir().join(format!("wgdiff-experiment-{}-{name}", std::process::id()));
+    let path = out.join("checkpoint.safetensors");
+    let mut trainer = Trainer::new(gpu(), TrainConfig { out, ..config }).unwrap();
+    while !trainer.finished() {
+        trainer.step().unwrap();
+    }
+    trainer.save(&path).unwrap();
+    path
+}
+
+#[test]
+fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
+    let gpu = gpu();
+    let base = TrainConfig {
+        preset: "tiny".into(),
+        steps: 2,
+        batch: 4,
+        ..TrainConfig::default()
+    };
+    let baseline = tiny_checkpoint("baseline", base.clone());
+    let zero = tiny_checkpoint(
+        "zero",
+        TrainConfig {
+            init: Some(baseline.clone()),
+            skip_type: Some(SkipType::Zero),
+            skip_training: Some(SkipTraining::Consistent { exponent: 2.0 }),
+            ..base
+        },
+    );
+    let load = |label: &str, path: &std::path::Path| SkipModel {
+        label: label.into(),
+        path: path.display().to_string(),
+        model: TrainedModel::load(gpu, path).unwrap(),
+    };
+    let models = vec![load(BASELINE_LABEL, &baseline), load("Zero", &zero)];
+    assert_eq!(
+        models[1].skip_training(),
+        Some(SkipTraining::Consistent { exponent: 2.0 })
+    );
+    let plan = Plan {
+        samples: 3,
+        batch: 2,
+        steps: 3,
+        table3_steps: vec![2],
+        seed: 5,
+    };
+    let arms = arms(&models, &plan);
+    // Tables 1-2: 2 models x 5 exponents; Table 3: 3 etas for each of the two models
+    assert_eq!(arms.len(), 2 * EXPONENTS.len() + 2 * 3);
+    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &test,
+        split: Split::Test,
+        limit: Some(200),
+    };
+    let reference = pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap();
+    let mut calls = 0;
+    let results = run(
+        gpu,
+        &models,
+        &arms,
+        &plan,
+        &PooledPixels,
+        &reference,
+        |done, total, _| {
+            assert_eq!(total, 2 * arms.len(), "two rounds (2 + 1 images) per arm");
+            assert_eq!(done, calls);
+            calls += 1;
+        },
+    )
+    .unwrap();
+    assert_eq!(calls, 2 * arms.len() + 1);
+    assert_eq!(results.len(), arms.len());
+    for (arm, result) in arms.iter().zip(&results) {
+        assert_eq!(result.scores.samples, 3, "{result:?}");
+        assert!(
+            result.scores.fid.is_finite() && result.scores.fid >= 0.0,
+            "{result:?}"
+        );
+        assert_eq!(result.batch_seconds.len(), 2);
+        // a speed-up exists where the same model and sampler ran at c = 0 with the same steps
+        let has_base = arms.iter().any(|a| {
+            a.model == arm.model && a.sampler == arm.sampler && a.steps == arm.steps && a.exponent == 0.0
+        });
+        assert_eq!(result.speedup_percent.is_some(), has_base, "{result:?}");
+        if arm.exponent == 0.0 {
+            assert_eq!(result.speedup_percent, Some(0.0));
+        }
+    }
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.model == "Zero" && r.exponent == 2.0)
+            .any(|r| r.speedup_percent.is_none()),
+        "Table 3's c = 2 DDIM arms of the skipping model have no c = 0 counterpart"
+    );
+
+    let info = |m: &SkipModel, skip_training: &str| ModelInfo {
+        label: m.label.clone(),
+        path: m.path.clone(),
+        skip_type: "zero".into(),
+        skip_training: skip_training.into(),
+        levels: m.levels(),
+        train_steps: m.model.state.step,
+    };
+    let report = Report {
+        date: "2026-11-22".into(),
+        device: "test device".into(),
+        plan: plan.clone(),
+        metric: "pooled-FID".into(),
+        reference: "200 mnist/test images".into(),
+        models: vec![info(&models[0], "none"), info(&models[1], "consistent:2")],
+        arms: results,
+        wall_seconds: 1.0,
+    };
+    let md = report.markdown();
+    for needle in [
+        "## Table 1",
+        "## Table 2",
+        "## Table 3",
+        "47.52%",
+        "3.17",
+        "## Verdict",
+        BASELINE_LABEL,
+    ] {
+        assert!(md.contains(needle), "report lacks {needle}:\n{md}");
+    }
+    let zero_fid = |label: &str| {
+        report
+            .arms
+            .iter()
+            .find(|a| a.model == label && a.exponent == 2.0 && a.eta.is_none())
+            .unwrap()
+            .scores
+            .fid
+    };
+    let verdict = report.verdict();
+    let expected = if zero_fid("Zero") < zero_fid(BASELINE_LABEL) {
+        "lower, as the seed claims"
+    } else {
+        "NOT lower"
+    };
+    assert!(verdict.contains(expected), "{verdict}");
+
+    let dir = std::env::temp_dir().join(format!("wgdiff-experiment-plots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let series = vec![Series {
+        name: "Zero".into(),
+        points: vec![(0.0, 10.0, "c=0".into()), (40.0, 12.0, "c=2".into())],
+    }];
+    metric_vs_speedup(&dir.join("a.png"), "pooled-FID", "test", &series).unwrap();
+    skip_schedules(&dir.join("b.png"), models[0].levels(), &[1.0, 2.0]).unwrap();
+    for name in ["a.png", "b.png"] {
+        let image = image::open(dir.join(name)).unwrap().to_rgb8();
+        assert_eq!(image.dimensions(), (900, 600));
+        assert!(image.pixels().any(|p| p.0 != [255, 255, 255]), "{name} is blank");
+    }
+}
+
+#[test]
+fn median_takes_the_middle_or_the_mean_of_the_middle_two() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    assert!(median(&[]).is_nan());
+}
