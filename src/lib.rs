@@ -11,6 +11,7 @@ pub mod diffusion;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod fnv;
 pub mod gpu;
 pub mod metrics;
 pub mod models;
