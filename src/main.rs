@@ -32,6 +32,9 @@ enum Command {
     TrainClassifier(commands::train_classifier::TrainClassifierArgs),
     /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
     Sample(commands::sample::SampleArgs),
+    /// FID/KID of a checkpoint's samples against a dataset split (no flags: the shipped model,
+    /// 1000 samples, MNIST-FID against mnist/test; --inception PATH: FID proper and IS)
+    Eval(commands::eval::EvalArgs),
     /// List every adapter found, the one chosen, its features and limits
     Info,
     /// Measure kernel speed (medians of interleaved runs; a table, or JSON lines with --json)
@@ -115,6 +118,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
         Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),
         Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),
+        Command::Eval(args) => commands::eval::run(&commands::open_gpu(choice)?, args),
         Command::Model { preset, batch, json } => {
             commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)
         }

@@ -2,6 +2,7 @@
 //! autotuner's cache file, and printing the autotuner's choices.
 
 pub mod bench;
+pub mod eval;
 pub mod info;
 pub mod model;
 pub mod profile;
