@@ -20,6 +20,14 @@ pub const DEFAULT_STATS_CACHE: &str = "runs/stats-cache";
 
 /// Flags of `wgdiff eval`.
 #[derive(Args)]
+#[command(after_help = "Examples:
+  wgdiff eval --samples 200 --steps 20          MNIST-FID and KID of the shipped model
+  wgdiff eval --checkpoint runs/mnist/best.safetensors --samples 10000 --json fid.json
+  wgdiff eval --inception inception.safetensors --samples 1000   FID proper and the Inception Score
+
+The reference statistics are computed once per dataset, split, network and image count and
+kept in --cache; later runs print \"reference cached\". FID and KID fall as samples approach the
+data; compare numbers only at the same --samples, sampler and steps.")]
 pub struct EvalArgs {
     #[command(flatten)]
     sampling: SamplingArgs,
