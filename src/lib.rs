@@ -13,6 +13,7 @@ pub mod eval;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod experiment;
 pub mod features;
+pub mod fnv;
 pub mod gpu;
 pub mod metrics;
 pub mod models;

@@ -32,6 +32,9 @@ enum Command {
     TrainClassifier(commands::train_classifier::TrainClassifierArgs),
     /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
     Sample(commands::sample::SampleArgs),
+    /// FID/KID of a checkpoint's samples against a dataset split (no flags: the shipped model,
+    /// 1000 samples, MNIST-FID against mnist/test; --inception PATH: FID proper and IS)
+    Eval(commands::eval::EvalArgs),
     /// Regenerate a seed paper's tables end to end (adaptive-skip: the technion U-Net study)
     Experiment {
         #[command(subcommand)]
@@ -120,6 +123,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
         Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),
         Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),
+        Command::Eval(args) => commands::eval::run(&commands::open_gpu(choice)?, args),
         Command::Experiment { what } => commands::experiment::run(&commands::open_gpu(choice)?, what),
         Command::Model { preset, batch, json } => {
             commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)

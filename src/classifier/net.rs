@@ -2,6 +2,7 @@
 //! pool, stride 1; each GroupNorm + SiLU; Linear to the feature layer + SiLU; Linear to logits).
 
 use crate::checkpoint::Checkpoint;
+use crate::fnv::Fnv1a;
 use crate::nn::{Conv2d, GroupNorm, Linear};
 use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
@@ -274,20 +275,15 @@ impl Classifier {
 
 /// FNV-1a over every tensor's name, shape and value bits (in name order).
 fn weights_hash(ckpt: &Checkpoint) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    let mut h = Fnv1a::default();
     for (name, t) in &ckpt.tensors {
-        eat(name.as_bytes());
+        h.eat(name.as_bytes());
         for &d in &t.shape {
-            eat(&(d as u64).to_le_bytes());
+            h.eat(&(d as u64).to_le_bytes());
         }
         for v in &t.data {
-            eat(&v.to_bits().to_le_bytes());
+            h.eat(&v.to_bits().to_le_bytes());
         }
     }
-    h
+    h.value()
 }

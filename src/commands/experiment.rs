@@ -1,15 +1,16 @@
 //! `wgdiff experiment adaptive-skip`: the technion seed's Tables 1-3 on MNIST, from the shipped
 //! (or freshly fine-tuned) skip-trained models to Markdown tables, JSON and PNG plots.
 
+use super::eval::{cached_reference, DEFAULT_STATS_CACHE};
+use super::progress_bar;
 use super::sample::DEFAULT_CHECKPOINT;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{DataSource, Split};
-use wgdiff::eval::{Reference, ReferenceImages};
+use wgdiff::eval::ReferenceImages;
 use wgdiff::experiment::adaptive_skip::{self, Plan, SkipModel, EXPONENTS};
 use wgdiff::experiment::plots::{self, Series};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
@@ -67,7 +68,7 @@ pub struct AdaptiveSkipArgs {
     #[arg(long, default_value = SHIPPED_MNIST_CLASSIFIER)]
     classifier: PathBuf,
     /// Folder of cached reference statistics
-    #[arg(long, default_value = "runs/stats-cache")]
+    #[arg(long, default_value = DEFAULT_STATS_CACHE)]
     cache: PathBuf,
     /// Output folder
     #[arg(long, default_value = "runs/adaptive-skip")]
@@ -158,11 +159,7 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         split: Split::Test,
         limit: None,
     };
-    let bar = progress_bar(data.len(), "reference statistics");
-    let (reference, cached) = Reference::cached(&args.cache, gpu, &classifier, images, 250, |done| {
-        bar.set_position(done as u64)
-    })?;
-    bar.finish_and_clear();
+    let (reference, cached) = cached_reference(gpu, &classifier, images, 250, &args.cache)?;
     eprintln!(
         "reference: {} {} images ({})",
         reference.source.images,
@@ -306,15 +303,4 @@ fn write_outputs(out: &Path, report: &Report, levels: usize) -> Result<()> {
         out.display()
     );
     Ok(())
-}
-
-fn progress_bar(len: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{bar:30}} {{pos}}/{{len}} {what}  {{msg}}  [{{elapsed_precise}} < {{eta_precise}}]"
-        ))
-        .expect("valid template"),
-    );
-    bar
 }

@@ -2,6 +2,7 @@
 //! autotuner's cache file, and printing the autotuner's choices.
 
 pub mod bench;
+pub mod eval;
 pub mod experiment;
 pub mod info;
 pub mod model;
@@ -28,4 +29,16 @@ pub fn print_tuner(gpu: &Gpu) {
     for (key, choice) in gpu.tuner().snapshot() {
         println!("  {key:<50} {choice}");
     }
+}
+
+/// A progress bar over `len` items of `what`, with room for a message and the time left.
+pub fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{bar:30}} {{pos}}/{{len}} {what}  {{msg}}  [{{elapsed_precise}} < {{eta_precise}}]"
+        ))
+        .expect("valid template"),
+    );
+    bar
 }

@@ -13,9 +13,9 @@ use wgdiff::Gpu;
 /// command is in assets/models/README.md).
 pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
 
-/// Flags of `wgdiff sample`.
+/// How to draw images: the flags `wgdiff sample` and `wgdiff eval` share.
 #[derive(Args)]
-pub struct SampleArgs {
+pub struct SamplingArgs {
     /// Checkpoint written by `wgdiff train`
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     checkpoint: PathBuf,
@@ -32,9 +32,6 @@ pub struct SampleArgs {
     /// DDIM's timestep spacing: uniform (the default), quadratic (dense near the data) or log-snr
     #[arg(long)]
     spacing: Option<Spacing>,
-    /// Images to draw
-    #[arg(long, default_value_t = 16)]
-    count: usize,
     /// Class of every image (class-conditional models)
     #[arg(long)]
     class: Option<u32>,
@@ -47,6 +44,66 @@ pub struct SampleArgs {
     /// Seed of the starting noise and the sampler's noise
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+impl SamplingArgs {
+    /// The checkpoint to sample.
+    pub fn checkpoint(&self) -> &std::path::Path {
+        &self.checkpoint
+    }
+
+    /// The checkpoint's model; a missing default model says to run from the repository.
+    pub fn load_model(&self, gpu: &Gpu) -> Result<TrainedModel> {
+        TrainedModel::load(gpu, &self.checkpoint).with_context(|| {
+            if self.checkpoint.as_os_str() == DEFAULT_CHECKPOINT {
+                "the default model ships in assets/models/: run wgdiff from the repository folder, or pass \
+                 --checkpoint"
+                    .to_string()
+            } else {
+                format!("loading {}", self.checkpoint.display())
+            }
+        })
+    }
+
+    /// The request for `count` images from `model` as the flags say (no frames).
+    pub fn request(&self, model: &TrainedModel, count: usize) -> Result<SampleRequest> {
+        let sampler = match &self.sampler {
+            Some(name) => name.parse()?,
+            None => default_sampler(&model.state.process),
+        };
+        let sampler = match (sampler, self.eta, self.spacing) {
+            (Sampler::Ddim { eta, spacing }, e, s) => Sampler::Ddim {
+                eta: e.unwrap_or(eta),
+                spacing: s.unwrap_or(spacing),
+            },
+            (other, None, None) => other,
+            (other, _, _) => {
+                bail!("--eta and --spacing set the ddim sampler; this run uses {other} (add --sampler ddim)")
+            }
+        };
+        Ok(SampleRequest {
+            sampler,
+            steps: self
+                .steps
+                .or(self.sampler.is_none().then_some(DEFAULT_SAMPLER_STEPS)),
+            count,
+            seed: self.seed,
+            skip_exponent: self.skip_exponent,
+            class: self.class,
+            guidance: self.guidance,
+            frames: None,
+        })
+    }
+}
+
+/// Flags of `wgdiff sample`.
+#[derive(Args)]
+pub struct SampleArgs {
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// Images to draw
+    #[arg(long, default_value_t = 16)]
+    count: usize,
     /// Output PNG grid
     #[arg(long, default_value = "samples.png")]
     out: PathBuf,
@@ -56,39 +113,10 @@ pub struct SampleArgs {
 }
 
 pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
-    let model = TrainedModel::load(gpu, &args.checkpoint).with_context(|| {
-        if args.checkpoint.as_os_str() == DEFAULT_CHECKPOINT {
-            "the default model ships in assets/models/: run wgdiff from the repository folder, or pass --checkpoint"
-                .to_string()
-        } else {
-            format!("loading {}", args.checkpoint.display())
-        }
-    })?;
-    let sampler = match &args.sampler {
-        Some(name) => name.parse()?,
-        None => default_sampler(&model.state.process),
-    };
-    let sampler = match (sampler, args.eta, args.spacing) {
-        (Sampler::Ddim { eta, spacing }, e, s) => Sampler::Ddim {
-            eta: e.unwrap_or(eta),
-            spacing: s.unwrap_or(spacing),
-        },
-        (other, None, None) => other,
-        (other, _, _) => {
-            bail!("--eta and --spacing set the ddim sampler; this run uses {other} (add --sampler ddim)")
-        }
-    };
+    let model = args.sampling.load_model(gpu)?;
     let request = SampleRequest {
-        sampler,
-        steps: args
-            .steps
-            .or(args.sampler.is_none().then_some(DEFAULT_SAMPLER_STEPS)),
-        count: args.count,
-        seed: args.seed,
-        skip_exponent: args.skip_exponent,
-        class: args.class,
-        guidance: args.guidance,
         frames: args.frames.clone(),
+        ..args.sampling.request(&model, args.count)?
     };
     let started = std::time::Instant::now();
     let (images, evaluations) = model.sample(gpu, &request)?;
@@ -96,7 +124,7 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     eprintln!(
         "{} images with {} ({} network evaluations) in {:.1} s: {}",
         args.count,
-        sampler,
+        request.sampler,
         evaluations,
         started.elapsed().as_secs_f64(),
         args.out.display()

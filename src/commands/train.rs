@@ -4,10 +4,14 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
+use wgdiff::data::{DataSource, Split};
+use wgdiff::eval::ReferenceImages;
 use wgdiff::gpu::describe;
 use wgdiff::models::SkipType;
-use wgdiff::train::{Precision, SkipTraining, TrainConfig, Trainer};
+use wgdiff::train::fid::best_fid;
+use wgdiff::train::{FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
@@ -68,6 +72,17 @@ pub struct TrainArgs {
     /// Sampler steps for the grids [default: 50]
     #[arg(long)]
     grid_steps: Option<usize>,
+    /// Score MNIST-FID of the EMA weights every N steps (shipped classifier vs the data's test
+    /// split, reference cached in runs/stats-cache), keep the best in best.safetensors; 0 = off;
+    /// 1-channel 28x28 models only [default: 0]
+    #[arg(long, value_name = "N")]
+    fid_every: Option<usize>,
+    /// Images sampled for each MNIST-FID evaluation [default: 256]
+    #[arg(long)]
+    fid_samples: Option<usize>,
+    /// Sampler steps (default sampler, fixed seed) of the MNIST-FID samples [default: 20]
+    #[arg(long)]
+    fid_steps: Option<usize>,
     /// Randomly flip training images horizontally
     #[arg(long)]
     flip: bool,
@@ -137,6 +152,7 @@ impl TrainArgs {
             max_minutes,
             precision
         );
+        set!(fid_every, fid_samples, fid_steps);
         if self.epochs.is_some() {
             c.epochs = self.epochs;
         }
@@ -160,6 +176,27 @@ impl TrainArgs {
         }
         Ok(c)
     }
+}
+
+/// MNIST-FID for `--fid-every`: the shipped classifier against the test split of the run's
+/// data (the reference statistics cached in the default stats cache).
+fn fid_tracker(gpu: &Gpu, c: &TrainConfig) -> Result<FidTracker> {
+    let classifier = Classifier::load(gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).context(
+        "--fid-every scores with the MNIST classifier shipped in assets/models/: run wgdiff from the \
+         repository folder, or set fid_every = 0",
+    )?;
+    let data = c.data.parse::<DataSource>()?.load(Split::Test)?;
+    let images = ReferenceImages {
+        data: &data,
+        split: Split::Test,
+        limit: None,
+    };
+    let dir = Path::new(super::eval::DEFAULT_STATS_CACHE);
+    let (reference, _) = super::eval::cached_reference(gpu, &classifier, images, 250, dir)?;
+    Ok(FidTracker {
+        features: Box::new(classifier),
+        reference,
+    })
 }
 
 /// Runs (or resumes) training to the configured step count, then writes the final grid and
@@ -207,6 +244,11 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     )
     .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
     let checkpoint = c.out.join("checkpoint.safetensors");
+    let best = c.out.join("best.safetensors");
+    let fid = match c.fid_every {
+        0 => None,
+        _ => Some(fid_tracker(gpu, &c)?),
+    };
     let bar = ProgressBar::new(c.steps as u64).with_position(trainer.state.step as u64);
     bar.set_style(
         ProgressStyle::with_template(
@@ -233,12 +275,35 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         let loss = trainer.step()?;
         let step = trainer.state.step;
+        if let Some(tracker) = fid.as_ref().filter(|_| step % c.fid_every == 0) {
+            let (record, is_best) = bar.suspend(|| tracker.evaluate(&mut trainer, &best))?;
+            let line = format!(
+                "step {step}: {} {:.2} ({} samples, {} sampler steps){}",
+                tracker.features.metric(),
+                record.fid,
+                c.fid_samples,
+                c.fid_steps,
+                if is_best {
+                    format!(", the best so far: {}", best.display())
+                } else {
+                    String::new()
+                }
+            );
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
+        }
         let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
         let mut status = format!(
             "loss {loss:.4}  {:.2} it/s  {:.1} img/s",
             1.0 / per_step,
             c.batch as f64 / per_step
         );
+        if let Some(b) = best_fid(&trainer.state.fid) {
+            status += &format!("  best MNIST-FID {:.2} @ step {}", b.fid, b.step);
+        }
         if let Some(scaler) = &trainer.state.scaler {
             status += &format!("  loss scale {}", scaler.scale);
             if scaler.skipped > 0 {

@@ -35,6 +35,20 @@ impl fmt::Display for Split {
     }
 }
 
+impl std::str::FromStr for Split {
+    type Err = crate::Error;
+
+    fn from_str(name: &str) -> crate::Result<Split> {
+        match name {
+            "train" => Ok(Split::Train),
+            "test" => Ok(Split::Test),
+            _ => Err(crate::Error::Config(format!(
+                "unknown split `{name}`; choose train or test"
+            ))),
+        }
+    }
+}
+
 /// Images and labels held in memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {

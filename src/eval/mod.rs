@@ -22,8 +22,13 @@ pub trait FeatureNet {
     /// The name of the Fréchet distance on these features: "MNIST-FID" for the MNIST
     /// classifier, "FID" for Inception-v3.
     fn metric(&self) -> &'static str;
-    /// Feature rows [N, D] of images [N, C, H, W] in [-1, 1].
+    /// Feature rows [N, D] of images [N, C, H, W] in [-1, 1], computed without gradients.
     fn features(&self, images: &Tensor) -> Result<Tensor>;
+    /// Class logits [N, K] of feature rows [N, D] for the Inception Score, when the network
+    /// is scored that way (Inception-v3); None otherwise (the default).
+    fn logits(&self, _features: &Tensor) -> Result<Option<Tensor>> {
+        Ok(None)
+    }
 }
 
 /// Feature rows of `count` images produced batch by batch by `images(start, len)`, with

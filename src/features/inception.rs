@@ -11,6 +11,8 @@
 //!
 //! and pass `inception.safetensors` (`--inception PATH`). Details on [`InceptionV3`].
 
+use crate::eval::FeatureNet;
+use crate::fnv::Fnv1a;
 use crate::ops::{ConvImpl, ConvOptions};
 use crate::{DType, Error, Gpu, Result, Tensor};
 use std::cell::RefCell;
@@ -104,6 +106,8 @@ pub struct InceptionV3 {
     fc_bias: Tensor,
     chunk: usize,
     conv: ConvImpl,
+    /// `inception-fid-` and the FNV-1a hash of the weights file's bytes (see [`InceptionV3::id`]).
+    id: String,
 }
 
 impl InceptionV3 {
@@ -188,7 +192,14 @@ impl InceptionV3 {
             fc_bias,
             chunk: 4,
             conv: ConvImpl::Auto,
+            id: format!("inception-fid-{:016x}", Fnv1a::of(bytes)),
         })
+    }
+
+    /// Names the weights in FID cache keys and reports: `inception-fid-` and 16 hex digits of
+    /// the FNV-1a hash of the weights file's bytes (the same file always gives the same id).
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Runs at most `images` images through the network at once (default 4), which bounds
@@ -269,6 +280,23 @@ impl InceptionV3 {
             h = Tensor::concat(&outs, 1)?;
         }
         h.mean(&[2, 3], false)
+    }
+}
+
+/// Inception-v3 as the feature network of `wgdiff::eval`: its 2048-d pool features give FID
+/// proper, its logits the Inception Score.
+impl FeatureNet for InceptionV3 {
+    fn id(&self) -> String {
+        InceptionV3::id(self).to_string()
+    }
+    fn metric(&self) -> &'static str {
+        "FID"
+    }
+    fn features(&self, images: &Tensor) -> Result<Tensor> {
+        InceptionV3::features(self, images)
+    }
+    fn logits(&self, features: &Tensor) -> Result<Option<Tensor>> {
+        InceptionV3::logits(self, features).map(Some)
     }
 }
 

@@ -97,6 +97,13 @@ pub struct TrainConfig {
     pub max_minutes: f32,
     /// Precision of the network's forward and backward (weights, Adam and EMA stay f32).
     pub precision: Precision,
+    /// Score MNIST-FID of the EMA network every this many steps and keep the best weights in
+    /// best.safetensors (0 = off; needs 1-channel 28x28 images).
+    pub fid_every: usize,
+    /// Images sampled for each MNIST-FID evaluation.
+    pub fid_samples: usize,
+    /// Sampler steps for the MNIST-FID samples (the default sampler).
+    pub fid_steps: usize,
 }
 
 /// Precision of the network's forward and backward passes.
@@ -181,6 +188,9 @@ impl Default for TrainConfig {
             skip_training: None,
             max_minutes: 7.0,
             precision: Precision::F32,
+            fid_every: 0,
+            fid_samples: 256,
+            fid_steps: 20,
         }
     }
 }
@@ -227,6 +237,12 @@ impl TrainConfig {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("class_dropout must be in [0, 1], got {p}"));
             }
+        }
+        if self.fid_every > 0 && (self.fid_samples < 2 || self.fid_steps == 0) {
+            return bad(format!(
+                "fid_every needs fid_samples >= 2 and fid_steps >= 1, got {} and {}",
+                self.fid_samples, self.fid_steps
+            ));
         }
         if let Some(SkipTraining::Consistent { exponent }) = self.skip_training {
             if !(exponent > 0.0 && exponent.is_finite()) {

@@ -2,10 +2,12 @@
 //! weights, and atomic checkpoints that resume exactly (same next batch, noise and loss).
 
 pub mod config;
+pub mod fid;
 pub mod quality;
 pub mod sample;
 
 pub use config::{Precision, SkipTraining, TrainConfig};
+pub use fid::{FidRecord, FidTracker};
 pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::Checkpoint;
@@ -36,6 +38,9 @@ pub struct TrainState {
     /// The loss scale of an f16 run (None in f32).
     #[serde(default)]
     pub scaler: Option<LossScaler>,
+    /// FID evaluations so far (`fid_every`), in step order.
+    #[serde(default)]
+    pub fid: Vec<FidRecord>,
 }
 
 /// A training run in progress.
@@ -129,6 +134,7 @@ impl Trainer {
             step: 0,
             losses: Vec::new(),
             train_seconds: 0.0,
+            fid: Vec::new(),
         };
         let mut trainer = Trainer::build(gpu, state, batcher)?;
         if let Some((ckpt, _)) = init {
@@ -212,6 +218,13 @@ impl Trainer {
 
     fn build(gpu: &Gpu, state: TrainState, batcher: Batcher) -> Result<Trainer> {
         let c = &state.config;
+        let images = sample::image_shape(&state.model);
+        if c.fid_every > 0 && images != [1, 28, 28] {
+            return Err(Error::Config(format!(
+                "fid_every needs a model of 1-channel 28x28 images (MNIST-FID scores them with the MNIST \
+                 classifier); this model makes {images:?} images: set fid_every = 0"
+            )));
+        }
         let mut net = state.model.build(gpu, c.seed)?;
         net.set_training(true);
         let classes = batcher.dataset().classes;

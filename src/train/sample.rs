@@ -98,7 +98,8 @@ pub fn image_shape(model: &ModelConfig) -> [usize; 3] {
     }
 }
 
-/// Samples `net` (trained on `process`) as `request` says.
+/// Samples `net` (trained on `process`) as `request` says, without gradients (no step's
+/// activations are kept for a backward pass).
 pub fn sample_net(
     gpu: &Gpu,
     net: &dyn DiffusionNet,
@@ -106,6 +107,7 @@ pub fn sample_net(
     process: &crate::diffusion::Process,
     request: &SampleRequest,
 ) -> Result<(Tensor, usize)> {
+    let _g = crate::no_grad();
     let [c, h, w] = image_shape(model);
     let n = request.count;
     let classes = match model {

@@ -230,6 +230,108 @@ fn train_then_sample_write_checkpoint_grids_and_frames() {
 }
 
 #[test]
+fn eval_scores_a_checkpoint_and_caches_the_reference() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-eval-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        let out = wgdiff()
+            .args(args)
+            .env("WGDIFF_CACHE_DIR", dir.join("tuning"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            stderr,
+        )
+    };
+    let out = dir.join("run");
+    let (ok, _, log) = run(&[
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "1",
+        "--batch",
+        "4",
+        "--grid-images",
+        "1",
+        "--grid-steps",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{log}");
+    let checkpoint = out.join("checkpoint.safetensors");
+    let json = dir.join("eval.json");
+    let cache = dir.join("stats");
+    let eval = [
+        "eval",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "--samples",
+        "8",
+        "--batch",
+        "4",
+        "--steps",
+        "2",
+        "--reference-images",
+        "64",
+        "--cache",
+        cache.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    for (attempt, reference) in [(1, "reference computed"), (2, "reference cached")] {
+        let (ok, stdout, log) = run(&eval);
+        assert!(ok, "run {attempt}: {log}");
+        assert!(
+            stdout.starts_with("MNIST-FID ")
+                && stdout.contains("(8 samples from ddpm 2 steps vs 64 mnist/test images")
+                && stdout.contains(reference),
+            "run {attempt}: {stdout}"
+        );
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert!(doc["fid"].as_f64().is_some_and(f64::is_finite), "{doc}");
+        assert_eq!(
+            (doc["metric"].as_str(), doc["samples"].as_u64()),
+            (Some("MNIST-FID"), Some(8))
+        );
+        assert_eq!(doc["reference_cached"], attempt == 2, "{doc}");
+    }
+
+    // One sample has no covariance; missing files are named with the fix.
+    let (ok, _, log) = run(&[
+        "eval",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "--samples",
+        "1",
+    ]);
+    assert!(
+        !ok && log.contains("--samples 1") && log.contains("at least 2"),
+        "{log}"
+    );
+    let (ok, _, log) = run(&["eval", "--checkpoint", "/nonexistent.safetensors"]);
+    assert!(!ok && log.contains("/nonexistent.safetensors"), "{log}");
+    let (ok, _, log) = run(&[
+        &eval[..],
+        &["--classifier", "/nonexistent-classifier.safetensors"],
+    ]
+    .concat());
+    assert!(
+        !ok && log.contains("/nonexistent-classifier.safetensors") && log.contains("train-classifier"),
+        "{log}"
+    );
+    let (ok, _, log) = run(&[&eval[..], &["--inception", "/nonexistent-inception.safetensors"]].concat());
+    assert!(
+        !ok && log.contains("/nonexistent-inception.safetensors") && log.contains("save_file"),
+        "{log}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn model_summary_reports_the_preset_parameter_counts() {
     for (preset, trainable, fixed) in [("mnist", 2_287_489, 0), ("ncsn-mnist", 1_115_297, 128)] {
         let out = wgdiff()

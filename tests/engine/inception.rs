@@ -164,9 +164,12 @@ fn inception_matches_pytorch_fid_features_and_logits() {
     let all = state_dict()
         .iter()
         .map(|(n, s, d, b)| (n.clone(), &s[..], *d, &b[..]));
-    std::fs::write(&path, encode(all)).unwrap();
+    let bytes = encode(all);
+    std::fs::write(&path, &bytes).unwrap();
     let loaded = InceptionV3::load(gpu(), &path);
     std::fs::remove_file(&path).unwrap();
+    let id = loaded.as_ref().unwrap().id().to_string();
+    assert_inception_ids(&id, &bytes);
     // Chunks of one image: the 2-image case runs two chunks and joins them.
     // im2col: the fastest conv on lavapipe here (auto would time every candidate per shape).
     let net = loaded.unwrap().with_chunk(1).with_conv_impl(ConvImpl::Im2col);
@@ -209,6 +212,34 @@ fn inception_matches_pytorch_fid_features_and_logits() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("[2, 64]") && err.contains("2048"), "{err}");
+}
+
+/// `id` (of the generated weights `bytes`) is `inception-fid-` + 16 hex digits, the same for
+/// the same bytes and different when one weight differs.
+fn assert_inception_ids(id: &str, bytes: &[u8]) {
+    let digits = id
+        .strip_prefix("inception-fid-")
+        .unwrap_or_else(|| panic!("id {id}"));
+    assert!(
+        digits.len() == 16 && digits.chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    let again = InceptionV3::from_bytes(gpu(), bytes, "same.safetensors").unwrap();
+    assert_eq!(again.id(), id, "the same bytes must give the same id");
+    let changed = state_dict().iter().map(|(n, s, d, b)| {
+        let b = if n == "fc.bias" {
+            let mut v: Vec<f32> = bytemuck::pod_collect_to_vec(b);
+            v[0] += 0.5;
+            bytemuck::cast_slice(&v).to_vec()
+        } else {
+            b.clone()
+        };
+        (n.clone(), s.clone(), *d, b)
+    });
+    let changed: Vec<Stored> = changed.collect();
+    let other = encode(changed.iter().map(|(n, s, d, b)| (n.clone(), &s[..], *d, &b[..])));
+    let other = InceptionV3::from_bytes(gpu(), &other, "other.safetensors").unwrap();
+    assert_ne!(other.id(), id, "different weights must give a different id");
 }
 
 /// The load error for the generated weights after `edit`.

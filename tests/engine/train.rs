@@ -4,9 +4,14 @@
 //! clear errors.
 
 use crate::common::gpu;
+use std::path::Path;
 use wgdiff::checkpoint::Checkpoint;
+use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
+use wgdiff::data::{DataSource, Split};
+use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType};
-use wgdiff::train::{Precision, SkipTraining, TrainConfig, Trainer};
+use wgdiff::train::fid::best_fid;
+use wgdiff::train::{FidTracker, Precision, SkipTraining, TrainConfig, TrainedModel, Trainer};
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
     TrainConfig {
@@ -327,4 +332,72 @@ fn init_fine_tunes_from_the_ema_weights_with_a_new_skip_path() {
     .expect("a missing --init checkpoint is an error")
     .to_string();
     assert!(err.contains(&missing.display().to_string()), "{err}");
+}
+
+#[test]
+fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
+    let config = TrainConfig {
+        fid_every: 2,
+        fid_samples: 8,
+        fid_steps: 2,
+        ..tiny_config("fid", 4)
+    };
+    let best = config.out.join("best.safetensors");
+    std::fs::create_dir_all(&config.out).unwrap();
+    let classifier = Classifier::load(gpu(), Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
+    let data = "mnist".parse::<DataSource>().unwrap().load(Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &data,
+        split: Split::Test,
+        limit: Some(64),
+    };
+    let reference = pollster::block_on(Reference::compute(gpu(), &classifier, images, 64, |_| {})).unwrap();
+    let tracker = FidTracker {
+        features: Box::new(classifier),
+        reference,
+    };
+    let mut trainer = Trainer::new(gpu(), config.clone()).unwrap();
+    let mut flags = Vec::new();
+    while !trainer.finished() {
+        trainer.step().unwrap();
+        if trainer.state.step % config.fid_every == 0 {
+            let (record, is_best) = tracker.evaluate(&mut trainer, &best).unwrap();
+            assert_eq!(record.step, trainer.state.step);
+            flags.push(is_best);
+        }
+    }
+    let records = &trainer.state.fid;
+    assert_eq!(
+        records.iter().map(|r| r.step).collect::<Vec<_>>(),
+        [2, 4],
+        "{records:?}"
+    );
+    assert!(
+        records.iter().all(|r| r.fid.is_finite() && r.fid > 0.0),
+        "{records:?}"
+    );
+    assert_eq!(flags, [true, records[1].fid < records[0].fid], "{records:?}");
+    let saved = TrainedModel::load(gpu(), &best).unwrap();
+    let best_record = best_fid(records).unwrap();
+    assert_eq!(saved.state.step, best_record.step);
+    assert_eq!(saved.state.fid.last(), Some(&best_record));
+
+    // Only MNIST-shaped models can be scored.
+    let ModelConfig::UNet(mut unet) = wgdiff::models::preset("tiny").unwrap() else {
+        panic!("the tiny preset is a U-Net")
+    };
+    unet.image_size = 32;
+    let err = Trainer::new(
+        gpu(),
+        TrainConfig {
+            model: Some(ModelConfig::UNet(unet)),
+            ..config.clone()
+        },
+    );
+    std::fs::remove_dir_all(&config.out).unwrap();
+    let err = err.err().unwrap().to_string();
+    assert!(
+        err.contains("fid_every") && err.contains("[1, 32, 32]") && err.contains("28x28"),
+        "{err}"
+    );
 }

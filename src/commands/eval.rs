@@ -1,0 +1,223 @@
+//! `wgdiff eval`: FID/KID of a checkpoint's samples against a dataset split (MNIST-FID with the
+//! shipped classifier by default, FID proper with `--inception`), reference statistics cached.
+
+use super::progress_bar;
+use super::sample::SamplingArgs;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
+use wgdiff::data::{DataSource, Split};
+use wgdiff::eval::{FeatureNet, Reference, ReferenceImages, Scores};
+use wgdiff::features::InceptionV3;
+use wgdiff::metrics::IS_SPLITS;
+use wgdiff::train::quality::{sample_features, GeneratedFeatures};
+use wgdiff::{inception_score, Gpu, Predictions, Tensor};
+
+/// Where reference statistics are cached unless `--cache` says otherwise (also `train --fid-every`).
+pub const DEFAULT_STATS_CACHE: &str = "runs/stats-cache";
+
+/// Flags of `wgdiff eval`.
+#[derive(Args)]
+#[command(after_help = "Examples:
+  wgdiff eval --samples 200 --steps 20          MNIST-FID and KID of the shipped model
+  wgdiff eval --checkpoint runs/mnist/best.safetensors --samples 10000 --json fid.json
+  wgdiff eval --inception inception.safetensors --samples 1000   FID proper and the Inception Score
+
+The reference statistics are computed once per dataset, split, network and image count and
+kept in --cache; later runs print \"reference cached\". FID and KID fall as samples approach the
+data; compare numbers only at the same --samples, sampler and steps.")]
+pub struct EvalArgs {
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// Images to generate and score (at least 2; FID is usually quoted on 10,000 or more)
+    #[arg(long, default_value_t = 1000)]
+    samples: usize,
+    /// Images per sampling batch and per feature-network batch
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// Reference data: mnist (assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR or folder:DIR
+    #[arg(long, default_value = "mnist")]
+    data: String,
+    /// Reference split: train or test
+    #[arg(long, default_value = "test")]
+    split: Split,
+    /// Reference images: the first N of the split [default: all]
+    #[arg(long, value_name = "N")]
+    reference_images: Option<usize>,
+    /// MNIST-FID: the classifier whose penultimate features are compared (from `wgdiff train-classifier`)
+    #[arg(long, value_name = "PATH", default_value = SHIPPED_MNIST_CLASSIFIER)]
+    classifier: PathBuf,
+    /// FID proper: pytorch-fid's Inception-v3 weights as safetensors (the conversion is in the
+    /// error message when the file is missing); also prints the Inception Score
+    #[arg(long, value_name = "PATH", conflicts_with = "classifier")]
+    inception: Option<PathBuf>,
+    /// Folder of cached reference statistics (per dataset, split, network and image count)
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_STATS_CACHE)]
+    cache: PathBuf,
+    /// Also write the scores and settings to this JSON file
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+/// What `--json` writes: the scores and what they are of.
+#[derive(Serialize)]
+struct EvalReport {
+    #[serde(flatten)]
+    scores: Scores,
+    /// Inception Score (mean, std over splits), with --inception.
+    inception_score: Option<(f64, f64)>,
+    checkpoint: String,
+    sampler: String,
+    sampler_steps: usize,
+    seed: u64,
+    reference: String,
+    network: String,
+    reference_cached: bool,
+    sampling_seconds: f64,
+}
+
+/// The feature network the flags choose.
+fn feature_net(gpu: &Gpu, args: &EvalArgs) -> Result<Box<dyn FeatureNet>> {
+    if let Some(path) = &args.inception {
+        return Ok(Box::new(InceptionV3::load(gpu, path)?));
+    }
+    let path = &args.classifier;
+    let net = Classifier::load(gpu, path).with_context(|| {
+        if path.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
+            "the MNIST-FID classifier ships in assets/models/: run wgdiff from the repository folder, or \
+             pass --classifier PATH (trained by `wgdiff train-classifier`)"
+                .to_string()
+        } else {
+            format!(
+                "loading the MNIST-FID classifier {} (train one with `wgdiff train-classifier`, or drop \
+                 --classifier for the shipped one)",
+                path.display()
+            )
+        }
+    })?;
+    Ok(Box::new(net))
+}
+
+/// The reference statistics of `images` from the cache in `dir`, or computed (with a progress
+/// bar) and cached; true when read from the cache.
+pub fn cached_reference(
+    gpu: &Gpu,
+    net: &dyn FeatureNet,
+    images: ReferenceImages,
+    batch: usize,
+    dir: &Path,
+) -> Result<(Reference, bool)> {
+    let total = images.limit.unwrap_or(images.data.len()).min(images.data.len());
+    let mut bar = None;
+    let found = Reference::cached(dir, gpu, net, images, batch, |done| {
+        bar.get_or_insert_with(|| progress_bar(total, &format!("{} reference images", images.data.name)))
+            .set_position(done as u64);
+    })?;
+    if let Some(bar) = bar {
+        bar.finish();
+    }
+    Ok(found)
+}
+
+/// The Inception Score of the generated features when the network has logits for it.
+fn inception_score_of(
+    gpu: &Gpu,
+    net: &dyn FeatureNet,
+    generated: &GeneratedFeatures,
+) -> Result<Option<(f64, f64)>> {
+    let features = Tensor::from_f32(gpu, &[generated.count, generated.dim], &generated.rows)?;
+    let Some(logits) = net.logits(&features)? else {
+        return Ok(None);
+    };
+    let classes = logits.shape()[1];
+    let splits = IS_SPLITS.min(generated.count);
+    Ok(Some(inception_score(
+        Predictions::Logits(&logits.to_vec()?),
+        classes,
+        splits,
+    )?))
+}
+
+pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
+    if args.samples < 2 {
+        bail!(
+            "--samples {}: FID and KID compare the statistics of at least 2 generated images; use \
+             --samples 1000 or more for numbers worth comparing",
+            args.samples
+        );
+    }
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let model = args.sampling.load_model(gpu)?;
+    let request = args.sampling.request(&model, args.samples)?;
+    let data = args.data.parse::<DataSource>()?.load(args.split)?;
+    let data_shape = [data.channels, data.height, data.width];
+    if model.image_shape() != data_shape {
+        bail!(
+            "the model makes {:?} images but {} holds {:?} images; pass --data with the model's kind of \
+             images",
+            model.image_shape(),
+            data.name,
+            data_shape
+        );
+    }
+    let net = feature_net(gpu, &args)?;
+    let images = ReferenceImages {
+        data: &data,
+        split: args.split,
+        limit: args.reference_images,
+    };
+    let (reference, cached) = cached_reference(gpu, net.as_ref(), images, args.batch, &args.cache)?;
+    let bar = progress_bar(args.samples, "samples");
+    let generated = sample_features(
+        gpu,
+        model.sampling(),
+        &request,
+        args.samples,
+        args.batch,
+        net.as_ref(),
+        |done| bar.set_position(done as u64),
+    )?;
+    bar.finish();
+    let scores = generated.scores(net.as_ref(), &reference)?;
+    let inception_score = inception_score_of(gpu, net.as_ref(), &generated)?;
+    let steps = request
+        .steps
+        .unwrap_or_else(|| request.sampler.default_steps(&model.state.process));
+    let reference_note = match cached {
+        true => "reference cached".to_string(),
+        false => format!("reference computed, saved in {}", args.cache.display()),
+    };
+    let is_text = inception_score.map_or(String::new(), |(m, s)| format!("  IS {m:.2} ± {s:.2}"));
+    println!(
+        "{} {:.2}  KID {:.4} ± {:.4}{is_text}  ({} samples from {} {steps} steps vs {} {} images; {reference_note})",
+        scores.metric, scores.fid, scores.kid.0, scores.kid.1, scores.samples, request.sampler,
+        scores.reference_images, data.name
+    );
+    eprintln!(
+        "sampling took {:.1} s ({:.2} s per image); features: {}",
+        generated.sampling_seconds(),
+        generated.sampling_seconds() / args.samples as f64,
+        net.id()
+    );
+    if let Some(path) = &args.json {
+        let report = EvalReport {
+            scores,
+            inception_score,
+            checkpoint: args.sampling.checkpoint().display().to_string(),
+            sampler: request.sampler.to_string(),
+            sampler_steps: steps,
+            seed: request.seed,
+            reference: data.name.clone(),
+            network: net.id(),
+            reference_cached: cached,
+            sampling_seconds: generated.sampling_seconds(),
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! FID during training: every `fid_every` steps sample the EMA network (fixed seed, default
+//! sampler), score it against a cached reference, record `(step, fid)` and keep the best weights.
+
+use super::quality::{sample_features, Sampling};
+use super::sample::default_sampler;
+use super::{SampleRequest, Trainer};
+use crate::eval::{FeatureNet, Reference};
+use crate::Result;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One evaluation: the step it followed and the Fréchet distance then.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FidRecord {
+    pub step: usize,
+    pub fid: f64,
+}
+
+/// The lowest finite record of `records`.
+pub fn best_fid(records: &[FidRecord]) -> Option<FidRecord> {
+    records
+        .iter()
+        .copied()
+        .filter(|r| r.fid.is_finite())
+        .min_by(|a, b| a.fid.total_cmp(&b.fid))
+}
+
+/// A feature network (the MNIST classifier for MNIST-FID) and the reference it scores against.
+pub struct FidTracker {
+    pub features: Box<dyn FeatureNet>,
+    pub reference: Reference,
+}
+
+impl FidTracker {
+    /// Samples `fid_samples` images from `trainer`'s EMA network with the default sampler at
+    /// `fid_steps` steps (seed = the run's seed, so evaluations compare), scores them, appends
+    /// the record to the training state and, when it is the lowest so far, saves the checkpoint
+    /// to `best` (atomically). Returns the record and whether it is the best.
+    pub fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
+        let c = &trainer.state.config;
+        let request = SampleRequest {
+            sampler: default_sampler(&trainer.state.process),
+            steps: Some(c.fid_steps),
+            count: c.fid_samples,
+            seed: c.seed,
+            skip_exponent: 0.0,
+            class: None,
+            guidance: 1.0,
+            frames: None,
+        };
+        let net = trainer.ema_net()?;
+        let sampling = Sampling {
+            net: net.as_ref(),
+            model: &trainer.state.model,
+            process: &trainer.state.process,
+        };
+        let generated = sample_features(
+            &trainer.gpu,
+            sampling,
+            &request,
+            c.fid_samples,
+            c.batch,
+            self.features.as_ref(),
+            |_| {},
+        )?;
+        let scores = generated.scores(self.features.as_ref(), &self.reference)?;
+        let record = FidRecord {
+            step: trainer.state.step,
+            fid: scores.fid,
+        };
+        let is_best =
+            record.fid.is_finite() && best_fid(&trainer.state.fid).is_none_or(|b| record.fid < b.fid);
+        trainer.state.fid.push(record);
+        if is_best {
+            trainer.save(best)?;
+        }
+        Ok((record, is_best))
+    }
+}
