@@ -39,7 +39,7 @@ BASELINE --skip-type T --skip-training consistent:2|uniform --steps N --batch 32
 and saved there. Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and\n\
 skip-schedules.png to --out.")]
 pub struct AdaptiveSkipArgs {
-    /// Small run for lavapipe (under 20 minutes): 100 samples per arm, 10 DDPM steps, Table 3
+    /// Small run for lavapipe (about 10 minutes): 100 samples per arm in batches of 20, 10 DDPM steps, Table 3
     /// at 5 and 10 steps, models from assets/models
     #[arg(long)]
     quick: bool,
@@ -55,7 +55,7 @@ pub struct AdaptiveSkipArgs {
     /// Images per arm [default: 100 with --quick, else 2000]
     #[arg(long)]
     samples: Option<usize>,
-    /// Images per timed sampling batch [default: 50 with --quick, else 250]
+    /// Images per timed sampling batch [default: 20 with --quick, else 250]
     #[arg(long)]
     batch: Option<usize>,
     /// DDPM ancestral steps of Tables 1 and 2 [default: 10 with --quick, else 100]

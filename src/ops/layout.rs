@@ -5,7 +5,7 @@ use super::{check_rank, kernel_for, needs_f32_fallback, pack8, FLAT_WG};
 use crate::gpu::Cost;
 use crate::ops::elementwise::broadcast_strides;
 use crate::tensor::{contiguous_strides, numel};
-use crate::{shader, DType, Error, Result, Tensor};
+use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
 /// One strided copy: `dst[dst_off + idx.dst_strides] = src[src_off + idx.src_strides]`.
 pub(crate) struct StridedCopy<'a> {
@@ -16,6 +16,25 @@ pub(crate) struct StridedCopy<'a> {
     pub src_strides: &'a [usize],
     pub dst_offset: usize,
     pub dst_strides: &'a [usize],
+}
+
+/// The entry point of a layout kernel over the output `shape` and its invocation count: on CPU
+/// adapters, when rows are loop-sized, `entries[1]` with one invocation per row of the last dim
+/// (`params[0]`, the invocation count the kernel sees, becomes the row count); else `entries[0]`.
+fn per_element_or_per_row(
+    gpu: &Gpu,
+    entries: [&'static str; 2],
+    shape: &[usize],
+    params: &mut [u32],
+) -> (&'static str, usize) {
+    let n = numel(shape);
+    let row_len = shape.last().copied().unwrap_or(1);
+    if gpu.is_cpu() && (4..=crate::gpu::MAX_LOOP_ITERATIONS).contains(&row_len) {
+        params[0] = (n / row_len) as u32;
+        (entries[1], n / row_len)
+    } else {
+        (entries[0], n)
+    }
 }
 
 pub(crate) fn strided_copy(src: &Tensor, dst: &Tensor, c: &StridedCopy) -> Result<()> {
@@ -31,14 +50,8 @@ pub(crate) fn strided_copy(src: &Tensor, dst: &Tensor, c: &StridedCopy) -> Resul
     params.extend(pack8(c.shape, 1));
     params.extend(pack8(c.src_strides, 0));
     params.extend(pack8(c.dst_strides, 0));
-    // CPU adapters: one invocation per row of the last dim (see `strided_copy_rows`).
-    let row_len = c.shape.last().copied().unwrap_or(1);
-    let (entry, invocations) = if gpu.is_cpu() && (4..=crate::gpu::MAX_LOOP_ITERATIONS).contains(&row_len) {
-        params[0] = (n / row_len) as u32;
-        ("strided_copy_rows", n / row_len)
-    } else {
-        ("strided_copy", n)
-    };
+    let (entry, invocations) =
+        per_element_or_per_row(gpu, ["strided_copy", "strided_copy_rows"], c.shape, &mut params);
     let kernel = kernel_for(gpu, shader!("layout"), entry, src.dtype(), &[], 1, 1);
     gpu.dispatch_named(
         &kernel,
@@ -60,14 +73,7 @@ fn dispatch_pad(src: &Tensor, dst: &Tensor, pads: &[(usize, usize)]) {
     params.extend(pack8(dst.shape(), 1));
     params.extend(pack8(src.shape(), 1));
     params.extend(pack8(&before, 0));
-    // CPU adapters: one invocation per output row (see `pad_rows`).
-    let row_len = dst.shape().last().copied().unwrap_or(1);
-    let (entry, invocations) = if gpu.is_cpu() && (4..=crate::gpu::MAX_LOOP_ITERATIONS).contains(&row_len) {
-        params[0] = (n / row_len) as u32;
-        ("pad_rows", n / row_len)
-    } else {
-        ("pad", n)
-    };
+    let (entry, invocations) = per_element_or_per_row(gpu, ["pad", "pad_rows"], dst.shape(), &mut params);
     let kernel = kernel_for(gpu, shader!("pad"), entry, src.dtype(), &[], 1, 1);
     gpu.dispatch_named(
         &kernel,

@@ -156,6 +156,13 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
         "NOT lower"
     };
     assert!(verdict.contains(expected), "{verdict}");
+    for needle in [
+        "KID at c = 2",
+        "combined standard deviation",
+        "From c = 0 to c = 2",
+    ] {
+        assert!(verdict.contains(needle), "verdict lacks {needle}:\n{verdict}");
+    }
 
     let dir = std::env::temp_dir().join(format!("wgdiff-experiment-plots-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
