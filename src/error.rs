@@ -54,6 +54,9 @@ pub enum Error {
     /// network: `msg` names the tensor, the expected and found shapes and the fix.
     #[error("weights {path}: {msg}")]
     Weights { path: String, msg: String },
+    /// Work stopped because its caller asked it to (the app's cancel button).
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// Result with the engine's [`Error`].

@@ -1,6 +1,8 @@
 //! wgdiff: a portable diffusion-model lab on a hand-written WGSL tensor engine. The modules:
 //! device, tensors, ops, autograd, layers, optimisers, data, models, diffusion, training, metrics.
 
+#[cfg(all(feature = "gui", not(target_arch = "wasm32")))]
+pub mod app;
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
@@ -15,11 +17,14 @@ pub mod experiment;
 pub mod features;
 pub mod fnv;
 pub mod gpu;
+pub mod median;
 pub mod metrics;
 pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod profile;
+pub mod roofline;
 pub mod tensor;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod train;

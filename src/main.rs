@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use commands::bench::BenchCommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use wgdiff::bench::profile::{ModelSetup, Workload};
+use wgdiff::profile::{ModelSetup, Workload};
 use wgdiff::AdapterChoice;
 
 mod commands;
@@ -42,6 +42,10 @@ enum Command {
     },
     /// List every adapter found, the one chosen, its features and limits
     Info,
+    /// Open the app: watch a model denoise step by step, skip schedules, live training, the
+    /// profiler's table and roofline, the device (needs a display; feature `gui`)
+    #[cfg(feature = "gui")]
+    Gui(commands::gui::GuiArgs),
     /// Measure kernel speed (medians of interleaved runs; a table, or JSON lines with --json)
     Bench {
         #[command(subcommand)]
@@ -59,7 +63,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Time every kernel dispatch of a training step, per op (a table, --json or a Chrome trace)
+    /// Time every kernel dispatch of a training step, per op (a table, --json, a Chrome trace, a roofline PNG)
     Profile {
         /// What to run: unet (a model preset's training step), resblocks, mlp or matmul [default: unet]
         workload: Option<Workload>,
@@ -78,6 +82,13 @@ enum Command {
         /// Also write every dispatch to this file in Chrome trace format (chrome://tracing, Perfetto)
         #[arg(long, value_name = "PATH")]
         trace: Option<PathBuf>,
+        /// Also measure the device's ceilings (GFLOP/s of the blocked f32 matmul on 1024^3, GB/s
+        /// of an elementwise map over 64 MiB) and write a roofline PNG here: each op with counted
+        /// FLOPs at (FLOP/byte, achieved GFLOP/s), circle area = its share of device time. Ops on
+        /// the sloped roof are bandwidth bound, under the flat roof compute bound; far below
+        /// either, launch- or latency-bound
+        #[arg(long, value_name = "PNG")]
+        roofline: Option<PathBuf>,
     },
 }
 
@@ -105,6 +116,8 @@ fn main() -> ExitCode {
 fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     match command {
         Command::Info => commands::info::run(choice),
+        #[cfg(feature = "gui")]
+        Command::Gui(args) => commands::gui::run(choice, args),
         Command::Profile {
             workload,
             preset,
@@ -112,6 +125,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             steps,
             json,
             trace,
+            roofline,
         } => commands::profile::run(
             choice,
             workload.unwrap_or(Workload::DEFAULT),
@@ -119,6 +133,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             steps,
             json,
             trace.as_deref(),
+            roofline.as_deref(),
         ),
         Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
         Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),

@@ -1,12 +1,12 @@
 //! Benchmark harness shared by every `wgdiff bench ...` (interleaved repetitions, medians,
-//! a table and JSON lines), `bench conv|matmul|block`, and the `wgdiff profile` workloads (`profile.rs`).
+//! a table and JSON lines) and `bench conv|matmul|block|train`.
 
 pub mod block;
 pub mod conv;
 pub mod matmul;
-pub mod profile;
 pub mod train;
 
+use crate::median::median;
 use crate::{Gpu, Result};
 use serde::Serialize;
 
@@ -38,13 +38,6 @@ pub struct Case<'a> {
     /// Bytes moved by one run.
     pub bytes: f64,
     pub run: Box<dyn Fn() -> Result<()> + 'a>,
-}
-
-/// Median of a list (upper median for even lengths).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Times every case `reps` times after `warmup` runs, cycling through the cases in each

@@ -9,14 +9,11 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{DataSource, Split};
-use wgdiff::eval::{FeatureNet, Reference, ReferenceImages, Scores};
+use wgdiff::eval::{FeatureNet, Reference, ReferenceImages, Scores, DEFAULT_STATS_CACHE};
 use wgdiff::features::InceptionV3;
 use wgdiff::metrics::IS_SPLITS;
 use wgdiff::train::quality::{sample_features, GeneratedFeatures};
 use wgdiff::{inception_score, Gpu, Predictions, Tensor};
-
-/// Where reference statistics are cached unless `--cache` says otherwise (also `train --fid-every`).
-pub const DEFAULT_STATS_CACHE: &str = "runs/stats-cache";
 
 /// Flags of `wgdiff eval`.
 #[derive(Args)]
@@ -109,12 +106,12 @@ pub fn cached_reference(
     batch: usize,
     dir: &Path,
 ) -> Result<(Reference, bool)> {
-    let total = images.limit.unwrap_or(images.data.len()).min(images.data.len());
+    let total = images.count();
     let mut bar = None;
-    let found = Reference::cached(dir, gpu, net, images, batch, |done| {
+    let found = pollster::block_on(Reference::cached(dir, gpu, net, images, batch, |done| {
         bar.get_or_insert_with(|| progress_bar(total, &format!("{} reference images", images.data.name)))
             .set_position(done as u64);
-    })?;
+    }))?;
     if let Some(bar) = bar {
         bar.finish();
     }
@@ -172,7 +169,7 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
     };
     let (reference, cached) = cached_reference(gpu, net.as_ref(), images, args.batch, &args.cache)?;
     let bar = progress_bar(args.samples, "samples");
-    let generated = sample_features(
+    let generated = pollster::block_on(sample_features(
         gpu,
         model.sampling(),
         &request,
@@ -180,7 +177,7 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
         args.batch,
         net.as_ref(),
         |done| bar.set_position(done as u64),
-    )?;
+    ))?;
     bar.finish();
     let scores = generated.scores(net.as_ref(), &reference)?;
     let inception_score = inception_score_of(gpu, net.as_ref(), &generated)?;

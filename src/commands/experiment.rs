@@ -1,22 +1,21 @@
 //! `wgdiff experiment adaptive-skip`: the technion seed's Tables 1-3 on MNIST, from the shipped
 //! (or freshly fine-tuned) skip-trained models to Markdown tables, JSON and PNG plots.
 
-use super::eval::{cached_reference, DEFAULT_STATS_CACHE};
+use super::eval::cached_reference;
 use super::progress_bar;
-use super::sample::DEFAULT_CHECKPOINT;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use std::path::{Path, PathBuf};
+use pollster::block_on;
+use std::path::PathBuf;
 use std::time::Instant;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{DataSource, Split};
-use wgdiff::eval::ReferenceImages;
-use wgdiff::experiment::adaptive_skip::{self, Plan, SkipModel, EXPONENTS};
-use wgdiff::experiment::plots::{self, Series};
+use wgdiff::eval::{ReferenceImages, DEFAULT_STATS_CACHE};
+use wgdiff::experiment::adaptive_skip::{self, skip_model_path, Plan, SkipModel, SKIP_MODELS};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
 use wgdiff::gpu::describe;
-use wgdiff::models::SkipType;
-use wgdiff::train::{SkipTraining, TrainConfig, TrainedModel, Trainer};
+use wgdiff::train::sample::DEFAULT_CHECKPOINT;
+use wgdiff::train::TrainedModel;
 use wgdiff::Gpu;
 
 /// `wgdiff experiment ...`
@@ -75,25 +74,6 @@ pub struct AdaptiveSkipArgs {
     out: PathBuf,
 }
 
-/// The skip-trained models: (row label, skip type, training scheme, file suffix).
-const SKIP_MODELS: [(&str, SkipType, SkipTraining, &str); 4] = [
-    ("Zero", SkipType::Zero, CONSISTENT, "skip-zero"),
-    ("Duplicate", SkipType::Duplicate, CONSISTENT, "skip-duplicate"),
-    (
-        "Interpolate",
-        SkipType::Interpolate,
-        CONSISTENT,
-        "skip-interpolate",
-    ),
-    (
-        "Zero (uniform k)",
-        SkipType::Zero,
-        SkipTraining::Uniform,
-        "skip-zero-uniform",
-    ),
-];
-const CONSISTENT: SkipTraining = SkipTraining::Consistent { exponent: 2.0 };
-
 pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
     match command {
         ExperimentCommand::AdaptiveSkip(args) => adaptive_skip_run(gpu, args),
@@ -123,14 +103,27 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         model: TrainedModel::load(gpu, &args.baseline)
             .with_context(|| format!("loading the baseline {}", args.baseline.display()))?,
     }];
-    let stem = args
-        .baseline
-        .file_stem()
-        .map_or("model".into(), |s| s.to_string_lossy().to_string());
     for (label, skip_type, scheme, suffix) in SKIP_MODELS {
-        let path = models_dir.join(format!("{stem}-{suffix}.safetensors"));
+        let path = skip_model_path(&models_dir, &args.baseline, suffix);
         if !path.exists() {
-            fine_tune(gpu, &args.baseline, skip_type, scheme, train_steps, &path)?;
+            eprintln!(
+                "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({train_steps} steps)",
+                path.display(),
+                args.baseline.display()
+            );
+            let bar = progress_bar(train_steps, "fine-tuning steps");
+            block_on(adaptive_skip::fine_tune(
+                gpu,
+                &args.baseline,
+                (skip_type, scheme),
+                train_steps,
+                &path,
+                |step, loss| {
+                    bar.set_position(step as u64);
+                    bar.set_message(format!("loss {loss:.4}"));
+                },
+            ))?;
+            bar.finish_and_clear();
         }
         let model = TrainedModel::load(gpu, &path)
             .with_context(|| format!("loading {label} from {}", path.display()))?;
@@ -175,7 +168,7 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         plan.batch
     );
     let bar = progress_bar(arms.len() * plan.samples.div_ceil(plan.batch), "batches");
-    let results = adaptive_skip::run(
+    let results = block_on(adaptive_skip::run(
         gpu,
         &models,
         &arms,
@@ -186,7 +179,7 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
             bar.set_position(done as u64);
             bar.set_message(label.to_string());
         },
-    )?;
+    ))?;
     bar.finish_and_clear();
 
     let report = Report {
@@ -195,112 +188,14 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         plan,
         metric: "MNIST-FID".into(),
         reference: format!("{} {} images", reference.source.images, reference.source.dataset),
-        models: models.iter().map(model_info).collect::<Result<_>>()?,
+        models: models.iter().map(ModelInfo::of).collect::<wgdiff::Result<_>>()?,
         arms: results,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
-    write_outputs(&args.out, &report, models[0].levels())?;
+    let written = report
+        .write_files(&args.out, models[0].levels())
+        .with_context(|| format!("writing the report into {}", args.out.display()))?;
+    eprintln!("wrote {}", written.join(", "));
     println!("{}", report.markdown());
-    Ok(())
-}
-
-/// Fine-tunes the baseline for `skip_type` with `scheme` and saves the checkpoint to `path`.
-fn fine_tune(
-    gpu: &Gpu,
-    baseline: &Path,
-    skip_type: SkipType,
-    scheme: SkipTraining,
-    steps: usize,
-    path: &Path,
-) -> Result<()> {
-    eprintln!(
-        "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({steps} steps)",
-        path.display(),
-        baseline.display()
-    );
-    let config = TrainConfig {
-        init: Some(baseline.to_path_buf()),
-        skip_type: Some(skip_type),
-        skip_training: Some(scheme),
-        steps,
-        batch: 32,
-        warmup: 20,
-        checkpoint_every: 0,
-        max_minutes: 0.0,
-        out: path.with_extension("run"),
-        ..TrainConfig::default()
-    };
-    let mut trainer = Trainer::new(gpu, config)?;
-    let bar = progress_bar(steps, "fine-tuning steps");
-    while !trainer.finished() {
-        let loss = trainer.step()?;
-        bar.inc(1);
-        bar.set_message(format!("loss {loss:.4}"));
-    }
-    bar.finish_and_clear();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    trainer.save(path)?;
-    Ok(())
-}
-
-fn model_info(m: &SkipModel) -> Result<ModelInfo> {
-    Ok(ModelInfo {
-        label: m.label.clone(),
-        path: m.path.clone(),
-        skip_type: m.skip_type()?.to_string(),
-        skip_training: match m.skip_training() {
-            None => "none".into(),
-            Some(SkipTraining::Uniform) => "uniform".into(),
-            Some(SkipTraining::Consistent { exponent }) => format!("consistent:{exponent}"),
-        },
-        levels: m.levels(),
-        train_steps: m.model.state.step,
-    })
-}
-
-/// Writes the Markdown, the JSON and both plots into `out`.
-fn write_outputs(out: &Path, report: &Report, levels: usize) -> Result<()> {
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create the output folder {}", out.display()))?;
-    let write = |name: &str, bytes: &[u8]| -> Result<()> {
-        wgdiff::checkpoint::write_atomic(&out.join(name), bytes)?;
-        Ok(())
-    };
-    write("adaptive-skip.md", report.markdown().as_bytes())?;
-    write(
-        "adaptive-skip.json",
-        serde_json::to_string_pretty(report)?.as_bytes(),
-    )?;
-    let series: Vec<Series> = report
-        .models
-        .iter()
-        .map(|m| Series {
-            name: m.label.clone(),
-            points: report
-                .arms
-                .iter()
-                .filter(|a| a.model == m.label && a.eta.is_none() && a.steps == report.plan.steps)
-                .filter_map(|a| Some((a.speedup_percent?, a.scores.fid, format!("c={}", a.exponent))))
-                .collect(),
-        })
-        .collect();
-    let subtitle = format!(
-        "{} samples, DDPM {} steps",
-        report.plan.samples, report.plan.steps
-    );
-    plots::metric_vs_speedup(
-        &out.join("fid-vs-speedup.png"),
-        &report.metric,
-        &subtitle,
-        &series,
-    )?;
-    let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
-    plots::skip_schedules(&out.join("skip-schedules.png"), levels, &nonzero)?;
-    eprintln!(
-        "wrote {0}/adaptive-skip.md, {0}/adaptive-skip.json, {0}/fid-vs-speedup.png, {0}/skip-schedules.png",
-        out.display()
-    );
     Ok(())
 }

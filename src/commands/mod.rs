@@ -4,6 +4,8 @@
 pub mod bench;
 pub mod eval;
 pub mod experiment;
+#[cfg(feature = "gui")]
+pub mod gui;
 pub mod info;
 pub mod model;
 pub mod profile;

@@ -1,15 +1,17 @@
 //! `wgdiff profile [workload]`: per-dispatch GPU timestamps of training steps, summed per op
-//! into a PyTorch-profiler-like table, JSON rows, or a Chrome trace.
+//! into a PyTorch-profiler-like table, JSON rows, a Chrome trace, or a roofline PNG.
 
 use super::open_gpu;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
-use wgdiff::bench::profile::{ModelSetup, Workload};
 use wgdiff::gpu::describe;
+use wgdiff::profile::{ModelSetup, Workload};
+use wgdiff::roofline::{measure_ceilings, plot_png, roofline_points};
 use wgdiff::AdapterChoice;
 
-/// Profiles `steps` steps of `workload` (after one warm-up step).
+/// Profiles `steps` steps of `workload` (after one warm-up step); with `roofline`, also
+/// measures the device's ceilings and plots the ops against them.
 pub fn run(
     choice: AdapterChoice,
     workload: Workload,
@@ -17,6 +19,7 @@ pub fn run(
     steps: usize,
     json: bool,
     trace: Option<&Path>,
+    roofline: Option<&Path>,
 ) -> Result<()> {
     // Open the trace file first so a bad path fails before the run.
     let trace_file = trace
@@ -35,10 +38,7 @@ pub fn run(
     log(format!("device: {}", describe(&gpu.info)));
     log(format!(
         "workload: {} ({}), 1 warm-up step, {} profiled",
-        Workload::ALL
-            .iter()
-            .find(|(_, w)| *w == workload)
-            .map_or("?", |(n, _)| n),
+        workload.name(),
         if workload == Workload::UNet {
             format!(
                 "{}: preset {}, batch {}",
@@ -51,7 +51,7 @@ pub fn run(
         },
         steps.max(1)
     ));
-    let profiles = wgdiff::bench::profile::run(&gpu, workload, model, steps)?;
+    let profiles = pollster::block_on(wgdiff::profile::run(&gpu, workload, model, steps))?;
     for (i, p) in profiles.iter().enumerate() {
         let wall_ms = p.wall_ns.unwrap_or(0.0) * 1e-6;
         let ops_ms = p.op_ns() * 1e-6;
@@ -80,6 +80,34 @@ pub fn run(
         file.write_all(total.chrome_trace().as_bytes())
             .with_context(|| format!("cannot write the trace file {}", path.display()))?;
         log(format!("trace written to {}", path.display()));
+    }
+    if let Some(path) = roofline {
+        log("measuring the device's ceilings (one warm-up run, then the fastest of 5 runs each)".into());
+        let ceilings = pollster::block_on(measure_ceilings(&gpu))?;
+        log(format!(
+            "compute ceiling: {:.2} GFLOP/s ({})",
+            ceilings.gflops, ceilings.matmul
+        ));
+        log(format!(
+            "bandwidth ceiling: {:.2} GB/s ({})",
+            ceilings.gbytes_per_s, ceilings.copy
+        ));
+        log(format!(
+            "ridge point: {:.2} FLOP/byte (ops of lower intensity are bandwidth bound at best)",
+            ceilings.ridge()
+        ));
+        let points = roofline_points(&total);
+        let what = match workload {
+            Workload::UNet => format!("{} training step, batch {}", model.preset, model.batch),
+            _ => format!("{} workload", workload.name()),
+        };
+        let title = format!("roofline: {what} on {}", gpu.info.name);
+        plot_png(path, &title, &points, &ceilings)?;
+        log(format!(
+            "roofline of {} ops written to {}",
+            points.len(),
+            path.display()
+        ));
     }
     Ok(())
 }

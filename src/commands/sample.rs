@@ -1,17 +1,13 @@
 //! `wgdiff sample`: draws images from a trained checkpoint (by default the model shipped in
 //! assets/) with any sampler, and writes a PNG grid and optionally every step as frames.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
-use wgdiff::diffusion::{Sampler, Spacing};
-use wgdiff::train::sample::{default_sampler, write_grid, DEFAULT_SAMPLER_STEPS};
+use wgdiff::diffusion::{Spacing, Step};
+use wgdiff::train::sample::{choose_sampler, save_step_frames, write_grid, DEFAULT_CHECKPOINT};
 use wgdiff::train::{SampleRequest, TrainedModel};
 use wgdiff::Gpu;
-
-/// The checkpoint `wgdiff sample` uses when none is given (trained by `wgdiff train`; the
-/// command is in assets/models/README.md).
-pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
 
 /// How to draw images: the flags `wgdiff sample` and `wgdiff eval` share.
 #[derive(Args)]
@@ -52,46 +48,29 @@ impl SamplingArgs {
         &self.checkpoint
     }
 
-    /// The checkpoint's model; a missing default model says to run from the repository.
+    /// The checkpoint's model.
     pub fn load_model(&self, gpu: &Gpu) -> Result<TrainedModel> {
-        TrainedModel::load(gpu, &self.checkpoint).with_context(|| {
-            if self.checkpoint.as_os_str() == DEFAULT_CHECKPOINT {
-                "the default model ships in assets/models/: run wgdiff from the repository folder, or pass \
-                 --checkpoint"
-                    .to_string()
-            } else {
-                format!("loading {}", self.checkpoint.display())
-            }
-        })
+        TrainedModel::load(gpu, &self.checkpoint)
+            .with_context(|| format!("loading {}", self.checkpoint.display()))
     }
 
-    /// The request for `count` images from `model` as the flags say (no frames).
+    /// The request for `count` images from `model` as the flags say.
     pub fn request(&self, model: &TrainedModel, count: usize) -> Result<SampleRequest> {
-        let sampler = match &self.sampler {
-            Some(name) => name.parse()?,
-            None => default_sampler(&model.state.process),
-        };
-        let sampler = match (sampler, self.eta, self.spacing) {
-            (Sampler::Ddim { eta, spacing }, e, s) => Sampler::Ddim {
-                eta: e.unwrap_or(eta),
-                spacing: s.unwrap_or(spacing),
-            },
-            (other, None, None) => other,
-            (other, _, _) => {
-                bail!("--eta and --spacing set the ddim sampler; this run uses {other} (add --sampler ddim)")
-            }
-        };
+        let (sampler, steps) = choose_sampler(
+            &model.state.process,
+            self.sampler.as_deref(),
+            self.steps,
+            self.eta,
+            self.spacing,
+        )?;
         Ok(SampleRequest {
             sampler,
-            steps: self
-                .steps
-                .or(self.sampler.is_none().then_some(DEFAULT_SAMPLER_STEPS)),
+            steps,
             count,
             seed: self.seed,
             skip_exponent: self.skip_exponent,
             class: self.class,
             guidance: self.guidance,
-            frames: None,
         })
     }
 }
@@ -114,12 +93,13 @@ pub struct SampleArgs {
 
 pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     let model = args.sampling.load_model(gpu)?;
-    let request = SampleRequest {
-        frames: args.frames.clone(),
-        ..args.sampling.request(&model, args.count)?
-    };
+    let request = args.sampling.request(&model, args.count)?;
     let started = std::time::Instant::now();
-    let (images, evaluations) = model.sample(gpu, &request)?;
+    let mut write_frames = |step: &Step| match &args.frames {
+        Some(dir) => save_step_frames(dir, step),
+        None => Ok(()),
+    };
+    let (images, evaluations) = pollster::block_on(model.sample(gpu, &request, Some(&mut write_frames)))?;
     write_grid(&args.out, &images, 2)?;
     eprintln!(
         "{} images with {} ({} network evaluations) in {:.1} s: {}",

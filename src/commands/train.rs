@@ -4,13 +4,12 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::{Path, PathBuf};
-use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
-use wgdiff::data::{DataSource, Split};
-use wgdiff::eval::ReferenceImages;
+use pollster::block_on;
+use std::path::PathBuf;
 use wgdiff::gpu::describe;
 use wgdiff::models::SkipType;
 use wgdiff::train::fid::best_fid;
+use wgdiff::train::sample::write_grid;
 use wgdiff::train::{FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
 
@@ -178,25 +177,24 @@ impl TrainArgs {
     }
 }
 
-/// MNIST-FID for `--fid-every`: the shipped classifier against the test split of the run's
-/// data (the reference statistics cached in the default stats cache).
+/// MNIST-FID for `--fid-every`, with a progress bar while the reference is computed.
 fn fid_tracker(gpu: &Gpu, c: &TrainConfig) -> Result<FidTracker> {
-    let classifier = Classifier::load(gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).context(
-        "--fid-every scores with the MNIST classifier shipped in assets/models/: run wgdiff from the \
-         repository folder, or set fid_every = 0",
-    )?;
-    let data = c.data.parse::<DataSource>()?.load(Split::Test)?;
-    let images = ReferenceImages {
-        data: &data,
-        split: Split::Test,
-        limit: None,
-    };
-    let dir = Path::new(super::eval::DEFAULT_STATS_CACHE);
-    let (reference, _) = super::eval::cached_reference(gpu, &classifier, images, 250, dir)?;
-    Ok(FidTracker {
-        features: Box::new(classifier),
-        reference,
-    })
+    let mut bar: Option<ProgressBar> = None;
+    let tracker = block_on(FidTracker::mnist(gpu, &c.data, &mut |done, total| {
+        bar.get_or_insert_with(|| super::progress_bar(total, "MNIST-FID reference images"))
+            .set_position(done as u64)
+    }))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(tracker)
+}
+
+/// Samples the EMA weights' grid (the run's grid settings) and writes it to `path`.
+fn write_sample_grid(trainer: &Trainer, path: &std::path::Path) -> Result<()> {
+    let images = block_on(trainer.sample_grid_images())?;
+    write_grid(path, &images, 2)?;
+    Ok(())
 }
 
 /// Runs (or resumes) training to the configured step count, then writes the final grid and
@@ -273,10 +271,10 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             bar.abandon_with_message(message);
             break;
         }
-        let loss = trainer.step()?;
+        let loss = block_on(trainer.step())?;
         let step = trainer.state.step;
         if let Some(tracker) = fid.as_ref().filter(|_| step % c.fid_every == 0) {
-            let (record, is_best) = bar.suspend(|| tracker.evaluate(&mut trainer, &best))?;
+            let (record, is_best) = bar.suspend(|| block_on(tracker.evaluate(&mut trainer, &best)))?;
             let line = format!(
                 "step {step}: {} {:.2} ({} samples, {} sampler steps){}",
                 tracker.features.metric(),
@@ -322,21 +320,21 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         bar.set_message(status);
         bar.set_position(step as u64);
         if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
-            trainer.save(&checkpoint)?;
+            block_on(trainer.save(&checkpoint))?;
         }
         if c.sample_every > 0 && step % c.sample_every == 0 && !trainer.finished() {
             let path = c.out.join(format!("samples_step{step:06}.png"));
-            bar.suspend(|| trainer.write_sample_grid(&path))?;
+            bar.suspend(|| write_sample_grid(&trainer, &path))?;
         }
     }
     if trainer.finished() {
         bar.finish();
     }
-    trainer.save(&checkpoint)?;
+    block_on(trainer.save(&checkpoint))?;
     eprintln!("checkpoint: {}", checkpoint.display());
     let grid = c.out.join("samples.png");
     let sampling = std::time::Instant::now();
-    trainer.write_sample_grid(&grid)?;
+    write_sample_grid(&trainer, &grid)?;
     eprintln!(
         "sample grid: {} ({} images, {} sampler steps, {:.1} s); training took {:.1} s",
         grid.display(),

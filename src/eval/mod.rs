@@ -11,6 +11,10 @@ use crate::metrics::{frechet_distance, kid, FeatureStats, KID_SUBSETS};
 use crate::{Gpu, Result, Tensor};
 use serde::{Deserialize, Serialize};
 
+/// Where reference statistics are cached unless told otherwise (`wgdiff eval --cache`, the
+/// experiments, MNIST-FID during training).
+pub const DEFAULT_STATS_CACHE: &str = "runs/stats-cache";
+
 /// Features of a reference set kept for KID (its subsets draw from these).
 pub const KID_REFERENCE_ROWS: usize = 10_000;
 
@@ -63,7 +67,8 @@ pub struct ReferenceImages<'a> {
 }
 
 impl ReferenceImages<'_> {
-    fn count(&self) -> usize {
+    /// Images of the split used (the first `limit`, or all).
+    pub fn count(&self) -> usize {
         self.limit.unwrap_or(self.data.len()).min(self.data.len())
     }
 
@@ -130,11 +135,11 @@ impl Reference {
     /// stored (atomically) when missing or written for something else; true when it was
     /// read from the cache.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn cached(
+    pub async fn cached(
         dir: &std::path::Path,
         gpu: &Gpu,
         net: &dyn FeatureNet,
-        images: ReferenceImages,
+        images: ReferenceImages<'_>,
         batch: usize,
         progress: impl FnMut(usize),
     ) -> Result<(Reference, bool)> {
@@ -157,7 +162,7 @@ impl Reference {
         if let Some(found) = Self::load(&stats_path, &rows_path, &wanted) {
             return Ok((found, true));
         }
-        let reference = pollster::block_on(Self::compute(gpu, net, images, batch, progress))?;
+        let reference = Self::compute(gpu, net, images, batch, progress).await?;
         std::fs::create_dir_all(dir).map_err(|e| crate::Error::Io {
             what: format!("the statistics cache folder {}", dir.display()),
             reason: e.to_string(),

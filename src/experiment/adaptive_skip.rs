@@ -10,9 +10,11 @@ use crate::diffusion::{Sampler, Spacing};
 use crate::eval::{FeatureNet, Reference, Scores};
 use crate::models::SkipType;
 use crate::train::quality::GeneratedFeatures;
-use crate::train::{SampleRequest, SkipTraining, TrainedModel};
+use crate::train::speedup::speedup;
+use crate::train::{SampleRequest, SkipTraining, TrainConfig, TrainedModel, Trainer};
 use crate::{DType, Error, Gpu, Result, Tensor};
 use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 /// Skip exponents c of the seed's tables (0 = the whole network at every step).
 pub const EXPONENTS: [f32; 5] = [0.0, 1.0, 2.0, 3.0, 5.0];
@@ -173,7 +175,7 @@ fn table3_model(models: &[SkipModel]) -> usize {
 
 /// Runs every arm round-robin, `progress(done_batches, total_batches, arm_label)` before each
 /// batch; returns the results in `arms` order.
-pub fn run(
+pub async fn run(
     gpu: &Gpu,
     models: &[SkipModel],
     arms: &[Arm],
@@ -188,7 +190,7 @@ pub fn run(
             plan.samples, plan.batch
         )));
     }
-    warm_up(gpu, models, plan)?;
+    warm_up(gpu, models, plan).await?;
     let rounds = plan.samples.div_ceil(plan.batch);
     let total = rounds * arms.len();
     let mut generated: Vec<GeneratedFeatures> = arms.iter().map(|_| GeneratedFeatures::default()).collect();
@@ -205,9 +207,10 @@ pub fn run(
                 skip_exponent: arm.exponent,
                 class: None,
                 guidance: 1.0,
-                frames: None,
             };
-            generated[i].add_batch(gpu, model.model.sampling(), &request, features)?;
+            generated[i]
+                .add_batch(gpu, model.model.sampling(), &request, features)
+                .await?;
         }
     }
     progress(total, total, "");
@@ -217,15 +220,8 @@ pub fn run(
             let base = arms.iter().position(|a| {
                 a.model == arm.model && a.sampler == arm.sampler && a.steps == arm.steps && a.exponent == 0.0
             });
-            let speedup_percent = base.map(|b| {
-                let ratios: Vec<f64> = g
-                    .batch_seconds
-                    .iter()
-                    .zip(&generated[b].batch_seconds)
-                    .map(|(t, t0)| t / t0)
-                    .collect();
-                100.0 * (1.0 - median(&ratios))
-            });
+            let speedup_percent =
+                base.map(|b| 100.0 * speedup(&g.batch_seconds, &generated[b].batch_seconds));
             Ok(ArmResult {
                 model: models[arm.model].label.clone(),
                 exponent: arm.exponent,
@@ -245,7 +241,7 @@ pub fn run(
 
 /// Runs every model once at every skip count and batch size of the plan, so the autotuner's
 /// kernel measurements for new shapes happen before any timed batch.
-fn warm_up(gpu: &Gpu, models: &[SkipModel], plan: &Plan) -> Result<()> {
+async fn warm_up(gpu: &Gpu, models: &[SkipModel], plan: &Plan) -> Result<()> {
     let _g = crate::no_grad();
     let last = plan.samples % plan.batch;
     let sizes = [plan.batch.min(plan.samples)]
@@ -261,7 +257,7 @@ fn warm_up(gpu: &Gpu, models: &[SkipModel], plan: &Plan) -> Result<()> {
             }
         }
     }
-    gpu.sync()
+    gpu.finish().await
 }
 
 /// "Zero c=2 ddim eta 0.5 20 steps" for progress lines.
@@ -273,13 +269,60 @@ fn arm_label(model: &SkipModel, arm: &Arm) -> String {
     format!("{} c={} {sampler} {} steps", model.label, arm.exponent, arm.steps)
 }
 
-/// The median of `values` (mean of the middle two for an even count).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+/// The skip-trained models of the experiment: (row label, skip type, training scheme, file
+/// suffix); `<baseline stem>-<suffix>.safetensors` in the models folder.
+pub const SKIP_MODELS: [(&str, SkipType, SkipTraining, &str); 4] = [
+    ("Zero", SkipType::Zero, CONSISTENT, "skip-zero"),
+    ("Duplicate", SkipType::Duplicate, CONSISTENT, "skip-duplicate"),
+    (
+        "Interpolate",
+        SkipType::Interpolate,
+        CONSISTENT,
+        "skip-interpolate",
+    ),
+    (
+        "Zero (uniform k)",
+        SkipType::Zero,
+        SkipTraining::Uniform,
+        "skip-zero-uniform",
+    ),
+];
+const CONSISTENT: SkipTraining = SkipTraining::Consistent { exponent: 2.0 };
+
+/// Where the skip-trained model with file suffix `suffix` of `baseline` lives in `dir`.
+pub fn skip_model_path(dir: &Path, baseline: &Path, suffix: &str) -> PathBuf {
+    let stem = baseline
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy().to_string());
+    dir.join(format!("{stem}-{suffix}.safetensors"))
+}
+
+/// Fine-tunes `baseline` for `skip_type` with `scheme` for `steps` steps (batch 32, 20 warm-up
+/// steps) and saves the checkpoint to `path`; `progress(step, loss)` after each step.
+pub async fn fine_tune(
+    gpu: &Gpu,
+    baseline: &Path,
+    (skip_type, scheme): (SkipType, SkipTraining),
+    steps: usize,
+    path: &Path,
+    mut progress: impl FnMut(usize, f32),
+) -> Result<()> {
+    let config = TrainConfig {
+        init: Some(baseline.to_path_buf()),
+        skip_type: Some(skip_type),
+        skip_training: Some(scheme),
+        steps,
+        batch: 32,
+        warmup: 20,
+        checkpoint_every: 0,
+        max_minutes: 0.0,
+        out: path.with_extension("run"),
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(gpu, config)?;
+    while !trainer.finished() {
+        let loss = trainer.step().await?;
+        progress(trainer.state.step, loss);
     }
+    trainer.save(path).await
 }

@@ -1,9 +1,13 @@
 //! The adaptive-skip experiment's report: Markdown tables in the layout of the technion seed's
 //! Tables 1-3 with its published CIFAR-10 numbers beside ours, and the verdict on its claims.
 
-use super::adaptive_skip::{ArmResult, Plan, ETAS, EXPONENTS, TABLE3_EXPONENT};
+use super::adaptive_skip::{ArmResult, Plan, SkipModel, ETAS, EXPONENTS, TABLE3_EXPONENT};
+use super::plots::{self, Series};
+use crate::train::SkipTraining;
+use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt::Write;
+use std::path::Path;
 
 /// Label of the untrained-for-skips baseline row (the seed's "DDPM" row).
 pub const BASELINE_LABEL: &str = "DDPM (no training for skips)";
@@ -62,6 +66,24 @@ pub struct ModelInfo {
     pub train_steps: usize,
 }
 
+impl ModelInfo {
+    /// How `m` appears in the report.
+    pub fn of(m: &SkipModel) -> Result<ModelInfo> {
+        Ok(ModelInfo {
+            label: m.label.clone(),
+            path: m.path.clone(),
+            skip_type: m.skip_type()?.to_string(),
+            skip_training: match m.skip_training() {
+                None => "none".into(),
+                Some(SkipTraining::Uniform) => "uniform".into(),
+                Some(SkipTraining::Consistent { exponent }) => format!("consistent:{exponent}"),
+            },
+            levels: m.levels(),
+            train_steps: m.model.state.step,
+        })
+    }
+}
+
 /// Everything the experiment measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -78,6 +100,47 @@ pub struct Report {
 }
 
 impl Report {
+    /// Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and skip-schedules.png
+    /// (for a U-Net of `levels` levels) into `out`; returns the paths written.
+    pub fn write_files(&self, out: &Path, levels: usize) -> Result<Vec<String>> {
+        std::fs::create_dir_all(out).map_err(|e| Error::Io {
+            what: format!("creating the output folder {}", out.display()),
+            reason: e.to_string(),
+        })?;
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
+            what: "the report as JSON".into(),
+            reason: e.to_string(),
+        })?;
+        crate::checkpoint::write_atomic(&out.join("adaptive-skip.md"), self.markdown().as_bytes())?;
+        crate::checkpoint::write_atomic(&out.join("adaptive-skip.json"), json.as_bytes())?;
+        let series: Vec<Series> = self
+            .models
+            .iter()
+            .map(|m| Series {
+                name: m.label.clone(),
+                points: self
+                    .arms
+                    .iter()
+                    .filter(|a| a.model == m.label && a.eta.is_none() && a.steps == self.plan.steps)
+                    .filter_map(|a| Some((a.speedup_percent?, a.scores.fid, format!("c={}", a.exponent))))
+                    .collect(),
+            })
+            .collect();
+        let subtitle = format!("{} samples, DDPM {} steps", self.plan.samples, self.plan.steps);
+        plots::metric_vs_speedup(&out.join("fid-vs-speedup.png"), &self.metric, &subtitle, &series)?;
+        let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
+        plots::skip_schedules(&out.join("skip-schedules.png"), levels, &nonzero)?;
+        Ok([
+            "adaptive-skip.md",
+            "adaptive-skip.json",
+            "fid-vs-speedup.png",
+            "skip-schedules.png",
+        ]
+        .iter()
+        .map(|name| out.join(name).display().to_string())
+        .collect())
+    }
+
     /// Table 1's arm of `label` at exponent `c` (DDPM ancestral at the plan's steps).
     fn table12(&self, label: &str, c: f32) -> Option<&ArmResult> {
         self.arms

@@ -112,7 +112,7 @@ fn measure(gpu: &super::Gpu, candidates: usize, run: impl Fn(usize) -> Result<()
             t.push(start.elapsed().as_secs_f64());
         }
     }
-    let medians = times.iter().map(|t| crate::bench::median(t));
+    let medians = times.iter().map(|t| crate::median::median(t));
     Ok(medians
         .enumerate()
         .min_by(|a, b| a.1.total_cmp(&b.1))

@@ -2,10 +2,7 @@
 //! together; their small parameter blocks share one uniform buffer per submit.
 
 use super::profiler::{Cost, Recording};
-use super::Kernel;
-
-/// Dispatches recorded before a submit is forced.
-pub(super) const MAX_DISPATCHES: u32 = 1024;
+use super::{Kernel, MAX_DISPATCHES};
 /// Size of the shared parameter buffer.
 const PARAMS_BYTES: u64 = 256 * 1024;
 
@@ -44,6 +41,11 @@ impl Batch {
                 label: Some("wgdiff batch"),
             })
         })
+    }
+
+    /// Dispatches recorded since the last submit.
+    pub(super) fn len(&self) -> u32 {
+        self.dispatches
     }
 
     fn end_pass(&mut self) {

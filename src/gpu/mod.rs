@@ -6,19 +6,25 @@ mod batch;
 mod pipelines;
 mod pool;
 mod profiler;
+mod report;
 mod select;
 
 pub use autotune::Autotuner;
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
+pub use report::DeviceReport;
 pub use select::{describe, rank, AdapterChoice};
 
 use crate::{Error, Result};
 use batch::Batch;
 use pipelines::PipelineCache;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Dispatches a batch records before a submit is forced (the profiler sizes its timestamp
+/// queries by it).
+const MAX_DISPATCHES: u32 = 1024;
 
 /// Optional features the engine uses when the adapter offers them.
 pub const WANTED_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
@@ -52,6 +58,8 @@ pub struct GpuInner {
     errors: Arc<Mutex<Vec<String>>>,
     tuner: Autotuner,
     poison: AtomicBool,
+    /// Dispatches per submit while paced (0: not paced); see [`Gpu::set_pacing`].
+    pace: AtomicU32,
 }
 
 impl std::ops::Deref for Gpu {
@@ -152,6 +160,7 @@ impl Gpu {
             errors,
             tuner: Autotuner::default(),
             poison: AtomicBool::new(false),
+            pace: AtomicU32::new(0),
         })))
     }
 
@@ -283,6 +292,26 @@ impl Gpu {
             groups,
             cost,
         );
+        let pace = self.pace.load(Ordering::Relaxed);
+        if pace > 0 && batch.len() >= pace {
+            batch.flush(&self.device, &self.queue);
+            drop(batch);
+            self.wait_idle();
+        }
+    }
+
+    /// Paced submission for a device shared with a UI: with `Some(n)`, the thread that records
+    /// work submits every `n` dispatches and waits (natively) until they have run, so at most
+    /// `n` dispatches sit ahead of a frame the UI submits. `None` (the default) batches freely.
+    /// Results do not change, only where submits happen.
+    pub fn set_pacing(&self, dispatches: Option<u32>) {
+        self.pace.store(dispatches.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Blocks until submitted work has run (native); on the web the browser schedules it.
+    fn wait_idle(&self) {
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
     }
 
     /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;
@@ -326,8 +355,15 @@ impl Gpu {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn sync(&self) -> Result<()> {
         self.flush();
-        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.wait_idle();
         self.take_errors()
+    }
+
+    /// Waits, without blocking a browser, until every dispatch recorded so far has run (a
+    /// 4-byte readback queued behind them).
+    pub async fn finish(&self) -> Result<()> {
+        let probe = self.alloc(4, "the finish probe")?;
+        self.read(probe.raw(), 4, "the finish probe").await.map(drop)
     }
 
     /// Returns (and clears) device errors reported since the last call.

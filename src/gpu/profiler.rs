@@ -225,7 +225,7 @@ pub(super) struct Recording {
     started: std::time::Instant,
 }
 
-const QUERIES: u32 = 2 * super::batch::MAX_DISPATCHES;
+const QUERIES: u32 = 2 * super::MAX_DISPATCHES;
 
 impl Recording {
     fn new(device: &wgpu::Device, queue: &wgpu::Queue, timing: Timing) -> Recording {

@@ -46,6 +46,14 @@ impl ModelConfig {
         }
     }
 
+    /// The [C, H, W] shape of the images the network takes.
+    pub fn image_shape(&self) -> [usize; 3] {
+        match self {
+            ModelConfig::UNet(u) => [u.in_channels, u.image_size, u.image_size],
+            ModelConfig::ScoreNet(s) => [s.in_channels, s.image_size, s.image_size],
+        }
+    }
+
     /// The network with weights drawn from `seed`.
     pub fn build(&self, gpu: &Gpu, seed: u64) -> Result<Box<dyn DiffusionNet>> {
         Ok(match self {

@@ -1,11 +1,13 @@
 //! FID during training: every `fid_every` steps sample the EMA network (fixed seed, default
 //! sampler), score it against a cached reference, record `(step, fid)` and keep the best weights.
 
-use super::quality::{sample_features, Sampling};
-use super::sample::default_sampler;
+use super::quality::sample_features;
+use super::sample::{default_sampler, Sampling};
 use super::{SampleRequest, Trainer};
-use crate::eval::{FeatureNet, Reference};
-use crate::Result;
+use crate::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
+use crate::data::{DataSource, Split};
+use crate::eval::{FeatureNet, Reference, ReferenceImages, DEFAULT_STATS_CACHE};
+use crate::{Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -32,11 +34,43 @@ pub struct FidTracker {
 }
 
 impl FidTracker {
+    /// MNIST-FID: the shipped MNIST classifier against the test split of `data` (a `--data`
+    /// source), the reference statistics read from (or computed into) the default stats cache;
+    /// `progress(done, total)` while they are computed.
+    pub async fn mnist(gpu: &Gpu, data: &str, progress: &mut dyn FnMut(usize, usize)) -> Result<FidTracker> {
+        let classifier = Classifier::load(gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).map_err(|e| {
+            Error::Config(format!(
+                "MNIST-FID during training scores with the MNIST classifier shipped in assets/models/ ({e}): \
+                 run wgdiff from the repository folder, or set fid_every = 0"
+            ))
+        })?;
+        let data = data.parse::<DataSource>()?.load(Split::Test)?;
+        let images = ReferenceImages {
+            data: &data,
+            split: Split::Test,
+            limit: None,
+        };
+        let total = images.count();
+        let (reference, _) = Reference::cached(
+            Path::new(DEFAULT_STATS_CACHE),
+            gpu,
+            &classifier,
+            images,
+            250,
+            |done| progress(done, total),
+        )
+        .await?;
+        Ok(FidTracker {
+            features: Box::new(classifier),
+            reference,
+        })
+    }
+
     /// Samples `fid_samples` images from `trainer`'s EMA network with the default sampler at
     /// `fid_steps` steps (seed = the run's seed, so evaluations compare), scores them, appends
     /// the record to the training state and, when it is the lowest so far, saves the checkpoint
     /// to `best` (atomically). Returns the record and whether it is the best.
-    pub fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
+    pub async fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
         let c = &trainer.state.config;
         let request = SampleRequest {
             sampler: default_sampler(&trainer.state.process),
@@ -46,7 +80,6 @@ impl FidTracker {
             skip_exponent: 0.0,
             class: None,
             guidance: 1.0,
-            frames: None,
         };
         let net = trainer.ema_net()?;
         let sampling = Sampling {
@@ -62,7 +95,8 @@ impl FidTracker {
             c.batch,
             self.features.as_ref(),
             |_| {},
-        )?;
+        )
+        .await?;
         let scores = generated.scores(self.features.as_ref(), &self.reference)?;
         let record = FidRecord {
             step: trainer.state.step,
@@ -72,7 +106,7 @@ impl FidTracker {
             record.fid.is_finite() && best_fid(&trainer.state.fid).is_none_or(|b| record.fid < b.fid);
         trainer.state.fid.push(record);
         if is_best {
-            trainer.save(best)?;
+            trainer.save(best).await?;
         }
         Ok((record, is_best))
     }

@@ -5,6 +5,7 @@ pub mod config;
 pub mod fid;
 pub mod quality;
 pub mod sample;
+pub mod speedup;
 
 pub use config::{Precision, SkipTraining, TrainConfig};
 pub use fid::{FidRecord, FidTracker};
@@ -289,9 +290,10 @@ impl Trainer {
     /// One optimiser step; returns its loss. A non-finite loss stops the run with an error
     /// before the weights are touched. In f16 the network runs on the batch cast to f16 and
     /// its output is cast back for the loss; a step whose scaled gradients overflow changes
-    /// no weights, moments or EMA (see `state.scaler`).
-    pub fn step(&mut self) -> Result<f32> {
-        let started = std::time::Instant::now();
+    /// no weights, moments or EMA (see `state.scaler`). Async: it reads the loss back without
+    /// blocking (native callers block on it with `pollster`).
+    pub async fn step(&mut self) -> Result<f32> {
+        let started = web_time::Instant::now();
         let c = &self.state.config;
         let step = self.state.step;
         let batch = self.batcher.next_batch();
@@ -326,7 +328,7 @@ impl Trainer {
             None => Weighting::Uniform,
         };
         let loss = process.loss_at(&model, &x0, &times, weighting, &mut noise)?;
-        let value = loss.item()?;
+        let value = loss.to_vec_async().await?[0];
         if !value.is_finite() {
             return Err(Error::Training(format!(
                 "the loss became {value} at step {}; the weights were not updated. Lower --lr (now {}) or \
@@ -335,11 +337,7 @@ impl Trainer {
                 c.lr
             )));
         }
-        if pollster::block_on(backward_and_step(
-            &loss,
-            &mut self.adam,
-            self.state.scaler.as_mut(),
-        ))? {
+        if backward_and_step(&loss, &mut self.adam, self.state.scaler.as_mut()).await? {
             let s = (step + 1) as f32;
             self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
             let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
@@ -364,9 +362,9 @@ impl Trainer {
         Ok(net)
     }
 
-    /// Samples a grid of `grid_images` images from the EMA weights with the default sampler
-    /// of `wgdiff sample` and writes it to `path`.
-    pub fn write_sample_grid(&self, path: &Path) -> Result<()> {
+    /// Samples `grid_images` images from the EMA weights with the default sampler of
+    /// `wgdiff sample` at `grid_steps` steps (the run's seed), as [N, C, H, W] on the device.
+    pub async fn sample_grid_images(&self) -> Result<Tensor> {
         let c = &self.state.config;
         let request = SampleRequest {
             sampler: sample::default_sampler(&self.state.process),
@@ -376,7 +374,6 @@ impl Trainer {
             skip_exponent: 0.0,
             class: None,
             guidance: 1.0,
-            frames: None,
         };
         let net = self.ema_net()?;
         let (images, _) = sample::sample_net(
@@ -385,12 +382,14 @@ impl Trainer {
             &self.state.model,
             &self.state.process,
             &request,
-        )?;
-        sample::write_grid(path, &images, 2)
+            None,
+        )
+        .await?;
+        Ok(images)
     }
 
-    /// Writes the checkpoint (weights, EMA, Adam moments, buffers, training state) atomically.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    /// The checkpoint (weights, EMA, Adam moments, buffers, training state), read back.
+    pub async fn capture(&self) -> Result<Checkpoint> {
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (i, (name, t)) in self.params.iter().enumerate() {
             let (m, v) = self.adam.moments(i);
@@ -403,10 +402,15 @@ impl Trainer {
             named.push((format!("buffer.{name}"), t));
         }
         let meta = serde_json::to_value(&self.state).map_err(|e| Error::Checkpoint {
-            path: path.display().to_string(),
+            path: self.state.config.out.display().to_string(),
             msg: format!("training state does not serialise: {e}"),
         })?;
-        pollster::block_on(Checkpoint::capture(&named, meta))?.save(path)
+        Checkpoint::capture(&named, meta).await
+    }
+
+    /// Writes the checkpoint to `path` atomically (temp file + rename).
+    pub async fn save(&self, path: &Path) -> Result<()> {
+        self.capture().await?.save(path)
     }
 }
 

@@ -1,20 +1,10 @@
 //! Sample quality of a trained diffusion network: draw images batch by batch with any sampler,
 //! time the sampling alone, keep the images' feature rows and score them (FID/KID) on demand.
 
-use super::sample::{sample_net, SampleRequest};
-use crate::diffusion::Process;
+use super::sample::{SampleRequest, Sampling};
 use crate::eval::{compare, FeatureNet, Reference, Scores};
-use crate::models::{DiffusionNet, ModelConfig};
 use crate::{Error, Gpu, Result};
-use std::time::Instant;
-
-/// A network to sample from with the configuration and process it was trained with.
-#[derive(Clone, Copy)]
-pub struct Sampling<'a> {
-    pub net: &'a dyn DiffusionNet,
-    pub model: &'a ModelConfig,
-    pub process: &'a Process,
-}
+use web_time::Instant;
 
 /// Feature rows of generated images, gathered batch by batch, with each batch's sampling time.
 #[derive(Default)]
@@ -31,24 +21,24 @@ pub struct GeneratedFeatures {
 
 impl GeneratedFeatures {
     /// Draws `request.count` images as `request` says and appends their features.
-    pub fn add_batch(
+    pub async fn add_batch(
         &mut self,
         gpu: &Gpu,
-        sampling: Sampling,
+        sampling: Sampling<'_>,
         request: &SampleRequest,
         features: &dyn FeatureNet,
     ) -> Result<()> {
-        gpu.sync()?;
+        gpu.finish().await?;
         let started = Instant::now();
-        let (images, _) = sample_net(gpu, sampling.net, sampling.model, sampling.process, request)?;
-        gpu.sync()?;
+        let (images, _) = sampling.sample(gpu, request, None).await?;
+        gpu.finish().await?;
         self.batch_seconds.push(started.elapsed().as_secs_f64());
         let f = {
             let _g = crate::no_grad();
             features.features(&images)?
         };
         self.dim = f.shape()[f.rank() - 1];
-        self.rows.extend(f.to_vec()?);
+        self.rows.extend(f.to_vec_async().await?);
         self.count += request.count;
         Ok(())
     }
@@ -74,9 +64,9 @@ impl GeneratedFeatures {
 
 /// Draws `count` images in batches of at most `batch` (batch i seeded `request.seed + i`) and
 /// gathers their features; `progress(done)` after each batch.
-pub fn sample_features(
+pub async fn sample_features(
     gpu: &Gpu,
-    sampling: Sampling,
+    sampling: Sampling<'_>,
     request: &SampleRequest,
     count: usize,
     batch: usize,
@@ -89,10 +79,9 @@ pub fn sample_features(
         let part = SampleRequest {
             count: batch.min(count - start),
             seed: request.seed.wrapping_add(i as u64),
-            frames: None,
             ..request.clone()
         };
-        generated.add_batch(gpu, sampling, &part, features)?;
+        generated.add_batch(gpu, sampling, &part, features).await?;
         progress(generated.count);
     }
     Ok(generated)

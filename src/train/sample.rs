@@ -1,14 +1,18 @@
 //! Sampling a trained model: load a checkpoint's EMA weights, run any sampler (with class
-//! guidance and a skip schedule), and write the grid and optionally every step as frames.
+//! guidance, a skip schedule and a per-step callback), and write grids of the results.
 
 use super::TrainState;
 use crate::checkpoint::Checkpoint;
 use crate::data::{save_grid, GridLayout};
-use crate::diffusion::{NetDenoiser, SampleOptions, Sampler, Step};
-use crate::models::{DiffusionNet, ModelConfig};
+use crate::diffusion::{NetDenoiser, OnStep, Process, SampleOptions, Sampler, Spacing, Step};
+use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+/// The checkpoint `wgdiff sample`, `eval`, the experiments and the app use when none is given
+/// (trained by `wgdiff train`; the command is in assets/models/README.md).
+pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
 
 /// What to draw.
 #[derive(Clone, Debug)]
@@ -25,8 +29,6 @@ pub struct SampleRequest {
     pub class: Option<u32>,
     /// Classifier-free guidance scale w (conditional models; 1 = plain conditional).
     pub guidance: f32,
-    /// Folder for one PNG grid of x_t and one of the predicted x_0 per step.
-    pub frames: Option<PathBuf>,
 }
 
 /// Sampler steps of [`default_sampler`] (in `wgdiff sample` and the training grids).
@@ -35,14 +37,62 @@ pub const DEFAULT_SAMPLER_STEPS: usize = 50;
 /// The sampler `wgdiff sample` and the training grids use unless told otherwise: DDPM's
 /// ancestral sampler for VP models (on weakly trained models its noise gives cleaner strokes
 /// than deterministic DDIM), the predictor-corrector for VE, annealed Langevin for NCSN.
-pub fn default_sampler(process: &crate::diffusion::Process) -> Sampler {
-    use crate::diffusion::Process;
+pub fn default_sampler(process: &Process) -> Sampler {
     let name = match process {
         Process::Vp { .. } => "ddpm",
         Process::Ve { .. } => "pc",
         Process::Ncsn { .. } => "ald",
     };
     name.parse().expect("a sampler name")
+}
+
+/// The sampler and step count a user's choices give for a model trained on `process`: the
+/// named sampler (else [`default_sampler`] at [`DEFAULT_SAMPLER_STEPS`]), with DDIM's `eta`
+/// and `spacing` when given (an error for any other sampler).
+pub fn choose_sampler(
+    process: &Process,
+    name: Option<&str>,
+    steps: Option<usize>,
+    eta: Option<f32>,
+    spacing: Option<Spacing>,
+) -> Result<(Sampler, Option<usize>)> {
+    let sampler = match name {
+        Some(name) => name.parse()?,
+        None => default_sampler(process),
+    };
+    let sampler = match (sampler, eta, spacing) {
+        (Sampler::Ddim { eta, spacing }, e, s) => Sampler::Ddim {
+            eta: e.unwrap_or(eta),
+            spacing: s.unwrap_or(spacing),
+        },
+        (other, None, None) => other,
+        (other, _, _) => {
+            return Err(Error::Config(format!(
+                "eta and spacing (--eta, --spacing) set the ddim sampler; this run uses {other} (choose --sampler ddim)"
+            )))
+        }
+    };
+    Ok((sampler, steps.or(name.is_none().then_some(DEFAULT_SAMPLER_STEPS))))
+}
+
+/// A network to sample from with the configuration and process it was trained with.
+#[derive(Clone, Copy)]
+pub struct Sampling<'a> {
+    pub net: &'a dyn DiffusionNet,
+    pub model: &'a ModelConfig,
+    pub process: &'a Process,
+}
+
+impl Sampling<'_> {
+    /// Draws `request.count` images (see [`sample_net`]).
+    pub async fn sample<'s>(
+        &self,
+        gpu: &Gpu,
+        request: &SampleRequest,
+        on_step: Option<&'s mut OnStep<'s>>,
+    ) -> Result<(Tensor, usize)> {
+        sample_net(gpu, self.net, self.model, self.process, request, on_step).await
+    }
 }
 
 /// A trained network ready to sample, with the state it was trained in.
@@ -54,18 +104,41 @@ pub struct TrainedModel {
 impl TrainedModel {
     /// Loads a `wgdiff train` checkpoint with its EMA weights (the sampling weights).
     pub fn load(gpu: &Gpu, path: &Path) -> Result<TrainedModel> {
+        Self::load_with_skip_type(gpu, path, None)
+    }
+
+    /// [`TrainedModel::load`], with the adaptive U-Net's skip type replaced when `skip_type` is
+    /// given (the `interpolate` path's 1x1 convs, absent from other checkpoints, start fresh).
+    /// A missing default model says where it ships.
+    pub fn load_with_skip_type(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
+        if path.as_os_str() == DEFAULT_CHECKPOINT && !path.exists() {
+            return Err(Error::Checkpoint {
+                path: DEFAULT_CHECKPOINT.into(),
+                msg: "not found: the default model ships in the repository's assets/models/; run wgdiff \
+                      from the repository folder, or pass another checkpoint"
+                    .into(),
+            });
+        }
         let ckpt = Checkpoint::load(path)?;
         let origin = path.display().to_string();
-        let state = super::saved_state(&ckpt, &origin)?;
+        let mut state = super::saved_state(&ckpt, &origin)?;
+        if let Some(skip_type) = skip_type {
+            state.model = state.model.with_skip_type(skip_type)?;
+        }
         let net = state.model.build(gpu, 0)?;
-        ckpt.restore("ema.", &net.named_params(), &origin)?;
+        let params: Vec<(String, Tensor)> = net
+            .named_params()
+            .into_iter()
+            .filter(|(name, _)| skip_type.is_none() || ckpt.tensors.contains_key(&format!("ema.{name}")))
+            .collect();
+        ckpt.restore("ema.", &params, &origin)?;
         ckpt.restore("buffer.", &net.named_buffers(), &origin)?;
         Ok(TrainedModel { net, state })
     }
 
-    /// The network with its model and process, for [`super::quality`].
-    pub fn sampling(&self) -> super::quality::Sampling<'_> {
-        super::quality::Sampling {
+    /// The network with its model and process.
+    pub fn sampling(&self) -> Sampling<'_> {
+        Sampling {
             net: self.net.as_ref(),
             model: &self.state.model,
             process: &self.state.process,
@@ -78,15 +151,14 @@ impl TrainedModel {
     }
 
     /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
-    /// network evaluations.
-    pub fn sample(&self, gpu: &Gpu, request: &SampleRequest) -> Result<(Tensor, usize)> {
-        sample_net(
-            gpu,
-            self.net.as_ref(),
-            &self.state.model,
-            &self.state.process,
-            request,
-        )
+    /// network evaluations; `on_step` sees every step (see [`sample_net`]).
+    pub async fn sample<'s>(
+        &self,
+        gpu: &Gpu,
+        request: &SampleRequest,
+        on_step: Option<&'s mut OnStep<'s>>,
+    ) -> Result<(Tensor, usize)> {
+        self.sampling().sample(gpu, request, on_step).await
     }
 }
 
@@ -99,13 +171,15 @@ pub fn image_shape(model: &ModelConfig) -> [usize; 3] {
 }
 
 /// Samples `net` (trained on `process`) as `request` says, without gradients (no step's
-/// activations are kept for a backward pass).
-pub fn sample_net(
+/// activations are kept for a backward pass); `on_step` sees every step's x_t and predicted
+/// x_0 (still on the device) and may stop the run by returning an error.
+pub async fn sample_net<'s>(
     gpu: &Gpu,
     net: &dyn DiffusionNet,
     model: &ModelConfig,
-    process: &crate::diffusion::Process,
+    process: &Process,
     request: &SampleRequest,
+    on_step: Option<&'s mut OnStep<'s>>,
 ) -> Result<(Tensor, usize)> {
     let _g = crate::no_grad();
     let [c, h, w] = image_shape(model);
@@ -119,7 +193,7 @@ pub fn sample_net(
             let labels: Vec<u32> = match request.class {
                 Some(class) if class as usize >= k => {
                     return Err(Error::Config(format!(
-                        "--class {class}: the model has classes 0..{}",
+                        "class {class}: the model has classes 0..{}",
                         k - 1
                     )))
                 }
@@ -130,45 +204,34 @@ pub fn sample_net(
         }
         None if request.class.is_some() => {
             return Err(Error::Config(
-                "--class needs a class-conditional model; this one was trained without labels".into(),
+                "a class needs a class-conditional model; this one was trained without labels".into(),
             ))
         }
         None => NetDenoiser::new(net),
     };
-    let mut write_frame = |step: &Step| -> Result<()> {
-        let Some(dir) = &request.frames else { return Ok(()) };
-        let layout = GridLayout {
-            columns: grid_columns(n),
-            ..GridLayout::default()
-        };
-        let shape = [n, c, h, w];
-        save_grid(
-            dir.join(format!("step_{:04}_xt.png", step.index)),
-            &step.x.to_vec()?,
-            shape,
-            layout,
-        )?;
-        if let Some(x0) = step.x0 {
-            save_grid(
-                dir.join(format!("step_{:04}_x0.png", step.index)),
-                &x0.to_vec()?,
-                shape,
-                layout,
-            )?;
-        }
-        Ok(())
-    };
     let options = SampleOptions {
         steps: request.steps,
         skip_exponent: request.skip_exponent,
-        on_step: request.frames.is_some().then_some(&mut write_frame),
+        on_step,
         clip_x0: Some(1.0),
     };
     let mut rng = Rng::new(request.seed);
     let out = request
         .sampler
-        .run(process, &denoiser, gpu, &[n, c, h, w], &mut rng, options)?;
+        .run_async(process, &denoiser, gpu, &[n, c, h, w], &mut rng, options)
+        .await?;
     Ok((out.samples, out.evaluations))
+}
+
+/// Writes `step`'s x_t and predicted x_0 as `step_NNNN_xt.png` / `step_NNNN_x0.png` grids into
+/// `dir` (what `wgdiff sample --frames` does after every step).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn save_step_frames(dir: &Path, step: &Step) -> Result<()> {
+    write_grid(&dir.join(format!("step_{:04}_xt.png", step.index)), step.x, 1)?;
+    if let Some(x0) = step.x0 {
+        write_grid(&dir.join(format!("step_{:04}_x0.png", step.index)), x0, 1)?;
+    }
+    Ok(())
 }
 
 /// Columns of a roughly square grid of `n` images.
@@ -177,6 +240,7 @@ pub fn grid_columns(n: usize) -> usize {
 }
 
 /// Writes `images` [N, C, H, W] in [-1, 1] as a PNG grid, upscaled `scale` times.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn write_grid(path: &Path, images: &Tensor, scale: usize) -> Result<()> {
     let shape: [usize; 4] = images.shape().try_into().map_err(|_| {
         Error::shape(

@@ -1,5 +1,6 @@
 //! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench --json` rows are
-//! well formed, `profile --trace` writes a Chrome trace, train -> sample writes its files.
+//! well formed, `profile --trace` writes a Chrome trace and `--roofline` a PNG, train -> sample
+//! writes its files.
 
 use std::process::Command;
 
@@ -106,6 +107,39 @@ fn profile_writes_a_chrome_trace() {
         assert!(e["name"].is_string() && e["ph"] == "X", "{e}");
         assert!(e["ts"].is_number() && e["dur"].is_number(), "{e}");
     }
+}
+
+#[test]
+fn profile_writes_a_roofline_png() {
+    let path = std::env::temp_dir().join(format!("wgdiff-roofline-cli-{}.png", std::process::id()));
+    let out = wgdiff()
+        .args([
+            "profile",
+            "unet",
+            "--preset",
+            "tiny",
+            "--batch",
+            "2",
+            "--steps",
+            "1",
+            "--roofline",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for said in ["compute ceiling", "bandwidth ceiling", "GFLOP/s", "GB/s"] {
+        assert!(stdout.contains(said), "{said} missing: {stdout}");
+    }
+    assert!(stdout.contains(&path.display().to_string()), "{stdout}");
+    let decoded = image::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(decoded.width() > 100 && decoded.height() > 100);
 }
 
 #[test]

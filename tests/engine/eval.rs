@@ -35,13 +35,17 @@ fn references_are_cached_and_scores_separate_digits_from_noise() {
     };
     let mut seen = 0;
     let (reference, from_cache) =
-        Reference::cached(&dir, gpu, &PooledPixels, images, 256, |done| seen = done).unwrap();
+        pollster::block_on(Reference::cached(&dir, gpu, &PooledPixels, images, 256, |done| {
+            seen = done
+        }))
+        .unwrap();
     assert!(!from_cache);
     assert_eq!(
         (seen, reference.source.images, reference.stats.count),
         (1000, 1000, 1000)
     );
-    let (again, from_cache) = Reference::cached(&dir, gpu, &PooledPixels, images, 256, |_| {}).unwrap();
+    let (again, from_cache) =
+        pollster::block_on(Reference::cached(&dir, gpu, &PooledPixels, images, 256, |_| {})).unwrap();
     assert!(from_cache, "the second call must read the cache");
     assert_eq!(again.stats, reference.stats);
     assert_eq!(again.kid_rows, reference.kid_rows);
@@ -50,7 +54,8 @@ fn references_are_cached_and_scores_separate_digits_from_noise() {
         limit: Some(500),
         ..images
     };
-    let (_, from_cache) = Reference::cached(&dir, gpu, &PooledPixels, other, 256, |_| {}).unwrap();
+    let (_, from_cache) =
+        pollster::block_on(Reference::cached(&dir, gpu, &PooledPixels, other, 256, |_| {})).unwrap();
     assert!(!from_cache);
 
     // Images 1000..1500 of the same split are close to the reference; uniform noise is far.

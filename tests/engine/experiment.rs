@@ -5,9 +5,10 @@ use crate::common::gpu;
 use crate::eval::PooledPixels;
 use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
 use wgdiff::eval::{Reference, ReferenceImages};
-use wgdiff::experiment::adaptive_skip::{arms, median, run, Plan, SkipModel, EXPONENTS};
+use wgdiff::experiment::adaptive_skip::{arms, run, Plan, SkipModel, EXPONENTS};
 use wgdiff::experiment::plots::{metric_vs_speedup, skip_schedules, Series};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
+use wgdiff::median::median;
 use wgdiff::models::SkipType;
 use wgdiff::train::{SkipTraining, TrainConfig, TrainedModel, Trainer};
 
@@ -17,9 +18,9 @@ fn tiny_checkpoint(name: &str, config: TrainConfig) -> std::path::PathBuf {
     let path = out.join("checkpoint.safetensors");
     let mut trainer = Trainer::new(gpu(), TrainConfig { out, ..config }).unwrap();
     while !trainer.finished() {
-        trainer.step().unwrap();
+        pollster::block_on(trainer.step()).unwrap();
     }
-    trainer.save(&path).unwrap();
+    pollster::block_on(trainer.save(&path)).unwrap();
     path
 }
 
@@ -70,7 +71,7 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
     };
     let reference = pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap();
     let mut calls = 0;
-    let results = run(
+    let results = pollster::block_on(run(
         gpu,
         &models,
         &arms,
@@ -82,7 +83,7 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
             assert_eq!(done, calls);
             calls += 1;
         },
-    )
+    ))
     .unwrap();
     assert_eq!(calls, 2 * arms.len() + 1);
     assert_eq!(results.len(), arms.len());

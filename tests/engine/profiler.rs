@@ -1,7 +1,11 @@
 //! The per-dispatch profiler: one record per dispatch with op names, kernel labels and
-//! positive durations; nothing while off; the CPU-timing fallback; the report's sums.
+//! positive durations; nothing while off; the CPU-timing fallback; the report's sums; the
+//! library's profiled training and sampling steps, roofline points and measured ceilings.
 
 use wgdiff::gpu::{KernelSpec, Profile, Record, Timing};
+use wgdiff::models::preset;
+use wgdiff::profile::{profile_sampling_step, profile_training_step, ModelSetup, Workload};
+use wgdiff::roofline::{measure_ceilings, plot_png, roofline_points};
 use wgdiff::{shader, AdapterChoice, DType, Gpu, Tensor};
 
 /// A device of its own: the shared test device runs other tests' work concurrently,
@@ -153,4 +157,81 @@ fn long_profiles_span_several_query_batches() {
         .iter()
         .all(|r| r.name == "tanh" && r.duration_ns > 0.0));
     assert_eq!(profile.rows()[0].calls, 2200);
+}
+
+/// Checks each roofline point against the records of its op row; returns the summed shares.
+fn check_roofline_points(profile: &Profile) -> f64 {
+    let points = roofline_points(profile);
+    let rows: Vec<_> = profile
+        .rows()
+        .into_iter()
+        .filter(|r| r.flop_per_byte.is_some() && r.gflops.is_some())
+        .collect();
+    assert!(!points.is_empty() && points.len() == rows.len(), "{points:?}");
+    let all_ns = profile.op_ns();
+    for (p, row) in points.iter().zip(&rows) {
+        assert_eq!(p.op, row.op);
+        let mine = profile
+            .records
+            .iter()
+            .filter(|r| r.name == row.op && r.kernel == row.kernel);
+        let (flops, bytes, ns) = mine.fold((0.0, 0.0, 0.0), |(f, b, t), r| {
+            (f + r.flops, b + r.bytes as f64, t + r.duration_ns)
+        });
+        assert!(flops > 0.0 && bytes > 0.0, "{p:?}");
+        assert!((p.intensity - flops / bytes).abs() <= 1e-9 * p.intensity, "{p:?}");
+        assert!((p.gflops - flops / ns).abs() <= 1e-9 * p.gflops, "{p:?}");
+        assert!((p.share - ns / all_ns).abs() <= 1e-9, "{p:?}");
+    }
+    points.iter().map(|p| p.share).sum()
+}
+
+#[test]
+fn roofline_points_and_measured_ceilings() {
+    let gpu = own_gpu(wgpu::Features::empty());
+    // A U-Net training step: every op with FLOPs is a point at its own FLOP/byte.
+    let unet = pollster::block_on(profile_training_step(&gpu, &preset("tiny").unwrap(), 1)).unwrap();
+    let shares = check_roofline_points(&unet);
+    assert!(shares > 0.0 && shares <= 1.0 + 1e-9, "{shares}");
+    // Matmuls forward and backward: most of the step's time has FLOPs.
+    let setup = ModelSetup {
+        preset: "tiny".into(),
+        batch: 1,
+    };
+    let profiles = pollster::block_on(wgdiff::profile::run(&gpu, Workload::Matmul, &setup, 1)).unwrap();
+    assert_eq!(profiles.len(), 1);
+    let shares = check_roofline_points(&profiles[0]);
+    assert!(shares > 0.5 && shares <= 1.0 + 1e-9, "shares sum to {shares}");
+
+    let ceilings = pollster::block_on(measure_ceilings(&gpu)).unwrap();
+    for v in [ceilings.gflops, ceilings.gbytes_per_s] {
+        assert!(v.is_finite() && v > 0.0, "{ceilings:?}");
+    }
+    assert!(
+        ceilings.matmul.contains("matmul") && ceilings.copy.contains("f32"),
+        "{ceilings:?}"
+    );
+
+    let path = std::env::temp_dir().join(format!("wgdiff-roofline-{}.png", std::process::id()));
+    plot_png(&path, "tiny U-Net", &roofline_points(&unet), &ceilings).unwrap();
+    let decoded = image::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(decoded.width() > 100 && decoded.height() > 100);
+}
+
+#[test]
+fn a_sampling_step_skipping_a_level_counts_fewer_flops() {
+    let gpu = own_gpu(wgpu::Features::empty());
+    let model = preset("tiny").unwrap();
+    let net = model.build(&gpu, 0).unwrap();
+    let flops = |skip: usize| -> f64 {
+        let profile = pollster::block_on(profile_sampling_step(&gpu, net.as_ref(), &model, 2, skip)).unwrap();
+        assert!(!profile.records.is_empty());
+        profile.records.iter().map(|r| r.flops).sum()
+    };
+    let (full, skipped) = (flops(0), flops(1));
+    assert!(
+        skipped > 0.0 && skipped < full,
+        "skip 0: {full} FLOPs, skip 1: {skipped}"
+    );
 }

@@ -4,6 +4,7 @@
 //! clear errors.
 
 use crate::common::gpu;
+use pollster::block_on;
 use std::path::Path;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
@@ -39,7 +40,7 @@ fn assert_loss_falls(config: TrainConfig) {
     let mut trainer = Trainer::new(gpu(), config).unwrap();
     let mut losses = Vec::new();
     while !trainer.finished() {
-        losses.push(trainer.step().unwrap());
+        losses.push(block_on(trainer.step()).unwrap());
     }
     let first: f32 = losses[..4].iter().sum::<f32>() / 4.0;
     let last: f32 = losses[losses.len() - 4..].iter().sum::<f32>() / 4.0;
@@ -66,7 +67,10 @@ fn f16_steps_give_the_f32_loss() {
     let mut f32_run = Trainer::new(gpu(), tiny_config_in(Precision::F32, "close", 3)).unwrap();
     let mut f16_run = Trainer::new(gpu(), tiny_config_in(Precision::F16, "close", 3)).unwrap();
     for step in 0..3 {
-        let (a, b) = (f32_run.step().unwrap(), f16_run.step().unwrap());
+        let (a, b) = (
+            block_on(f32_run.step()).unwrap(),
+            block_on(f16_run.step()).unwrap(),
+        );
         assert!(
             (a - b).abs() <= 1e-2 * a.abs(),
             "step {step}: f32 loss {a} vs f16 {b}"
@@ -83,16 +87,16 @@ fn an_overflowing_f16_step_is_skipped_and_halves_the_scale() {
         config.out.join("after.safetensors"),
     );
     let mut trainer = Trainer::new(gpu(), config).unwrap();
-    trainer.step().unwrap();
+    block_on(trainer.step()).unwrap();
     let scaler = trainer.state.scaler.as_mut().unwrap();
     scaler.scale = 1e30;
     let skipped = scaler.skipped;
-    trainer.save(&before).unwrap();
-    let loss = trainer.step().unwrap();
+    block_on(trainer.save(&before)).unwrap();
+    let loss = block_on(trainer.step()).unwrap();
     assert!(loss.is_finite(), "the loss itself is fine: {loss}");
     let scaler = trainer.state.scaler.clone().unwrap();
     assert_eq!((scaler.scale, scaler.skipped), (5e29, skipped + 1));
-    trainer.save(&after).unwrap();
+    block_on(trainer.save(&after)).unwrap();
     let (before, after) = (
         Checkpoint::load(&before).unwrap(),
         Checkpoint::load(&after).unwrap(),
@@ -108,7 +112,7 @@ fn an_overflowing_f16_step_is_skipped_and_halves_the_scale() {
     }
     // with a sane scale the next step trains again
     trainer.state.scaler.as_mut().unwrap().scale = 1024.0;
-    trainer.step().unwrap();
+    block_on(trainer.step()).unwrap();
     let weights = pollster::block_on(Checkpoint::capture(
         &trainer.net().named_params(),
         serde_json::json!({}),
@@ -138,10 +142,10 @@ fn resume_repeats(precision: Precision) {
     let checkpoint = config.out.join("checkpoint.safetensors");
     let mut trainer = Trainer::new(gpu(), config).unwrap();
     for _ in 0..3 {
-        trainer.step().unwrap();
+        block_on(trainer.step()).unwrap();
     }
-    trainer.save(&checkpoint).unwrap();
-    let expected = trainer.step().unwrap();
+    block_on(trainer.save(&checkpoint)).unwrap();
+    let expected = block_on(trainer.step()).unwrap();
     let uninterrupted: Vec<Vec<f32>> = trainer
         .net()
         .named_params()
@@ -152,7 +156,7 @@ fn resume_repeats(precision: Precision) {
     let mut resumed = Trainer::resume(gpu(), &checkpoint, None).unwrap();
     assert_eq!(resumed.state.step, 3);
     assert_eq!(resumed.state.config.precision, precision);
-    let loss = resumed.step().unwrap();
+    let loss = block_on(resumed.step()).unwrap();
     assert_eq!(
         loss.to_bits(),
         expected.to_bits(),
@@ -171,8 +175,8 @@ fn broken_checkpoints_and_settings_give_clear_errors() {
     std::fs::create_dir_all(&config.out).unwrap();
     let path = config.out.join("cut.safetensors");
     let mut trainer = Trainer::new(gpu(), config.clone()).unwrap();
-    trainer.step().unwrap();
-    trainer.save(&path).unwrap();
+    block_on(trainer.step()).unwrap();
+    block_on(trainer.save(&path)).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
     let msg = Trainer::resume(gpu(), &path, None).err().unwrap().to_string();
@@ -274,9 +278,9 @@ fn init_fine_tunes_from_the_ema_weights_with_a_new_skip_path() {
     let checkpoint = config.out.join("checkpoint.safetensors");
     let mut source = Trainer::new(gpu(), config).unwrap();
     while !source.finished() {
-        source.step().unwrap();
+        block_on(source.step()).unwrap();
     }
-    source.save(&checkpoint).unwrap();
+    block_on(source.save(&checkpoint)).unwrap();
     let ema: Vec<(String, Vec<f32>)> = source
         .ema_net()
         .unwrap()
@@ -314,7 +318,7 @@ fn init_fine_tunes_from_the_ema_weights_with_a_new_skip_path() {
             "{name} starts from the source's EMA weights"
         );
     }
-    assert!(tuned.step().unwrap().is_finite());
+    assert!(block_on(tuned.step()).unwrap().is_finite());
 
     // the source's skip type (zero) is kept when none is given
     let same = Trainer::new(gpu(), fine_tune(None)).unwrap();
@@ -359,9 +363,9 @@ fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
     let mut trainer = Trainer::new(gpu(), config.clone()).unwrap();
     let mut flags = Vec::new();
     while !trainer.finished() {
-        trainer.step().unwrap();
+        block_on(trainer.step()).unwrap();
         if trainer.state.step % config.fid_every == 0 {
-            let (record, is_best) = tracker.evaluate(&mut trainer, &best).unwrap();
+            let (record, is_best) = block_on(tracker.evaluate(&mut trainer, &best)).unwrap();
             assert_eq!(record.step, trainer.state.step);
             flags.push(is_best);
         }

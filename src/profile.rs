@@ -1,11 +1,15 @@
-//! Workloads for `wgdiff profile`: one training step of a small model, run under the
-//! per-dispatch profiler (see `gpu::profiler`) after an unprofiled warm-up step.
+//! Profiled steps (async, so the web and the app can run them too): the `wgdiff profile`
+//! workloads, and one training or sampling step of any model, each after an unprofiled warm-up.
 
 use crate::gpu::Profile;
+use crate::models::{DiffusionNet, ModelConfig};
 use crate::nn::{AttentionBlock, Mlp, ResBlock};
 use crate::ops::random::Rng;
 use crate::optim::{Adam, AdamConfig};
-use crate::{DType, Gpu, Result};
+use crate::{DType, Error, Gpu, Result};
+
+/// Records one step's GPU work (the device runs it later).
+type Step<'a> = Box<dyn FnMut() -> Result<()> + 'a>;
 
 /// What one profiled step runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,8 +23,8 @@ pub enum Workload {
     /// 16x16) -> nearest upsample, added back -> ResBlock, 64 channels, batch 16 (the U-Net's
     /// layers until the U-Net exists): forward, MSE, backward, Adam step.
     ResBlocks,
-    /// A training step of a model preset (default `mnist`, batch 64; see [`ModelSetup`]):
-    /// noisy images at random timesteps, predicted noise, MSE, backward, Adam step.
+    /// A training step of a model preset (default `mnist`, batch 64; see [`ModelSetup`]), as
+    /// [`profile_training_step`] runs it.
     UNet,
 }
 
@@ -35,6 +39,14 @@ impl Workload {
         ("mlp", Workload::Mlp),
         ("matmul", Workload::Matmul),
     ];
+
+    /// The workload's name on the command line.
+    pub fn name(self) -> &'static str {
+        Workload::ALL
+            .iter()
+            .find(|(_, w)| *w == self)
+            .map_or("?", |(n, _)| n)
+    }
 
     /// One line describing the step.
     pub fn describe(self) -> &'static str {
@@ -89,27 +101,7 @@ impl Workload {
                     opt.step()
                 }))
             }
-            Workload::UNet => {
-                let (batch, config) = (model.batch, crate::models::preset(&model.preset)?);
-                let [c, h, w] = crate::train::sample::image_shape(&config);
-                let net = config.build(gpu, 0)?;
-                let x = rng.normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
-                let noise = rng.normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
-                let t: Vec<f32> = (0..batch).map(|i| (i * 997 % 1000) as f32).collect();
-                let params = net.named_params().into_iter().map(|(_, p)| p).collect();
-                let mut opt = Adam::new(params, AdamConfig::default())?;
-                Ok(Box::new(move || {
-                    opt.zero_grad();
-                    let x_t = x.mul_scalar(0.6)?.add(&noise.mul_scalar(0.8)?)?;
-                    let loss = net
-                        .forward(&x_t, &t, None, 0)?
-                        .sub(&noise)?
-                        .square()?
-                        .mean_all()?;
-                    crate::backward(&loss)?;
-                    opt.step()
-                }))
-            }
+            Workload::UNet => training_step(gpu, &crate::models::preset(&model.preset)?, model.batch),
             Workload::Matmul => {
                 let a = rng
                     .normal(gpu, &[512, 512], 0.0, 1.0, DType::F32)?
@@ -149,19 +141,111 @@ impl std::str::FromStr for Workload {
     }
 }
 
-/// One warm-up step (compiles pipelines, runs the autotuner), then `steps` steps, each
-/// profiled on its own (start and stop wait for an idle device). Returns every step's
-/// profile; `Profile::extend` merges them.
-pub fn run(gpu: &Gpu, workload: Workload, model: &ModelSetup, steps: usize) -> Result<Vec<Profile>> {
-    let mut step = workload.prepare(gpu, model)?;
+fn check_batch(batch: usize) -> Result<()> {
+    if batch == 0 {
+        return Err(Error::Config(
+            "a profiled step needs a batch of at least 1 image".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `batch` fixed network time inputs spread over the model's range: DDPM timestep indices
+/// in [0, 1000) for a U-Net, continuous t in (0, 1] for the score network.
+fn spread_times(model: &ModelConfig, batch: usize) -> Vec<f32> {
+    let index = |i: usize| i * 997 % 1000;
+    match model {
+        ModelConfig::UNet(_) => (0..batch).map(|i| index(i) as f32).collect(),
+        ModelConfig::ScoreNet(_) => (0..batch).map(|i| (index(i) + 1) as f32 / 1000.0).collect(),
+    }
+}
+
+/// A training step of `model` (weights from seed 0) on `batch` random images: noisy images
+/// at fixed timesteps, predicted noise, MSE to the noise, backward, Adam step.
+fn training_step(gpu: &Gpu, model: &ModelConfig, batch: usize) -> Result<Step<'static>> {
+    check_batch(batch)?;
+    let mut rng = Rng::new(0);
+    let [c, h, w] = model.image_shape();
+    let net = model.build(gpu, 0)?;
+    let x = rng.normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
+    let noise = rng.normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
+    let t = spread_times(model, batch);
+    let params = net.named_params().into_iter().map(|(_, p)| p).collect();
+    let mut opt = Adam::new(params, AdamConfig::default())?;
+    Ok(Box::new(move || {
+        opt.zero_grad();
+        let x_t = x.mul_scalar(0.6)?.add(&noise.mul_scalar(0.8)?)?;
+        let loss = net
+            .forward(&x_t, &t, None, 0)?
+            .sub(&noise)?
+            .square()?
+            .mean_all()?;
+        crate::backward(&loss)?;
+        opt.step()
+    }))
+}
+
+/// One warm-up run of `step` (compiles pipelines, runs the autotuner), a wait for the device,
+/// then `steps` runs, each profiled on its own (start and stop wait for an idle device).
+async fn profile_steps(
+    gpu: &Gpu,
+    step: &mut dyn FnMut() -> Result<()>,
+    steps: usize,
+) -> Result<Vec<Profile>> {
     step()?;
-    gpu.sync()?;
-    (0..steps.max(1))
-        .map(|_| {
-            gpu.profiler().start()?;
-            let ran = step();
-            let profile = gpu.profiler().stop_blocking();
-            ran.and(profile)
-        })
-        .collect()
+    gpu.finish().await?;
+    let mut profiles = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        gpu.profiler().start()?;
+        let ran = step();
+        // stop even when the step failed, so the profiler is off again
+        let profile = gpu.profiler().stop().await;
+        profiles.push(ran.and(profile)?);
+    }
+    Ok(profiles)
+}
+
+/// The single profile of a one-step run.
+fn only(mut profiles: Vec<Profile>) -> Result<Profile> {
+    profiles
+        .pop()
+        .ok_or_else(|| Error::Profiler("no step was profiled".into()))
+}
+
+/// One warm-up step of `workload`, then `steps` (at least 1) steps, each profiled on its own.
+/// Returns every step's profile; `Profile::extend` merges them.
+pub async fn run(gpu: &Gpu, workload: Workload, model: &ModelSetup, steps: usize) -> Result<Vec<Profile>> {
+    let mut step = workload.prepare(gpu, model)?;
+    profile_steps(gpu, &mut *step, steps.max(1)).await
+}
+
+/// One warm-up and one profiled training step of `model` (built from seed 0) on `batch`
+/// random images: noisy images at fixed timesteps, MSE to the noise, backward, Adam step.
+pub async fn profile_training_step(gpu: &Gpu, model: &ModelConfig, batch: usize) -> Result<Profile> {
+    let mut step = training_step(gpu, model, batch)?;
+    only(profile_steps(gpu, &mut *step, 1).await?)
+}
+
+/// One warm-up and one profiled call of `net` (no gradients) on `batch` random
+/// [C, H, W] images of `model`'s shape at one mid-range time, skipping the `skip` deepest
+/// levels. The summed `flops` of the records are the FLOPs of one network evaluation.
+pub async fn profile_sampling_step(
+    gpu: &Gpu,
+    net: &dyn DiffusionNet,
+    model: &ModelConfig,
+    batch: usize,
+    skip: usize,
+) -> Result<Profile> {
+    check_batch(batch)?;
+    let [c, h, w] = model.image_shape();
+    let x = Rng::new(0).normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
+    let t = match model {
+        ModelConfig::UNet(_) => vec![500.0; batch],
+        ModelConfig::ScoreNet(_) => vec![0.5; batch],
+    };
+    let mut step = || {
+        let _no_grad = crate::no_grad();
+        net.forward(&x, &t, None, skip).map(drop)
+    };
+    only(profile_steps(gpu, &mut step, 1).await?)
 }

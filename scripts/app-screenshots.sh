@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Screenshots of `wgdiff gui` under Xvfb on the engine's device (lavapipe on a machine without
+# a GPU) and the app's frame-time logs while it samples and while it trains:
+#   docs/app-denoise.png   the denoise view mid-run (the shipped model, digits forming)
+#   docs/app-train.png     the train view with a live loss curve (preset mnist-small)
+#   docs/app-profile.png   the profile view with the per-op table and the roofline
+#   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
+# Usage: scripts/app-screenshots.sh [OUT_DIR]   (default docs; CI runs it into a temp folder)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-docs}
+mkdir -p "$out"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+if ! command -v Xvfb >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq xvfb >/dev/null
+fi
+cargo build --release --quiet
+bin=target/release/wgdiff
+
+display=:${WGDIFF_XVFB_DISPLAY:-97}
+Xvfb "$display" -screen 0 1280x900x24 -nolisten tcp >/dev/null 2>&1 &
+xvfb=$!
+trap 'kill $xvfb 2>/dev/null || true' EXIT
+export DISPLAY=$display
+# The app talks X11 here (Xvfb has no Wayland).
+unset WAYLAND_DISPLAY
+sleep 1
+
+echo "== denoise view: the shipped model sampling, 50 DDPM steps"
+$bin gui --view denoise --autorun --screenshot "$out/app-denoise.png" --screenshot-after 25 \
+  --frame-log "$out/frames-sampling.csv"
+echo "== train view: mnist-small training live"
+$bin gui --view train --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-run" --screenshot "$out/app-train.png" \
+  --screenshot-after 75 --frame-log "$out/frames-training.csv"
+echo "== profile view: a training step of mnist-small, its roofline"
+$bin gui --view profile --autorun --screenshot "$out/app-profile.png" --screenshot-after 3

@@ -1,0 +1,156 @@
+//! Frame times of the app: the interval between frames and the time spent building each
+//! one, a readout (last, median, 95th percentile) and an optional CSV log (`--frame-log`).
+
+use web_time::Instant;
+
+/// What the app was doing during a frame (a column of the frame log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    Idle,
+    Sampling,
+    Training,
+    Profiling,
+    Measuring,
+}
+
+impl Activity {
+    /// The name in the log and the readout.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activity::Idle => "idle",
+            Activity::Sampling => "sampling",
+            Activity::Training => "training",
+            Activity::Profiling => "profiling",
+            Activity::Measuring => "measuring",
+        }
+    }
+}
+
+/// One frame: when it started (seconds since the app opened), the interval since the frame
+/// before, the time spent building its UI, and the activity.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameSample {
+    pub at_s: f64,
+    pub interval_ms: f64,
+    pub build_ms: f64,
+    pub activity: Activity,
+}
+
+/// Keeps the recent frame times and, with a log, every frame.
+pub struct FrameClock {
+    opened: Instant,
+    last_start: Option<Instant>,
+    started: Option<Instant>,
+    recent: std::collections::VecDeque<FrameSample>,
+    /// Every frame since the app opened, when logging (`--frame-log`).
+    pub log: Option<Vec<FrameSample>>,
+}
+
+/// Frames kept for the readout.
+const RECENT: usize = 240;
+
+impl FrameClock {
+    pub fn new(logging: bool) -> FrameClock {
+        FrameClock {
+            opened: Instant::now(),
+            last_start: None,
+            started: None,
+            recent: Default::default(),
+            log: logging.then(Vec::new),
+        }
+    }
+
+    /// Marks the start of building a frame.
+    pub fn begin(&mut self) {
+        self.started = Some(Instant::now());
+    }
+
+    /// Marks the end of building a frame done during `activity`.
+    pub fn end(&mut self, activity: Activity) {
+        let Some(started) = self.started.take() else {
+            return;
+        };
+        let interval_ms = self
+            .last_start
+            .map_or(0.0, |last| (started - last).as_secs_f64() * 1e3);
+        self.last_start = Some(started);
+        let sample = FrameSample {
+            at_s: (started - self.opened).as_secs_f64(),
+            interval_ms,
+            build_ms: started.elapsed().as_secs_f64() * 1e3,
+            activity,
+        };
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(sample);
+        if let Some(log) = &mut self.log {
+            log.push(sample);
+        }
+    }
+
+    /// (last, median, 95th percentile) frame interval in ms over the recent frames.
+    pub fn readout(&self) -> Option<(f64, f64, f64)> {
+        let mut ms: Vec<f64> = self.recent.iter().skip(1).map(|s| s.interval_ms).collect();
+        let last = *ms.last()?;
+        ms.sort_by(f64::total_cmp);
+        Some((last, percentile(&ms, 0.5), percentile(&ms, 0.95)))
+    }
+
+    /// Per activity in the log: frames, median and 95th-percentile interval.
+    pub fn summary(&self) -> String {
+        let log = self.log.as_deref().unwrap_or_default();
+        let mut lines = Vec::new();
+        for activity in [
+            Activity::Idle,
+            Activity::Sampling,
+            Activity::Training,
+            Activity::Profiling,
+            Activity::Measuring,
+        ] {
+            // A frame's interval belongs to the activity of the frame that ends it.
+            let mut ms: Vec<f64> = log
+                .iter()
+                .skip(1)
+                .filter(|s| s.activity == activity)
+                .map(|s| s.interval_ms)
+                .collect();
+            if ms.is_empty() {
+                continue;
+            }
+            ms.sort_by(f64::total_cmp);
+            lines.push(format!(
+                "{}: {} frames, interval median {:.1} ms, 95th percentile {:.1} ms, max {:.1} ms",
+                activity.name(),
+                ms.len(),
+                percentile(&ms, 0.5),
+                percentile(&ms, 0.95),
+                ms[ms.len() - 1]
+            ));
+        }
+        lines.join("\n")
+    }
+
+    /// The log as CSV: `at_s,interval_ms,build_ms,activity`.
+    pub fn csv(&self) -> String {
+        let mut out = String::from("at_s,interval_ms,build_ms,activity\n");
+        for s in self.log.iter().flatten() {
+            out += &format!(
+                "{:.4},{:.3},{:.3},{}\n",
+                s.at_s,
+                s.interval_ms,
+                s.build_ms,
+                s.activity.name()
+            );
+        }
+        out
+    }
+}
+
+/// The `q` quantile of sorted values (nearest rank).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n => sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
+}

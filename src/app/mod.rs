@@ -1,0 +1,307 @@
+//! The wgdiff app (egui): denoise, skip-schedule, train, profile and device views, drawn by
+//! eframe on the engine's own wgpu device; every view schedules the library's async calls.
+
+mod denoise;
+mod device;
+mod export;
+mod frame_clock;
+mod grid_texture;
+mod jobs;
+mod platform;
+mod profile;
+mod skip;
+mod train;
+
+pub use frame_clock::{percentile, Activity, FrameClock, FrameSample};
+pub use grid_texture::{GridLayout, GridTexture};
+pub use jobs::{Event, Job, JobContext};
+pub use profile::{SortBy, Workload as ProfileWorkload};
+pub use train::{run_training, TrainMessage, TrainSettings};
+
+use crate::{AdapterChoice, Error, Gpu, Result};
+use eframe::egui;
+use eframe::egui_wgpu::RenderState;
+use std::path::PathBuf;
+
+/// Dispatches a job submits before it waits for the device (see `Gpu::set_pacing`): on
+/// lavapipe a U-Net dispatch takes ~1-5 ms, so a frame waits at most a few tens of ms.
+const PACED_DISPATCHES: u32 = 16;
+
+/// One view of the app (a tab).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Denoise,
+    Skip,
+    Train,
+    Profile,
+    Device,
+}
+
+impl View {
+    /// Every view with its name (tab title and `--view` value).
+    pub const ALL: [(View, &'static str); 5] = [
+        (View::Denoise, "denoise"),
+        (View::Skip, "skip"),
+        (View::Train, "train"),
+        (View::Profile, "profile"),
+        (View::Device, "device"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        View::ALL.iter().find(|(v, _)| *v == self).map_or("?", |(_, n)| n)
+    }
+}
+
+impl std::str::FromStr for View {
+    type Err = Error;
+    fn from_str(name: &str) -> Result<View> {
+        View::ALL
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(v, _)| *v)
+            .ok_or_else(|| {
+                let names: Vec<&str> = View::ALL.iter().map(|(_, n)| *n).collect();
+                Error::Config(format!(
+                    "unknown view `{name}`; choose one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// How the app starts.
+#[derive(Clone, Debug)]
+pub struct AppOptions {
+    /// The checkpoint the denoise, skip and profile views load first.
+    pub checkpoint: PathBuf,
+    /// Folder of the app's training runs (`<out>/checkpoint.safetensors`, as `wgdiff train`)
+    /// and exports.
+    pub out: PathBuf,
+    /// The view shown first.
+    pub view: View,
+    /// Start that view's job (sampling, training, profiling, measuring) at once.
+    pub autorun: bool,
+    /// Write every frame's times to this CSV when the app closes.
+    pub frame_log: Option<PathBuf>,
+    /// Save a screenshot here after `screenshot_after` seconds (the profile view also waits
+    /// for its profile), then close.
+    pub screenshot: Option<PathBuf>,
+    pub screenshot_after: f64,
+    /// The adapter choice the device was opened with (the device view lists its adapters).
+    pub choice: AdapterChoice,
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        AppOptions {
+            checkpoint: crate::train::sample::DEFAULT_CHECKPOINT.into(),
+            out: "runs/app".into(),
+            view: View::Denoise,
+            autorun: false,
+            frame_log: None,
+            screenshot: None,
+            screenshot_after: 20.0,
+            choice: AdapterChoice::default(),
+        }
+    }
+}
+
+/// What every view may use: the engine's device, the renderer that shares it, the options.
+pub struct Shared {
+    pub gpu: Gpu,
+    pub render: RenderState,
+    pub options: AppOptions,
+}
+
+/// The app.
+pub struct WgdiffApp {
+    shared: Shared,
+    pub view: View,
+    pub denoise: denoise::DenoiseView,
+    pub skip: skip::SkipView,
+    pub train: train::TrainView,
+    pub profile: profile::ProfileView,
+    pub device: device::DeviceView,
+    pub clock: FrameClock,
+    screenshot_taken: bool,
+}
+
+impl WgdiffApp {
+    /// The app on `gpu`, which eframe must draw with (`WgpuSetup::Existing` with the engine's
+    /// instance, adapter, device and queue; see [`run_native`]).
+    pub fn new(cc: &eframe::CreationContext, gpu: Gpu, options: AppOptions) -> Result<WgdiffApp> {
+        let render = cc.wgpu_render_state.clone().ok_or_else(|| {
+            Error::Config("the app needs eframe's wgpu renderer (it shares the engine's device)".into())
+        })?;
+        // Jobs submit a few dispatches at a time so the UI's frames never queue behind a
+        // whole sampling or training step on the shared device.
+        gpu.set_pacing(Some(PACED_DISPATCHES));
+        let shared = Shared { gpu, render, options };
+        let mut app = WgdiffApp {
+            view: shared.options.view,
+            denoise: denoise::DenoiseView::new(&shared),
+            skip: skip::SkipView::default(),
+            train: train::TrainView::new(&shared),
+            profile: profile::ProfileView::new(&shared),
+            device: device::DeviceView::default(),
+            clock: FrameClock::new(shared.options.frame_log.is_some()),
+            shared,
+            screenshot_taken: false,
+        };
+        let ctx = &cc.egui_ctx;
+        app.denoise.load_info(ctx, &app.shared);
+        if app.shared.options.autorun {
+            match app.view {
+                View::Denoise => app.denoise.run(ctx, &app.shared),
+                View::Skip => app.skip.measure(ctx, &app.shared),
+                View::Train => app.train.start(ctx, &app.shared, false),
+                View::Profile => app.profile.run(ctx, &app.shared),
+                View::Device => {}
+            }
+        }
+        Ok(app)
+    }
+
+    /// What the app's jobs are doing (the frame log's activity column).
+    pub fn activity(&self) -> Activity {
+        if self.train.is_running() {
+            Activity::Training
+        } else if self.denoise.is_running() {
+            Activity::Sampling
+        } else if self.profile.is_running() {
+            Activity::Profiling
+        } else if self.skip.is_running() {
+            Activity::Measuring
+        } else {
+            Activity::Idle
+        }
+    }
+
+    fn tabs(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.heading("wgdiff");
+            ui.separator();
+            for (view, name) in View::ALL {
+                ui.selectable_value(&mut self.view, view, name);
+            }
+        });
+    }
+
+    fn status(&self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.label(crate::gpu::describe(&self.shared.gpu.info));
+            ui.separator();
+            ui.label(format!("jobs: {}", self.activity().name()));
+            ui.separator();
+            match self.clock.readout() {
+                Some((last, median, p95)) => ui.label(format!(
+                    "frame {last:.0} ms (median {median:.0} ms, 95th percentile {p95:.0} ms)"
+                )),
+                None => ui.label("frame time: measuring"),
+            };
+        });
+    }
+
+    /// Takes the `--screenshot` once its time has come, then closes the app.
+    fn screenshot(&mut self, ctx: &egui::Context) {
+        let Some(path) = self.shared.options.screenshot.clone() else {
+            return;
+        };
+        let waiting = self.view == View::Profile && self.profile.is_running();
+        let due = ctx.input(|i| i.time) >= self.shared.options.screenshot_after;
+        if self.screenshot_taken || waiting || !due {
+            ctx.request_repaint_after(std::time::Duration::from_millis(200));
+            return;
+        }
+        self.screenshot_taken = true;
+        let closer = ctx.clone();
+        let callback = egui::ScreenshotCallback::new(move |image: std::sync::Arc<egui::ColorImage>| {
+            let [w, h] = image.size;
+            let bytes: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_array()).collect();
+            match export::png_bytes(w as u32, h as u32, bytes) {
+                Ok(png) => match platform::write_file(&path, &png) {
+                    Ok(()) => eprintln!("screenshot: {}", path.display()),
+                    Err(e) => eprintln!("error: {e}"),
+                },
+                Err(e) => eprintln!("error: {e}"),
+            }
+            closer.send_viewport_cmd(egui::ViewportCommand::Close);
+        });
+        ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(callback));
+    }
+
+    /// Writes the `--frame-log` CSV (when the app closes).
+    pub fn write_frame_log(&self) {
+        if let Some(path) = &self.shared.options.frame_log {
+            match platform::write_file(path, self.clock.csv().as_bytes()) {
+                Ok(()) => eprintln!("frame log: {}\n{}", path.display(), self.clock.summary()),
+                Err(e) => eprintln!("error: {e}"),
+            }
+        }
+    }
+}
+
+impl eframe::App for WgdiffApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.clock.begin();
+        let ctx = ui.ctx().clone();
+        self.denoise.poll(&ctx, &self.shared);
+        self.skip.poll(&self.shared);
+        self.train.poll(&ctx, &self.shared);
+        self.profile.poll();
+        self.device.poll();
+        egui::Panel::top("tabs").show(ui, |ui| self.tabs(ui));
+        egui::Panel::bottom("status").show(ui, |ui| self.status(ui));
+        egui::CentralPanel::default().show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| match self.view {
+                View::Denoise => self.denoise.ui(ui, &self.shared),
+                View::Skip => self.skip.ui(ui, &self.shared, &self.denoise),
+                View::Train => self.train.ui(ui, &self.shared),
+                View::Profile => self.profile.ui(ui, &self.shared),
+                View::Device => self.device.ui(ui, &self.shared),
+            });
+        });
+        self.screenshot(&ctx);
+        let activity = self.activity();
+        if activity != Activity::Idle {
+            // Keep drawing while jobs run, so progress shows and frame times are measured.
+            ctx.request_repaint();
+        }
+        self.clock.end(activity);
+    }
+
+    fn on_exit(&mut self) {
+        self.denoise.cancel();
+        self.skip.cancel();
+        self.train.stop();
+        self.profile.cancel();
+        self.write_frame_log();
+    }
+}
+
+/// Opens the app in a native window on `gpu`'s device (eframe draws with the engine's own
+/// instance, adapter, device and queue: one device, no copies between GPU contexts).
+pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
+    let setup = eframe::egui_wgpu::WgpuSetupExisting {
+        instance: gpu.instance.clone(),
+        adapter: gpu.adapter.clone(),
+        device: gpu.device.clone(),
+        queue: gpu.queue.clone(),
+    };
+    let native = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("wgdiff")
+            .with_inner_size([1280.0, 860.0]),
+        wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
+            wgpu_setup: eframe::egui_wgpu::WgpuSetup::Existing(setup),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    eframe::run_native(
+        "wgdiff",
+        native,
+        Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
+    )
+    .map_err(|e| Error::Config(format!("the app could not open a window: {e}")))
+}

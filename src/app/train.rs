@@ -1,0 +1,552 @@
+//! The train view: set up a run like `wgdiff train`, start, pause, resume and stop it (stop
+//! writes the checkpoint), and watch the loss, speed, ETA, sample grids and MNIST-FID live.
+
+use super::grid_texture::{GridLayout, GridTexture};
+use super::jobs::{is_running, Event, Job, JobContext};
+use super::{platform, Shared};
+use crate::models::PRESETS;
+use crate::train::sample::grid_columns;
+use crate::train::{FidRecord, FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
+use crate::{Gpu, Result, Tensor};
+use eframe::egui;
+use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use web_time::Instant;
+
+/// What a training job reports.
+pub enum TrainMessage {
+    /// The run is set up: its parameters, first and last step.
+    Started {
+        parameters: usize,
+        first_step: usize,
+        steps: usize,
+        batch: usize,
+        /// Losses of the steps before `first_step` (a resumed run).
+        earlier_losses: Vec<f32>,
+    },
+    /// One optimiser step: the step number after it, its loss and wall time, and the FLOPs of
+    /// a step (counted by the profiler on the run's first step).
+    Step {
+        step: usize,
+        loss: f32,
+        seconds: f64,
+        flops: f64,
+    },
+    /// A sample grid of the EMA weights after `step`.
+    Grid {
+        step: usize,
+        images: Tensor,
+    },
+    Fid(FidRecord),
+    /// A checkpoint was written.
+    Checkpoint(PathBuf),
+}
+
+/// The run's settings in the view (the rest of [`TrainConfig`] keeps its defaults).
+#[derive(Clone, Debug)]
+pub struct TrainSettings {
+    pub preset: String,
+    pub data: String,
+    pub batch: usize,
+    pub lr: f32,
+    pub steps: usize,
+    pub seed: u64,
+    pub precision: Precision,
+    pub skip_training: Option<SkipTraining>,
+    pub sample_every: usize,
+    pub checkpoint_every: usize,
+    pub fid_every: usize,
+    pub fid_samples: usize,
+    pub out: String,
+}
+
+impl TrainSettings {
+    /// The run's configuration (as `wgdiff train` with the same flags would make it).
+    pub fn config(&self) -> TrainConfig {
+        TrainConfig {
+            preset: self.preset.clone(),
+            data: self.data.clone(),
+            batch: self.batch,
+            lr: self.lr,
+            steps: self.steps,
+            seed: self.seed,
+            precision: self.precision,
+            skip_training: self.skip_training,
+            sample_every: self.sample_every,
+            checkpoint_every: self.checkpoint_every,
+            fid_every: self.fid_every,
+            fid_samples: self.fid_samples,
+            out: PathBuf::from(&self.out),
+            grid_steps: 20,
+            ..TrainConfig::default()
+        }
+    }
+}
+
+/// Runs (or, with `resume`, continues) training as `wgdiff train` does, one async step at a
+/// time: reports every step, writes grids, FID records and checkpoints on the configured
+/// steps; while `paused` it idles; when the job is cancelled it writes the checkpoint and ends
+/// (so `wgdiff train --resume` continues the run).
+pub async fn run_training(
+    gpu: Gpu,
+    config: TrainConfig,
+    resume: Option<PathBuf>,
+    paused: Arc<AtomicBool>,
+    job: JobContext<TrainMessage>,
+) -> Result<()> {
+    let mut trainer = match &resume {
+        Some(path) => {
+            let mut t = Trainer::resume(&gpu, path, Some(config.steps))?;
+            t.state.config.out = config.out.clone();
+            t
+        }
+        None => Trainer::new(&gpu, config)?,
+    };
+    let c = trainer.state.config.clone();
+    let checkpoint = c.out.join("checkpoint.safetensors");
+    job.send(TrainMessage::Started {
+        parameters: trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum(),
+        first_step: trainer.state.step,
+        steps: c.steps,
+        batch: c.batch,
+        earlier_losses: trainer.state.losses.clone(),
+    });
+    let fid = match c.fid_every {
+        0 => None,
+        _ => Some(FidTracker::mnist(&gpu, &c.data, &mut |_, _| {}).await?),
+    };
+    let mut flops = None;
+    while !trainer.finished() && job.check().is_ok() {
+        if paused.load(Ordering::Relaxed) {
+            platform::sleep(50).await;
+            continue;
+        }
+        let started = Instant::now();
+        let counting = flops.is_none();
+        if counting {
+            gpu.profiler().start()?;
+        }
+        let loss = trainer.step().await?;
+        if counting {
+            let profile = gpu.profiler().stop().await?;
+            flops = Some(profile.records.iter().map(|r| r.flops).sum::<f64>());
+        }
+        platform::settle(&gpu)?;
+        let step = trainer.state.step;
+        job.send(TrainMessage::Step {
+            step,
+            loss,
+            seconds: started.elapsed().as_secs_f64(),
+            flops: flops.unwrap_or(0.0),
+        });
+        if c.sample_every > 0 && step % c.sample_every == 0 {
+            let images = trainer.sample_grid_images().await?;
+            job.send(TrainMessage::Grid { step, images });
+        }
+        if let Some(tracker) = fid.as_ref().filter(|_| step % c.fid_every == 0) {
+            let (record, _) = tracker
+                .evaluate(&mut trainer, &c.out.join("best.safetensors"))
+                .await?;
+            job.send(TrainMessage::Fid(record));
+        }
+        if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
+            platform::save_checkpoint(&trainer, &checkpoint).await?;
+            job.send(TrainMessage::Checkpoint(checkpoint.clone()));
+        }
+    }
+    platform::save_checkpoint(&trainer, &checkpoint).await?;
+    job.send(TrainMessage::Checkpoint(checkpoint.clone()));
+    if trainer.finished() {
+        let images = trainer.sample_grid_images().await?;
+        job.send(TrainMessage::Grid {
+            step: trainer.state.step,
+            images,
+        });
+    }
+    Ok(())
+}
+
+/// The train view's state.
+pub struct TrainView {
+    pub settings: TrainSettings,
+    job: Option<Job<TrainMessage>>,
+    paused: Arc<AtomicBool>,
+    /// (step, loss) of the run shown.
+    pub losses: Vec<[f64; 2]>,
+    /// Wall seconds of recent steps (the first step, which compiles kernels and counts FLOPs,
+    /// is left out).
+    step_seconds: Vec<f64>,
+    flops_per_step: f64,
+    planned: usize,
+    batch: usize,
+    parameters: usize,
+    pub fid: Vec<FidRecord>,
+    grid: Option<(Tensor, usize)>,
+    texture: Option<(GridTexture, GridLayout)>,
+    drawn: bool,
+    pub checkpoints: Vec<PathBuf>,
+    pub message: Option<Result<String, String>>,
+}
+
+impl TrainView {
+    pub fn new(shared: &Shared) -> TrainView {
+        TrainView {
+            settings: TrainSettings {
+                preset: "mnist-small".into(),
+                data: "mnist".into(),
+                batch: 32,
+                lr: 1e-3,
+                steps: 2000,
+                seed: 0,
+                precision: Precision::F32,
+                skip_training: None,
+                sample_every: 100,
+                checkpoint_every: 50,
+                fid_every: 0,
+                fid_samples: 256,
+                out: shared.options.out.join("train").display().to_string(),
+            },
+            job: None,
+            paused: Arc::new(AtomicBool::new(false)),
+            losses: Vec::new(),
+            step_seconds: Vec::new(),
+            flops_per_step: 0.0,
+            planned: 0,
+            batch: 0,
+            parameters: 0,
+            fid: Vec::new(),
+            grid: None,
+            texture: None,
+            drawn: false,
+            checkpoints: Vec::new(),
+            message: None,
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        is_running(&self.job)
+    }
+
+    /// Stops the run at its next step boundary; the job then writes the checkpoint.
+    pub fn stop(&self) {
+        self.paused.store(false, Ordering::Relaxed);
+        if let Some(job) = &self.job {
+            job.cancel();
+        }
+    }
+
+    /// Starts a run with the view's settings (`resume`: continue `<out>/checkpoint.safetensors`).
+    pub fn start(&mut self, ctx: &egui::Context, shared: &Shared, resume: bool) {
+        if self.is_running() {
+            return;
+        }
+        let config = self.settings.config();
+        let from = resume.then(|| config.out.join("checkpoint.safetensors"));
+        if let Some(path) = from.as_ref().filter(|p| !p.exists()) {
+            self.message = Some(Err(format!(
+                "no checkpoint to resume at {}: start a run first",
+                path.display()
+            )));
+            return;
+        }
+        self.losses.clear();
+        self.step_seconds.clear();
+        self.fid.clear();
+        self.checkpoints.clear();
+        self.message = Some(Ok("starting: loading data and building the model".into()));
+        self.paused.store(false, Ordering::Relaxed);
+        let (gpu, paused) = (shared.gpu.clone(), self.paused.clone());
+        self.job = Some(Job::start(ctx, "training", move |job| {
+            run_training(gpu, config, from, paused, job)
+        }));
+    }
+
+    pub fn poll(&mut self, _ctx: &egui::Context, shared: &Shared) {
+        for event in self.job.as_mut().map(Job::poll).unwrap_or_default() {
+            match event {
+                Event::Message(TrainMessage::Started {
+                    parameters,
+                    first_step,
+                    steps,
+                    batch,
+                    earlier_losses,
+                }) => {
+                    self.parameters = parameters;
+                    self.planned = steps;
+                    self.batch = batch;
+                    self.losses = earlier_losses
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &l)| [(i + 1) as f64, l as f64])
+                        .collect();
+                    self.message = Some(Ok(format!("training from step {first_step}")));
+                }
+                Event::Message(TrainMessage::Step {
+                    step,
+                    loss,
+                    seconds,
+                    flops,
+                }) => {
+                    if !self.losses.is_empty() || step > 1 {
+                        self.step_seconds.push(seconds);
+                    }
+                    self.losses.push([step as f64, loss as f64]);
+                    self.flops_per_step = flops;
+                }
+                Event::Message(TrainMessage::Grid { step, images }) => {
+                    self.grid = Some((images, step));
+                    self.drawn = false;
+                }
+                Event::Message(TrainMessage::Fid(record)) => self.fid.push(record),
+                Event::Message(TrainMessage::Checkpoint(path)) => {
+                    self.message = Some(Ok(format!("checkpoint written: {}", path.display())));
+                    self.checkpoints.push(path);
+                }
+                Event::Finished(Ok(())) => {
+                    let last = self.checkpoints.last().map_or(String::new(), |p| {
+                        format!("; `wgdiff train --resume {}` continues it", p.display())
+                    });
+                    self.message = Some(Ok(format!("stopped at step {}{last}", self.step())));
+                }
+                Event::Finished(Err(e)) => self.message = Some(Err(e)),
+            }
+        }
+        if let Err(e) = self.draw_grid(shared) {
+            self.message = Some(Err(e.to_string()));
+        }
+    }
+
+    fn step(&self) -> usize {
+        self.losses.last().map_or(0, |l| l[0] as usize)
+    }
+
+    fn draw_grid(&mut self, shared: &Shared) -> Result<()> {
+        let Some((images, _)) = &self.grid else {
+            return Ok(());
+        };
+        if self.drawn {
+            return Ok(());
+        }
+        let shape: [usize; 4] = images.shape().try_into().unwrap_or([1, 1, 1, 1]);
+        let layout = GridLayout {
+            columns: grid_columns(shape[0]) as u32,
+            scale: 3,
+            gap: 3,
+        };
+        let size = layout.size(shape);
+        if self
+            .texture
+            .as_ref()
+            .is_none_or(|(t, l)| t.size != size || *l != layout)
+        {
+            if let Some((t, _)) = self.texture.take() {
+                t.free(&shared.render);
+            }
+            self.texture = Some((GridTexture::new(&shared.render, size), layout));
+        }
+        let (texture, layout) = self.texture.as_ref().expect("made above");
+        texture.draw(&shared.gpu, images, *layout)?;
+        self.drawn = true;
+        Ok(())
+    }
+
+    pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
+        let ctx = ui.ctx().clone();
+        let running = self.is_running();
+        ui.add_enabled_ui(!running, |ui| self.settings_ui(ui, &shared.gpu));
+        ui.horizontal(|ui| {
+            if ui.add_enabled(!running, egui::Button::new("Start")).clicked() {
+                self.start(&ctx, shared, false);
+            }
+            let paused = self.paused.load(Ordering::Relaxed);
+            let label = if paused { "Resume" } else { "Pause" };
+            if ui.add_enabled(running, egui::Button::new(label)).clicked() {
+                self.paused.store(!paused, Ordering::Relaxed);
+            }
+            if ui
+                .add_enabled(running, egui::Button::new("Stop (writes the checkpoint)"))
+                .clicked()
+            {
+                self.stop();
+            }
+            if ui
+                .add_enabled(!running, egui::Button::new("Continue from checkpoint"))
+                .clicked()
+            {
+                self.start(&ctx, shared, true);
+            }
+        });
+        match &self.message {
+            Some(Ok(text)) => ui.label(text),
+            Some(Err(text)) => ui.colored_label(egui::Color32::LIGHT_RED, format!("error: {text}")),
+            None => ui.label(""),
+        };
+        ui.label(self.progress_line());
+        ui.horizontal_top(|ui| {
+            ui.vertical(|ui| {
+                ui.set_width(620.0);
+                self.loss_plot(ui);
+                if !self.fid.is_empty() {
+                    self.fid_plot(ui);
+                }
+            });
+            if let (Some((texture, _)), Some((_, step))) = (&self.texture, &self.grid) {
+                ui.vertical(|ui| {
+                    ui.label(format!("EMA samples after step {step}"));
+                    let size = egui::vec2(texture.size[0] as f32, texture.size[1] as f32);
+                    ui.add(egui::Image::new(egui::load::SizedTexture::new(texture.id, size)));
+                });
+            }
+        });
+    }
+
+    /// Step, loss, img/s, GFLOP/s and ETA.
+    fn progress_line(&self) -> String {
+        let Some(&[step, loss]) = self.losses.last() else {
+            return "no run yet".into();
+        };
+        let mut recent: Vec<f64> = self.step_seconds.iter().rev().take(20).copied().collect();
+        recent.sort_by(f64::total_cmp);
+        let per_step = super::percentile(&recent, 0.5);
+        let mut line = format!("step {step}/{}  loss {loss:.4}", self.planned);
+        if per_step.is_finite() && per_step > 0.0 {
+            let left = self.planned.saturating_sub(step as usize) as f64 * per_step;
+            line += &format!(
+                "  {:.1} img/s  {:.2} GFLOP/s  {:.2} s/step  ETA {}",
+                self.batch as f64 / per_step,
+                self.flops_per_step * 1e-9 / per_step,
+                per_step,
+                clock(left)
+            );
+        }
+        if self.parameters > 0 {
+            line += &format!("  ({} parameters)", self.parameters);
+        }
+        line
+    }
+
+    fn loss_plot(&self, ui: &mut egui::Ui) {
+        let mut smoothed = Vec::with_capacity(self.losses.len());
+        let mut average = None;
+        for &[step, loss] in &self.losses {
+            let a = average.map_or(loss, |a: f64| 0.9 * a + 0.1 * loss);
+            average = Some(a);
+            smoothed.push([step, a]);
+        }
+        Plot::new("loss")
+            .height(260.0)
+            .legend(Legend::default())
+            .x_axis_label("step")
+            .y_axis_label("loss")
+            .include_y(0.0)
+            .allow_scroll(false)
+            .show(ui, |plot| {
+                plot.line(Line::new("loss", PlotPoints::from(self.losses.clone())));
+                plot.line(Line::new("smoothed (EMA 0.9)", PlotPoints::from(smoothed)).width(2.0));
+            });
+    }
+
+    fn fid_plot(&self, ui: &mut egui::Ui) {
+        let points: Vec<[f64; 2]> = self.fid.iter().map(|r| [r.step as f64, r.fid]).collect();
+        Plot::new("fid")
+            .height(160.0)
+            .x_axis_label("step")
+            .y_axis_label("MNIST-FID")
+            .allow_scroll(false)
+            .show(ui, |plot| {
+                plot.line(Line::new("MNIST-FID", PlotPoints::from(points.clone())));
+                plot.points(Points::new("evaluations", PlotPoints::from(points)).radius(3.0));
+            });
+    }
+
+    fn settings_ui(&mut self, ui: &mut egui::Ui, gpu: &Gpu) {
+        let s = &mut self.settings;
+        ui.horizontal(|ui| {
+            egui::ComboBox::from_label("preset")
+                .selected_text(s.preset.clone())
+                .show_ui(ui, |ui| {
+                    for name in PRESETS {
+                        ui.selectable_value(&mut s.preset, name.to_string(), name);
+                    }
+                });
+            let label = ui.label("data");
+            ui.add(egui::TextEdit::singleline(&mut s.data).desired_width(120.0))
+                .labelled_by(label.id);
+            ui.add(egui::DragValue::new(&mut s.batch).range(1..=512).prefix("batch "));
+            ui.add(
+                egui::DragValue::new(&mut s.lr)
+                    .range(1e-6..=1.0)
+                    .speed(1e-5)
+                    .prefix("lr "),
+            );
+            ui.add(
+                egui::DragValue::new(&mut s.steps)
+                    .range(1..=1_000_000)
+                    .prefix("steps "),
+            );
+            ui.add(egui::DragValue::new(&mut s.seed).prefix("seed "));
+        });
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut s.precision, Precision::F32, "f32");
+            let f16 = ui.add_enabled(
+                gpu.has_f16(),
+                egui::Button::selectable(s.precision == Precision::F16, "f16 (mixed)"),
+            );
+            if f16.clicked() {
+                s.precision = Precision::F16;
+            }
+            ui.separator();
+            let mut consistent = matches!(s.skip_training, Some(SkipTraining::Consistent { .. }));
+            egui::ComboBox::from_label("skip training")
+                .selected_text(match s.skip_training {
+                    None => "off".to_string(),
+                    Some(SkipTraining::Uniform) => "uniform".to_string(),
+                    Some(SkipTraining::Consistent { exponent }) => format!("consistent:{exponent}"),
+                })
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut s.skip_training, None, "off");
+                    ui.selectable_value(&mut s.skip_training, Some(SkipTraining::Uniform), "uniform");
+                    if ui.selectable_label(consistent, "consistent:2").clicked() {
+                        s.skip_training = Some(SkipTraining::Consistent { exponent: 2.0 });
+                        consistent = true;
+                    }
+                });
+            if let (true, Some(SkipTraining::Consistent { exponent })) = (consistent, &mut s.skip_training) {
+                ui.add(egui::Slider::new(exponent, 0.5..=5.0).text("c"));
+            }
+        });
+        ui.horizontal(|ui| {
+            ui.add(
+                egui::DragValue::new(&mut s.sample_every)
+                    .prefix("grid every ")
+                    .suffix(" steps"),
+            );
+            ui.add(
+                egui::DragValue::new(&mut s.checkpoint_every)
+                    .prefix("checkpoint every ")
+                    .suffix(" steps"),
+            );
+            ui.add(
+                egui::DragValue::new(&mut s.fid_every)
+                    .prefix("MNIST-FID every ")
+                    .suffix(" steps"),
+            );
+            ui.add(
+                egui::DragValue::new(&mut s.fid_samples)
+                    .range(2..=10_000)
+                    .prefix("FID samples "),
+            );
+            let label = ui.label("out");
+            ui.add(egui::TextEdit::singleline(&mut s.out).desired_width(160.0))
+                .labelled_by(label.id);
+        });
+    }
+}
+
+/// Seconds as h:mm:ss.
+fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}

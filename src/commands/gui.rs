@@ -1,0 +1,58 @@
+//! `wgdiff gui`: opens the app (denoise, skip-schedule, train, profile and device views) on
+//! the engine's device; flags choose the first view, start its job, log frame times.
+
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use wgdiff::app::{AppOptions, View};
+use wgdiff::train::sample::DEFAULT_CHECKPOINT;
+use wgdiff::AdapterChoice;
+
+/// Flags of `wgdiff gui`.
+#[derive(Args)]
+pub struct GuiArgs {
+    /// Checkpoint the denoise, skip and profile views load first
+    #[arg(long, default_value = DEFAULT_CHECKPOINT)]
+    checkpoint: PathBuf,
+    /// Folder of the app's training runs (<out>/train/checkpoint.safetensors) and frame exports
+    #[arg(long, default_value = "runs/app")]
+    out: PathBuf,
+    /// View shown first: denoise, skip, train, profile or device
+    #[arg(long, default_value = "denoise", value_parser = parse_view)]
+    view: View,
+    /// Start the first view's job at once (sampling, measuring, training or profiling)
+    #[arg(long)]
+    autorun: bool,
+    /// Write every frame's interval and build time to this CSV when the app closes
+    #[arg(long, value_name = "CSV")]
+    frame_log: Option<PathBuf>,
+    /// Save a screenshot of the window to this PNG after --screenshot-after seconds, then close
+    /// (the profile view also waits for its profile)
+    #[arg(long, value_name = "PNG")]
+    screenshot: Option<PathBuf>,
+    /// Seconds before the screenshot
+    #[arg(long, default_value_t = 20.0)]
+    screenshot_after: f64,
+}
+
+fn parse_view(name: &str) -> std::result::Result<View, String> {
+    name.parse().map_err(|e: wgdiff::Error| e.to_string())
+}
+
+/// Opens the app on the device `choice` selects (the same one every command uses).
+pub fn run(choice: AdapterChoice, args: GuiArgs) -> Result<()> {
+    let gpu = super::open_gpu(choice.clone())?;
+    eprintln!("device: {}", wgdiff::gpu::describe(&gpu.info));
+    let options = AppOptions {
+        checkpoint: args.checkpoint,
+        out: args.out,
+        view: args.view,
+        autorun: args.autorun,
+        frame_log: args.frame_log,
+        screenshot: args.screenshot,
+        screenshot_after: args.screenshot_after,
+        choice,
+    };
+    wgdiff::app::run_native(gpu, options)?;
+    Ok(())
+}

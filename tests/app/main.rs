@@ -1,0 +1,348 @@
+//! The app driven by egui_kittest on the engine's own device (lavapipe in CI): every view is
+//! clicked through, its results checked, and snapshots compared with tests/snapshots/.
+
+use eframe::egui;
+use eframe::egui_wgpu::{WgpuSetup, WgpuSetupExisting};
+use egui_kittest::kittest::Queryable;
+use egui_kittest::Harness;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use wgdiff::app::{AppOptions, View, WgdiffApp};
+use wgdiff::train::{TrainConfig, Trainer};
+use wgdiff::{AdapterChoice, Gpu};
+
+/// One device for every test; tests take turns (one app at a time on the device, so each
+/// app's frame times and jobs are its own).
+fn gpu() -> (&'static Gpu, MutexGuard<'static, ()>) {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    static TURN: Mutex<()> = Mutex::new(());
+    let gpu = GPU.get_or_init(|| {
+        Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)")
+    });
+    (gpu, TURN.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A fresh folder under the target dir for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("app").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The shipped model (from the repository's assets).
+fn shipped_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/models/mnist-small.safetensors")
+}
+
+/// The app in a kittest harness that renders with the engine's device.
+fn harness(gpu: &Gpu, view: View, out: &Path) -> Harness<'static, WgdiffApp> {
+    let setup = WgpuSetup::Existing(WgpuSetupExisting {
+        instance: gpu.instance.clone(),
+        adapter: gpu.adapter.clone(),
+        device: gpu.device.clone(),
+        queue: gpu.queue.clone(),
+    });
+    let options = AppOptions {
+        checkpoint: shipped_model(),
+        out: out.to_path_buf(),
+        view,
+        ..AppOptions::default()
+    };
+    let gpu = gpu.clone();
+    Harness::builder()
+        .with_size([1280.0, 900.0])
+        .wgpu_setup(setup)
+        .build_eframe(move |cc| WgdiffApp::new(cc, gpu, options).expect("the app opens"))
+}
+
+/// Steps the harness until `done` holds (panics after `secs` seconds).
+fn step_until(harness: &mut Harness<WgdiffApp>, secs: u64, what: &str, done: impl Fn(&WgdiffApp) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done(harness.state()) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}"
+        );
+        harness.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    harness.step();
+}
+
+/// Masks every widget whose label contains one of `parts` (timings that change run to run),
+/// the status bar and the text fields (paths differ between clones) before a snapshot.
+fn mask_changing(harness: &mut Harness<WgdiffApp>, parts: &[&str]) {
+    let mut rects: Vec<egui::Rect> = parts
+        .iter()
+        .chain(&["frame", "jobs:"])
+        .flat_map(|p| {
+            harness
+                .query_all_by_label_contains(p)
+                .map(|n| n.rect())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rects.extend(
+        harness
+            .query_all_by_role(egui::accesskit::Role::TextInput)
+            .map(|n| n.rect()),
+    );
+    for r in rects {
+        harness.mask(r);
+    }
+}
+
+#[test]
+fn denoise_view_records_every_step_and_scrubs_through_them() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("denoise");
+    let mut h = harness(gpu, View::Denoise, &out);
+    step_until(&mut h, 60, "the checkpoint's description", |app| {
+        app.denoise.model.is_some()
+    });
+    {
+        let s = &mut h.state_mut().denoise.settings;
+        s.steps = 6;
+        s.count = 4;
+        s.seed = 3;
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 120, "6 sampler steps", |app| {
+        app.denoise.frames.len() == 6 && !app.denoise.is_running()
+    });
+    let app = h.state();
+    assert_eq!(app.denoise.current, 5, "the view follows the newest step");
+    let indices: Vec<usize> = app.denoise.frames.iter().map(|f| f.index).collect();
+    assert_eq!(indices, (0..6).collect::<Vec<_>>());
+    assert!(app
+        .denoise
+        .frames
+        .iter()
+        .all(|f| f.x0.is_some() && f.seconds > 0.0));
+    // Scrub back with the step button, then play through the recorded steps.
+    h.get_by_label("< step").click();
+    h.step();
+    h.get_by_label("< step").click();
+    h.step();
+    assert_eq!(h.state().denoise.current, 3);
+    h.get_by_label("Play").click();
+    let start = h.state().denoise.current;
+    step_until(&mut h, 10, "playback to move", |app| app.denoise.current != start);
+    h.get_by_label("Pause").click();
+    h.step();
+    h.state_mut().denoise.current = 2;
+    h.step();
+    mask_changing(&mut h, &["step time", "network evaluations"]);
+    h.snapshot("denoise_view");
+}
+
+#[test]
+fn denoise_view_exports_pngs_and_gifs() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("export");
+    let mut h = harness(gpu, View::Denoise, &out);
+    step_until(&mut h, 60, "the checkpoint's description", |app| {
+        app.denoise.model.is_some()
+    });
+    h.state_mut().denoise.settings.steps = 3;
+    h.state_mut().denoise.settings.count = 2;
+    h.step();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 120, "3 sampler steps", |app| {
+        app.denoise.frames.len() == 3 && !app.denoise.is_running()
+    });
+    h.get_by_label("Export PNGs + GIFs").click();
+    let frames = out.join("frames");
+    step_until(
+        &mut h,
+        60,
+        "the export",
+        |app| matches!(&app.denoise.message, Some(Ok(m)) if m.starts_with("exported")),
+    );
+    for name in ["step_0000_xt.png", "step_0002_x0.png", "xt.gif", "x0.gif"] {
+        let path = frames.join(name);
+        assert!(image::open(&path).is_ok(), "{} decodes", path.display());
+    }
+}
+
+#[test]
+fn skip_view_plots_the_schedule_of_the_chosen_exponent() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("skip");
+    let mut h = harness(gpu, View::Skip, &out);
+    step_until(&mut h, 120, "the FLOPs of each skip level", |app| {
+        app.skip.flops.is_some()
+    });
+    let flops = h.state().skip.flops.clone().unwrap().1;
+    assert_eq!(flops.len(), 3, "mnist-small has 3 levels");
+    assert!(
+        flops[0] > flops[1] && flops[1] > flops[2],
+        "skipping levels removes FLOPs: {flops:?}"
+    );
+    // c = 0 never skips; raising c step by step on the slider makes the noisy steps skip.
+    h.state_mut().skip.exponent = 0.0;
+    h.step();
+    assert!(h.state().skip.schedule().iter().all(|&(_, k)| k == 0));
+    for _ in 0..20 {
+        h.get_by_role_and_label(egui::accesskit::Role::Slider, "exponent c")
+            .increment_accesskit();
+        h.step();
+    }
+    let app = h.state();
+    assert!(
+        (app.skip.exponent - 2.0).abs() < 1e-4,
+        "c = {}",
+        app.skip.exponent
+    );
+    let schedule = app.skip.schedule();
+    assert_eq!(
+        schedule.first().map(|p| p.1),
+        Some(2),
+        "the first (noisiest) step skips N-1 levels"
+    );
+    assert_eq!(
+        schedule.last().map(|p| p.1),
+        Some(0),
+        "the last step runs every level"
+    );
+    assert!(
+        schedule.windows(2).all(|w| w[0].1 >= w[1].1),
+        "k(t) falls as t falls"
+    );
+    mask_changing(&mut h, &[]);
+    h.snapshot("skip_view");
+}
+
+#[test]
+fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("train");
+    let mut h = harness(gpu, View::Train, &out);
+    let set = |h: &mut Harness<WgdiffApp>, steps: usize, dir: &str| {
+        let s = &mut h.state_mut().train.settings;
+        s.preset = "tiny".into();
+        s.batch = 4;
+        s.steps = steps;
+        s.sample_every = 2;
+        s.checkpoint_every = 0;
+        s.out = out.join(dir).display().to_string();
+        h.step();
+    };
+    // A 4-step run ends by itself: the curve has every step, the grid is of step 4.
+    set(&mut h, 4, "finished");
+    h.get_by_label("Start").click();
+    step_until(&mut h, 180, "a 4-step run", |app| {
+        !app.train.is_running() && app.train.losses.len() == 4
+    });
+    assert!(h.state().train.losses.iter().all(|l| l[1].is_finite()));
+    assert!(out.join("finished/checkpoint.safetensors").exists());
+    mask_changing(&mut h, &["img/s", "checkpoint written", "stopped at"]);
+    h.snapshot("train_view");
+    // A long run stopped by the button writes its checkpoint, which the CLI's --resume continues.
+    set(&mut h, 1000, "stopped");
+    h.get_by_label("Start").click();
+    step_until(&mut h, 180, "3 training steps", |app| app.train.losses.len() >= 3);
+    h.get_by_label("Stop (writes the checkpoint)").click();
+    step_until(&mut h, 120, "the stop", |app| !app.train.is_running());
+    let app = h.state();
+    let checkpoint = out.join("stopped/checkpoint.safetensors");
+    assert_eq!(app.train.checkpoints.last(), Some(&checkpoint));
+    let resumed = Trainer::resume(gpu, &checkpoint, None).expect("the checkpoint resumes");
+    assert_eq!(resumed.state.step, app.train.losses.len());
+}
+
+#[test]
+fn an_app_run_gives_the_losses_of_a_cli_run_with_the_same_settings() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("same-losses");
+    let config = TrainConfig {
+        preset: "tiny".into(),
+        batch: 4,
+        steps: 3,
+        sample_every: 0,
+        checkpoint_every: 0,
+        out: out.join("app"),
+        ..TrainConfig::default()
+    };
+    let ctx = egui::Context::default();
+    let paused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (gpu2, config2) = (gpu.clone(), config.clone());
+    let mut job = wgdiff::app::Job::start(&ctx, "training", move |job| {
+        wgdiff::app::run_training(gpu2, config2, None, paused, job)
+    });
+    let mut app_losses = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while job.running() {
+        assert!(Instant::now() < deadline, "the app's run did not finish");
+        for event in job.poll() {
+            match event {
+                wgdiff::app::Event::Message(wgdiff::app::TrainMessage::Step { loss, .. }) => {
+                    app_losses.push(loss)
+                }
+                wgdiff::app::Event::Finished(r) => r.expect("the app's run succeeds"),
+                _ => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut cli = Trainer::new(
+        gpu,
+        TrainConfig {
+            out: out.join("cli"),
+            ..config
+        },
+    )
+    .unwrap();
+    let cli_losses: Vec<f32> = (0..3).map(|_| pollster::block_on(cli.step()).unwrap()).collect();
+    assert_eq!(
+        app_losses, cli_losses,
+        "same settings, same seed: the same losses bit for bit"
+    );
+}
+
+#[test]
+fn profile_view_fills_a_sortable_table_and_the_roofline() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("profile");
+    let mut h = harness(gpu, View::Profile, &out);
+    h.state_mut().profile.workload = wgdiff::app::ProfileWorkload::Training {
+        preset: "tiny".into(),
+        batch: 2,
+    };
+    h.step();
+    h.get_by_label("Profile one step").click();
+    step_until(&mut h, 240, "the profile and the ceilings", |app| {
+        app.profile.profile.is_some() && app.profile.ceilings.is_some()
+    });
+    let app = h.state();
+    let rows = app.profile.profile.as_ref().unwrap().rows();
+    assert!(
+        rows.len() > 5,
+        "a training step runs many ops: {} rows",
+        rows.len()
+    );
+    let ceilings = app.profile.ceilings.as_ref().unwrap();
+    assert!(ceilings.gflops > 0.0 && ceilings.gbytes_per_s > 0.0);
+    h.get_by_label("calls").click();
+    h.step();
+    assert_eq!(h.state().profile.sort, wgdiff::app::SortBy::Calls);
+    let sorted = h.state().profile.sorted_rows();
+    assert!(
+        sorted.windows(2).all(|w| w[0].calls >= w[1].calls),
+        "sorted by calls"
+    );
+}
+
+#[test]
+fn device_view_lists_the_adapter_in_use() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("device");
+    let mut h = harness(gpu, View::Device, &out);
+    step_until(&mut h, 30, "the device report", |app| app.device.report.is_some());
+    let report = h.state().device.report.as_ref().unwrap();
+    assert!(report.adapters.iter().any(|(a, _)| *a == report.chosen));
+    assert!(h.query_by_label_contains("in use:").is_some());
+}
