@@ -30,10 +30,10 @@ unset WAYLAND_DISPLAY
 sleep 1
 
 echo "== denoise view: the shipped model sampling, 50 DDPM steps"
-$bin gui --view denoise --autorun --screenshot "$out/app-denoise.png" --screenshot-after 25 \
+$bin gui --view denoise --autorun --screenshot "$out/app-denoise.png" \
   --frame-log "$out/frames-sampling.csv"
 echo "== train view: mnist-small training live"
 $bin gui --view train --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-run" --screenshot "$out/app-train.png" \
-  --screenshot-after 75 --frame-log "$out/frames-training.csv"
+  --frame-log "$out/frames-training.csv"
 echo "== profile view: a training step of mnist-small, its roofline"
-$bin gui --view profile --autorun --screenshot "$out/app-profile.png" --screenshot-after 3
+$bin gui --view profile --autorun --screenshot "$out/app-profile.png"

@@ -23,6 +23,8 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod plot_font;
 pub mod profile;
 pub mod roofline;
 pub mod tensor;

@@ -84,9 +84,10 @@ enum Command {
         trace: Option<PathBuf>,
         /// Also measure the device's ceilings (GFLOP/s of the blocked f32 matmul on 1024^3, GB/s
         /// of an elementwise map over 64 MiB) and write a roofline PNG here: each op with counted
-        /// FLOPs at (FLOP/byte, achieved GFLOP/s), circle area = its share of device time. Ops on
-        /// the sloped roof are bandwidth bound, under the flat roof compute bound; far below
-        /// either, launch- or latency-bound
+        /// FLOPs at (FLOP/byte, achieved GFLOP/s), circle area = its share of device time. Left of
+        /// the ridge an op can at best reach the sloped roof (bandwidth bound), right of it the
+        /// flat one (compute bound); an op far below its roof loses time elsewhere (launches,
+        /// occupancy, its kernel)
         #[arg(long, value_name = "PNG")]
         roofline: Option<PathBuf>,
     },

@@ -136,44 +136,17 @@ pub use plot::plot_png;
 #[cfg(not(target_arch = "wasm32"))]
 mod plot {
     use super::{Ceilings, RooflinePoint};
-    use crate::{Error, Result};
+    use crate::plot_font::{plot_error, register_font, FONT};
+    use crate::Result;
     use plotters::prelude::*;
-    use plotters::style::FontStyle;
     use std::path::Path;
-    use std::sync::OnceLock;
 
-    /// The family name the embedded font is registered under.
-    const FONT: &str = "wgdiff-mono";
     const SIZE: (u32, u32) = (1000, 700);
     /// Ops named on the plot (largest share first).
     const LABELLED: usize = 8;
     const COMPUTE: RGBColor = RGBColor(214, 39, 40);
     const MEMORY: RGBColor = RGBColor(31, 119, 180);
     const OPS: RGBColor = RGBColor(44, 160, 44);
-
-    fn plot_error(path: &Path, e: impl std::fmt::Display) -> Error {
-        Error::Io {
-            what: format!("the roofline plot {}", path.display()),
-            reason: e.to_string(),
-        }
-    }
-
-    /// Registers the embedded font with plotters (once per process).
-    fn register_font(path: &Path) -> Result<()> {
-        static REGISTERED: OnceLock<bool> = OnceLock::new();
-        let ok = *REGISTERED.get_or_init(|| {
-            let bytes: &'static [u8] = include_bytes!("../assets/fonts/DejaVuSansMono.ttf");
-            plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok()
-        });
-        if ok {
-            Ok(())
-        } else {
-            Err(plot_error(
-                path,
-                "the embedded font assets/fonts/DejaVuSansMono.ttf does not parse",
-            ))
-        }
-    }
 
     /// A short number for axis labels and legends.
     fn short(v: f64) -> String {

@@ -7,7 +7,7 @@ use super::jobs::{is_running, Event, Job, JobContext};
 use super::{platform, Shared};
 use crate::diffusion::{Sampler, Step};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
-use crate::train::sample::{grid_columns, image_shape, sample_net};
+use crate::train::sample::{grid_columns, sample_net};
 use crate::train::{SampleRequest, TrainedModel};
 use crate::{Gpu, Result, Tensor};
 use eframe::egui;
@@ -57,11 +57,6 @@ impl ModelInfo {
             self.classes.map_or(String::new(), |k| format!(", {k} classes"))
         )
     }
-
-    /// [C, H, W] of its images.
-    pub fn image_shape(&self) -> [usize; 3] {
-        image_shape(&self.model)
-    }
 }
 
 /// The sampling settings of the view.
@@ -110,7 +105,7 @@ pub struct Frame {
 
 /// What a sampling job reports.
 pub enum DenoiseMessage {
-    Loaded(ModelInfo),
+    Loaded(Box<ModelInfo>),
     Frame(Frame),
     Done { evaluations: usize, seconds: f64 },
     Exported(String),
@@ -188,7 +183,7 @@ impl DenoiseView {
         let (gpu, path) = (shared.gpu.clone(), PathBuf::from(&self.settings.checkpoint));
         self.job = Some(Job::start(ctx, "load", move |job| async move {
             let loaded = TrainedModel::load_with_skip_type(&gpu, &path, None)?;
-            job.send(DenoiseMessage::Loaded(ModelInfo::of(path, &loaded)));
+            job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
             Ok(())
         }));
     }
@@ -227,6 +222,7 @@ impl DenoiseView {
         for event in events {
             match event {
                 Event::Message(DenoiseMessage::Loaded(info)) => {
+                    let info = *info;
                     let fits = |name: &str| name.parse::<Sampler>().is_ok_and(|s| s.fits(&info.process));
                     if !fits(&self.settings.sampler) {
                         self.settings.sampler = crate::train::sample::default_sampler(&info.process)
@@ -506,7 +502,7 @@ async fn sample_job(
 ) -> Result<()> {
     let path = PathBuf::from(&settings.checkpoint);
     let loaded = TrainedModel::load_with_skip_type(&gpu, &path, settings.skip_type)?;
-    job.send(DenoiseMessage::Loaded(ModelInfo::of(path, &loaded)));
+    job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
     let started = Instant::now();
     let mut last = Instant::now();
     let mut on_step = |step: &Step| -> Result<()> {

@@ -27,12 +27,14 @@ impl Activity {
 }
 
 /// One frame: when it started (seconds since the app opened), the interval since the frame
-/// before, the time spent building its UI, and the activity.
+/// before, the time spent building its UI, the previous frame's whole cost (building, painting
+/// and presenting, as eframe measures it; None for the first), and the activity.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameSample {
     pub at_s: f64,
     pub interval_ms: f64,
     pub build_ms: f64,
+    pub previous_frame_ms: Option<f64>,
     pub activity: Activity,
 }
 
@@ -65,8 +67,9 @@ impl FrameClock {
         self.started = Some(Instant::now());
     }
 
-    /// Marks the end of building a frame done during `activity`.
-    pub fn end(&mut self, activity: Activity) {
+    /// Marks the end of building a frame done during `activity`; `previous_frame_ms` is what
+    /// the frame before cost in all (eframe's `frame.info().cpu_usage`).
+    pub fn end(&mut self, activity: Activity, previous_frame_ms: Option<f64>) {
         let Some(started) = self.started.take() else {
             return;
         };
@@ -78,6 +81,7 @@ impl FrameClock {
             at_s: (started - self.opened).as_secs_f64(),
             interval_ms,
             build_ms: started.elapsed().as_secs_f64() * 1e3,
+            previous_frame_ms,
             activity,
         };
         if self.recent.len() == RECENT {
@@ -97,7 +101,8 @@ impl FrameClock {
         Some((last, percentile(&ms, 0.5), percentile(&ms, 0.95)))
     }
 
-    /// Per activity in the log: frames, median and 95th-percentile interval.
+    /// Per activity in the log: frames, median and 95th-percentile interval, and the 95th
+    /// percentile of the frames' own cost.
     pub fn summary(&self) -> String {
         let log = self.log.as_deref().unwrap_or_default();
         let mut lines = Vec::new();
@@ -119,24 +124,36 @@ impl FrameClock {
                 continue;
             }
             ms.sort_by(f64::total_cmp);
+            let mut cost: Vec<f64> = log
+                .iter()
+                .skip(1)
+                .filter(|s| s.activity == activity)
+                .filter_map(|s| s.previous_frame_ms)
+                .collect();
+            cost.sort_by(f64::total_cmp);
             lines.push(format!(
-                "{}: {} frames, interval median {:.1} ms, 95th percentile {:.1} ms, max {:.1} ms",
+                "{}: {} frames, interval median {:.1} ms, 95th percentile {:.1} ms, max {:.1} ms; \
+                 frame cost (build + paint + present) median {:.1} ms, 95th percentile {:.1} ms",
                 activity.name(),
                 ms.len(),
                 percentile(&ms, 0.5),
                 percentile(&ms, 0.95),
-                ms[ms.len() - 1]
+                ms[ms.len() - 1],
+                percentile(&cost, 0.5),
+                percentile(&cost, 0.95)
             ));
         }
         lines.join("\n")
     }
 
-    /// The log as CSV: `at_s,interval_ms,build_ms,activity`.
+    /// The log as CSV: `at_s,interval_ms,build_ms,previous_frame_ms,activity` (the last empty
+    /// for the first frame).
     pub fn csv(&self) -> String {
-        let mut out = String::from("at_s,interval_ms,build_ms,activity\n");
+        let mut out = String::from("at_s,interval_ms,build_ms,previous_frame_ms,activity\n");
         for s in self.log.iter().flatten() {
+            let previous = s.previous_frame_ms.map_or(String::new(), |ms| format!("{ms:.3}"));
             out += &format!(
-                "{:.4},{:.3},{:.3},{}\n",
+                "{:.4},{:.3},{:.3},{previous},{}\n",
                 s.at_s,
                 s.interval_ms,
                 s.build_ms,

@@ -24,8 +24,16 @@ use eframe::egui_wgpu::RenderState;
 use std::path::PathBuf;
 
 /// Dispatches a job submits before it waits for the device (see `Gpu::set_pacing`): on
-/// lavapipe a U-Net dispatch takes ~1-5 ms, so a frame waits at most a few tens of ms.
-const PACED_DISPATCHES: u32 = 16;
+/// lavapipe a U-Net dispatch takes ~1-20 ms, so a frame waits behind at most a few tens of ms
+/// (16 gave a 95th-percentile frame interval of 307 ms while sampling).
+const PACED_DISPATCHES: u32 = 4;
+
+/// While jobs run the UI redraws at least this often (a job's messages wake it at once); not
+/// redrawing continuously leaves the device (on lavapipe: the CPU) to the job.
+const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A `--screenshot` is taken once its view shows what it is for, or after this many seconds.
+const SCREENSHOT_TIMEOUT_S: f64 = 900.0;
 
 /// One view of the app (a tab).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,8 +91,9 @@ pub struct AppOptions {
     pub autorun: bool,
     /// Write every frame's times to this CSV when the app closes.
     pub frame_log: Option<PathBuf>,
-    /// Save a screenshot here after `screenshot_after` seconds (the profile view also waits
-    /// for its profile), then close.
+    /// Save a screenshot here, then close: after `screenshot_after` seconds, once the view
+    /// shows its result (denoise: 60% of the steps, train: 12 steps and a sample grid, profile:
+    /// the profile; at most 15 minutes).
     pub screenshot: Option<PathBuf>,
     pub screenshot_after: f64,
     /// The adapter choice the device was opened with (the device view lists its adapters).
@@ -100,7 +109,7 @@ impl Default for AppOptions {
             autorun: false,
             frame_log: None,
             screenshot: None,
-            screenshot_after: 20.0,
+            screenshot_after: 2.0,
             choice: AdapterChoice::default(),
         }
     }
@@ -149,7 +158,11 @@ impl WgdiffApp {
             screenshot_taken: false,
         };
         let ctx = &cc.egui_ctx;
-        app.denoise.load_info(ctx, &app.shared);
+        let autorun_sampling = app.shared.options.autorun && app.view == View::Denoise;
+        if !autorun_sampling {
+            // (a sampling run describes the model itself)
+            app.denoise.load_info(ctx, &app.shared);
+        }
         if app.shared.options.autorun {
             match app.view {
                 View::Denoise => app.denoise.run(ctx, &app.shared),
@@ -207,9 +220,16 @@ impl WgdiffApp {
         let Some(path) = self.shared.options.screenshot.clone() else {
             return;
         };
-        let waiting = self.view == View::Profile && self.profile.is_running();
-        let due = ctx.input(|i| i.time) >= self.shared.options.screenshot_after;
-        if self.screenshot_taken || waiting || !due {
+        let now = ctx.input(|i| i.time);
+        let shown = match self.view {
+            View::Denoise => self.denoise.frames.len() * 5 >= self.denoise.settings.steps * 3,
+            View::Train => self.train.losses.len() >= 12 && self.train.has_grid(),
+            View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
+            View::Skip | View::Device => true,
+        };
+        let after = self.shared.options.screenshot_after;
+        let due = now >= after && (shown || now >= after + SCREENSHOT_TIMEOUT_S);
+        if self.screenshot_taken || !due {
             ctx.request_repaint_after(std::time::Duration::from_millis(200));
             return;
         }
@@ -242,7 +262,7 @@ impl WgdiffApp {
 }
 
 impl eframe::App for WgdiffApp {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         self.clock.begin();
         let ctx = ui.ctx().clone();
         self.denoise.poll(&ctx, &self.shared);
@@ -265,9 +285,10 @@ impl eframe::App for WgdiffApp {
         let activity = self.activity();
         if activity != Activity::Idle {
             // Keep drawing while jobs run, so progress shows and frame times are measured.
-            ctx.request_repaint();
+            ctx.request_repaint_after(BUSY_REDRAW);
         }
-        self.clock.end(activity);
+        let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
+        self.clock.end(activity, previous_frame_ms);
     }
 
     fn on_exit(&mut self) {
@@ -293,6 +314,12 @@ pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
             .with_title("wgdiff")
             .with_inner_size([1280.0, 860.0]),
         wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
+            // Present without waiting for vertical sync, one frame in flight: the queue is
+            // shared with the jobs, so a frame should not wait for more than it must.
+            surface: eframe::egui_wgpu::SurfaceConfig {
+                present_mode: wgpu::PresentMode::AutoNoVsync,
+                desired_maximum_frame_latency: Some(1),
+            },
             wgpu_setup: eframe::egui_wgpu::WgpuSetup::Existing(setup),
             ..Default::default()
         },

@@ -202,7 +202,7 @@ impl TrainView {
                 seed: 0,
                 precision: Precision::F32,
                 skip_training: None,
-                sample_every: 100,
+                sample_every: 10,
                 checkpoint_every: 50,
                 fid_every: 0,
                 fid_samples: 256,
@@ -227,6 +227,11 @@ impl TrainView {
 
     pub fn is_running(&self) -> bool {
         is_running(&self.job)
+    }
+
+    /// Whether a sample grid of the run is shown.
+    pub fn has_grid(&self) -> bool {
+        self.grid.is_some()
     }
 
     /// Stops the run at its next step boundary; the job then writes the checkpoint.

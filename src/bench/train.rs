@@ -45,7 +45,7 @@ pub fn run(
     reps: usize,
 ) -> Result<(Vec<Measurement>, TrainBenchCounts)> {
     let config = preset(preset_name)?;
-    let [c, h, w] = crate::train::sample::image_shape(&config);
+    let [c, h, w] = config.image_shape();
     let mut net = config.build(gpu, 0)?;
     net.set_training(true);
     let process = Process::ddpm();

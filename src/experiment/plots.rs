@@ -2,14 +2,10 @@
 //! assets/fonts so no system fonts are needed): FID against speed-up, and the k(t) schedules.
 
 use crate::diffusion::skip_levels;
-use crate::{Error, Result};
+use crate::plot_font::{plot_error, register_font, FONT};
+use crate::Result;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 use std::path::Path;
-use std::sync::OnceLock;
-
-/// The family name the embedded font is registered under.
-const FONT: &str = "wgdiff-mono";
 
 /// Colours of successive series.
 const COLOURS: [RGBColor; 6] = [
@@ -25,30 +21,6 @@ const COLOURS: [RGBColor; 6] = [
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64, String)>,
-}
-
-/// Registers the embedded font with plotters (once per process).
-fn register_font(path: &Path) -> Result<()> {
-    static REGISTERED: OnceLock<bool> = OnceLock::new();
-    let ok = *REGISTERED.get_or_init(|| {
-        let bytes: &'static [u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
-        plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok()
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(plot_error(
-            path,
-            "the embedded font assets/fonts/DejaVuSansMono.ttf does not parse",
-        ))
-    }
-}
-
-fn plot_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io {
-        what: format!("the plot {}", path.display()),
-        reason: e.to_string(),
-    }
 }
 
 /// `metric` against sampling speed-up (%), one line per series with each point labelled (c).

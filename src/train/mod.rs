@@ -219,7 +219,7 @@ impl Trainer {
 
     fn build(gpu: &Gpu, state: TrainState, batcher: Batcher) -> Result<Trainer> {
         let c = &state.config;
-        let images = sample::image_shape(&state.model);
+        let images = state.model.image_shape();
         if c.fid_every > 0 && images != [1, 28, 28] {
             return Err(Error::Config(format!(
                 "fid_every needs a model of 1-channel 28x28 images (MNIST-FID scores them with the MNIST \

@@ -147,7 +147,7 @@ impl TrainedModel {
 
     /// [C, H, W] of the images the model makes.
     pub fn image_shape(&self) -> [usize; 3] {
-        image_shape(&self.state.model)
+        self.state.model.image_shape()
     }
 
     /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
@@ -159,14 +159,6 @@ impl TrainedModel {
         on_step: Option<&'s mut OnStep<'s>>,
     ) -> Result<(Tensor, usize)> {
         self.sampling().sample(gpu, request, on_step).await
-    }
-}
-
-/// [C, H, W] of a model's images.
-pub fn image_shape(model: &ModelConfig) -> [usize; 3] {
-    match model {
-        ModelConfig::UNet(u) => [u.in_channels, u.image_size, u.image_size],
-        ModelConfig::ScoreNet(s) => [s.in_channels, s.image_size, s.image_size],
     }
 }
 
@@ -182,7 +174,7 @@ pub async fn sample_net<'s>(
     on_step: Option<&'s mut OnStep<'s>>,
 ) -> Result<(Tensor, usize)> {
     let _g = crate::no_grad();
-    let [c, h, w] = image_shape(model);
+    let [c, h, w] = model.image_shape();
     let n = request.count;
     let classes = match model {
         ModelConfig::UNet(u) => u.classes,

@@ -72,7 +72,8 @@ fn step_until(harness: &mut Harness<WgdiffApp>, secs: u64, what: &str, done: imp
 }
 
 /// Masks every widget whose label contains one of `parts` (timings that change run to run),
-/// the status bar and the text fields (paths differ between clones) before a snapshot.
+/// the status bar and the text fields (paths differ between clones) before a snapshot; each
+/// mask reaches the right edge of the window.
 fn mask_changing(harness: &mut Harness<WgdiffApp>, parts: &[&str]) {
     let mut rects: Vec<egui::Rect> = parts
         .iter()
@@ -89,8 +90,10 @@ fn mask_changing(harness: &mut Harness<WgdiffApp>, parts: &[&str]) {
             .query_all_by_role(egui::accesskit::Role::TextInput)
             .map(|n| n.rect()),
     );
+    // Masks reach the window's right edge: a changing label's width changes with its text.
+    let right = harness.ctx.content_rect().right();
     for r in rects {
-        harness.mask(r);
+        harness.mask(egui::Rect::from_min_max(r.min, egui::pos2(right, r.max.y)));
     }
 }
 
