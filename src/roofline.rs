@@ -1,7 +1,7 @@
 //! The roofline model of a profiled step: the device's measured compute and bandwidth
 //! ceilings, one point per op (FLOP/byte against achieved GFLOP/s), and a log-log PNG plot.
 
-use crate::gpu::{Profile, Timing};
+use crate::gpu::Profile;
 use crate::ops::matmul::matmul_flops;
 use crate::ops::random::Rng;
 use crate::ops::MatmulKernel;
@@ -43,8 +43,7 @@ const RUNS: usize = 5;
 /// Measures the compute ceiling (the blocked f32 matmul, autotuned as `wgdiff bench matmul`
 /// runs it, on 1024x1024x1024) and the bandwidth ceiling (the elementwise map `y = 2x` on
 /// 16M f32, bytes = read + written): one warm-up run, then the fastest of 5 runs each, timed
-/// by device timestamps through the profiler, or by the wall clock around
-/// [`Gpu::finish`] on adapters without them.
+/// by the wall clock around [`Gpu::finish`].
 pub async fn measure_ceilings(gpu: &Gpu) -> Result<Ceilings> {
     let mut rng = Rng::new(7);
     let n = MATMUL_SIZE;
@@ -71,32 +70,25 @@ pub async fn measure_ceilings(gpu: &Gpu) -> Result<Ceilings> {
     })
 }
 
-/// The shortest of [`RUNS`] timed runs of `run` after one warm-up run, in nanoseconds.
+/// The shortest of [`RUNS`] timed runs of `run` after one warm-up run, in nanoseconds, by the
+/// wall clock with the device idle before and after each run. Each run lasts milliseconds, so
+/// the wait's overhead (tens of microseconds) hardly counts; device timestamps of a lone
+/// dispatch proved unreliable while another thread (the app's UI) submits to the same queue.
 async fn fastest_ns(gpu: &Gpu, run: &dyn Fn() -> Result<()>) -> Result<f64> {
     run()?;
     gpu.finish().await?;
-    let device = gpu.profiler().timing() == Timing::Device;
     let mut best = f64::INFINITY;
     for _ in 0..RUNS {
-        let ns = if device {
-            gpu.profiler().start()?;
-            let ran = run();
-            let profile = gpu.profiler().stop().await;
-            ran?;
-            profile?.records.iter().map(|r| r.duration_ns).sum()
-        } else {
-            let start = web_time::Instant::now();
-            run()?;
-            gpu.finish().await?;
-            start.elapsed().as_nanos() as f64
-        };
-        best = best.min(ns);
+        let start = web_time::Instant::now();
+        run()?;
+        gpu.finish().await?;
+        best = best.min(start.elapsed().as_nanos() as f64);
     }
     if best.is_finite() && best > 0.0 {
         Ok(best)
     } else {
         Err(Error::Profiler(format!(
-            "measuring the device's ceilings: a run took {best} ns; the device's timestamps are unusable"
+            "measuring the device's ceilings: a run took {best} ns, which cannot be timed"
         )))
     }
 }

@@ -92,7 +92,7 @@ pub struct AppOptions {
     /// Write every frame's times to this CSV when the app closes.
     pub frame_log: Option<PathBuf>,
     /// Save a screenshot here, then close: after `screenshot_after` seconds, once the view
-    /// shows its result (denoise: 60% of the steps, train: 12 steps and a sample grid, profile:
+    /// shows its result (denoise: 60% of the steps, train: 6 steps and a sample grid, profile:
     /// the profile; at most 15 minutes).
     pub screenshot: Option<PathBuf>,
     pub screenshot_after: f64,
@@ -223,7 +223,7 @@ impl WgdiffApp {
         let now = ctx.input(|i| i.time);
         let shown = match self.view {
             View::Denoise => self.denoise.frames.len() * 5 >= self.denoise.settings.steps * 3,
-            View::Train => self.train.losses.len() >= 12 && self.train.has_grid(),
+            View::Train => self.train.losses.len() >= 6 && self.train.has_grid(),
             View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
             View::Skip | View::Device => true,
         };

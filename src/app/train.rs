@@ -202,7 +202,7 @@ impl TrainView {
                 seed: 0,
                 precision: Precision::F32,
                 skip_training: None,
-                sample_every: 10,
+                sample_every: 5,
                 checkpoint_every: 50,
                 fid_every: 0,
                 fid_samples: 256,

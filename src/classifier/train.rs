@@ -173,7 +173,7 @@ impl ClassifierTrainer {
     pub fn step(&mut self) -> Result<StepStats> {
         let started = std::time::Instant::now();
         let mut batch = self.batcher.next_batch();
-        let seed = crate::train::step_seed(self.config.seed, self.step, 3);
+        let seed = crate::ops::random::step_seed(self.config.seed, self.step, 3);
         random_shift(&mut batch.images, batch.shape, self.config.shift, seed);
         let x = batch.to_tensor(self.net.gpu())?;
         let logits = self.net.logits(&x)?;

@@ -27,7 +27,7 @@ pub struct GuiArgs {
     #[arg(long, value_name = "CSV")]
     frame_log: Option<PathBuf>,
     /// Save a screenshot of the window to this PNG, then close: after --screenshot-after seconds
-    /// once the view shows its result (denoise: 60% of the steps; train: 12 steps and a sample
+    /// once the view shows its result (denoise: 60% of the steps; train: 6 steps and a sample
     /// grid; profile: the profile), at most 15 minutes later
     #[arg(long, value_name = "PNG")]
     screenshot: Option<PathBuf>,

@@ -15,7 +15,7 @@ use crate::checkpoint::Checkpoint;
 use crate::data::{Batcher, BatcherState, DataSource, Dataset, Split};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::models::{DiffusionNet, ModelConfig};
-use crate::ops::random::Rng;
+use crate::ops::random::{step_seed, Rng};
 use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
 use crate::{Error, Gpu, Result, Tensor};
 use rand::{Rng as _, SeedableRng};
@@ -89,17 +89,6 @@ pub fn skip_batch(
             Ok((times, skip))
         }
     }
-}
-
-/// A per-step seed: every step's randomness depends only on (seed, step, purpose), so a
-/// resumed run draws exactly what the uninterrupted one would have.
-pub(crate) fn step_seed(seed: u64, step: usize, purpose: u64) -> u64 {
-    let mut z = seed
-        ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ purpose.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl Trainer {
