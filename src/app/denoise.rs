@@ -328,11 +328,7 @@ impl DenoiseView {
                 self.start_export(&ctx);
             }
         });
-        match &self.message {
-            Some(Ok(text)) => ui.label(text),
-            Some(Err(text)) => ui.colored_label(egui::Color32::LIGHT_RED, format!("error: {text}")),
-            None => ui.label(""),
-        };
+        super::message_label(ui, &self.message);
         self.grid_ui(ui);
         self.timeline_ui(ui);
     }

@@ -300,6 +300,15 @@ impl eframe::App for WgdiffApp {
     }
 }
 
+/// A view's last message: its text, or an error in red (an empty line when there is none).
+fn message_label(ui: &mut egui::Ui, message: &Option<std::result::Result<String, String>>) {
+    match message {
+        Some(Ok(text)) => ui.label(text),
+        Some(Err(text)) => ui.colored_label(egui::Color32::LIGHT_RED, format!("error: {text}")),
+        None => ui.label(""),
+    };
+}
+
 /// Opens the app in a native window on `gpu`'s device (eframe draws with the engine's own
 /// instance, adapter, device and queue: one device, no copies between GPU contexts).
 pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {

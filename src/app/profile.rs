@@ -151,11 +151,7 @@ impl ProfileView {
                 self.cancel();
             }
         });
-        match &self.message {
-            Some(Ok(text)) => ui.label(text),
-            Some(Err(text)) => ui.colored_label(egui::Color32::LIGHT_RED, format!("error: {text}")),
-            None => ui.label(""),
-        };
+        super::message_label(ui, &self.message);
         let Some(profile) = &self.profile else { return };
         ui.horizontal_top(|ui| {
             ui.vertical(|ui| {

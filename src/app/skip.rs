@@ -247,11 +247,7 @@ impl SkipView {
                 self.cancel();
             }
         });
-        match &self.message {
-            Some(Ok(text)) => ui.label(text),
-            Some(Err(text)) => ui.colored_label(egui::Color32::LIGHT_RED, format!("error: {text}")),
-            None => ui.label(""),
-        };
+        super::message_label(ui, &self.message);
         self.speedup_plot(ui);
     }
 

@@ -383,11 +383,7 @@ impl TrainView {
                 self.start(&ctx, shared, true);
             }
         });
-        match &self.message {
-            Some(Ok(text)) => ui.label(text),
-            Some(Err(text)) => ui.colored_label(egui::Color32::LIGHT_RED, format!("error: {text}")),
-            None => ui.label(""),
-        };
+        super::message_label(ui, &self.message);
         ui.label(self.progress_line());
         ui.horizontal_top(|ui| {
             ui.vertical(|ui| {

@@ -99,7 +99,8 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
         Some(dir) => save_step_frames(dir, step),
         None => Ok(()),
     };
-    let (images, evaluations) = pollster::block_on(model.sample(gpu, &request, Some(&mut write_frames)))?;
+    let (images, evaluations) =
+        pollster::block_on(model.sampling().sample(gpu, &request, Some(&mut write_frames)))?;
     write_grid(&args.out, &images, 2)?;
     eprintln!(
         "{} images with {} ({} network evaluations) in {:.1} s: {}",

@@ -84,7 +84,8 @@ pub struct Sampling<'a> {
 }
 
 impl Sampling<'_> {
-    /// Draws `request.count` images (see [`sample_net`]).
+    /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
+    /// network evaluations; `on_step` sees every step (see [`sample_net`]).
     pub async fn sample<'s>(
         &self,
         gpu: &Gpu,
@@ -148,17 +149,6 @@ impl TrainedModel {
     /// [C, H, W] of the images the model makes.
     pub fn image_shape(&self) -> [usize; 3] {
         self.state.model.image_shape()
-    }
-
-    /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
-    /// network evaluations; `on_step` sees every step (see [`sample_net`]).
-    pub async fn sample<'s>(
-        &self,
-        gpu: &Gpu,
-        request: &SampleRequest,
-        on_step: Option<&'s mut OnStep<'s>>,
-    ) -> Result<(Tensor, usize)> {
-        self.sampling().sample(gpu, request, on_step).await
     }
 }
 
