@@ -35,16 +35,7 @@ pub async fn sleep(ms: u64) {
 
 /// Writes `bytes` to `path` atomically (temp file + rename), creating its folder.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |e: std::io::Error| Error::Io {
-        what: format!("writing {}", path.display()),
-        reason: e.to_string(),
-    };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let temp = path.with_extension("partial");
-    std::fs::write(&temp, bytes).map_err(io)?;
-    std::fs::rename(&temp, path).map_err(io)
+    crate::checkpoint::write_atomic(path, bytes)
 }
 
 /// Writes `trainer`'s checkpoint to `path` (atomically, as `wgdiff train` does).

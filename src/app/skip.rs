@@ -13,6 +13,9 @@ use eframe::egui;
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
 use std::path::PathBuf;
 
+/// Colour of the k(t) segments.
+const K_COLOR: egui::Color32 = egui::Color32::from_rgb(230, 90, 80);
+
 /// A measured speed-up against c = 0 at one exponent.
 #[derive(Clone, Debug)]
 pub struct Measured {
@@ -96,7 +99,10 @@ impl SkipView {
     pub fn poll(&mut self, _shared: &Shared) {
         for event in self.job.as_mut().map(Job::poll).unwrap_or_default() {
             match event {
-                Event::Message(SkipMessage::Flops(path, flops)) => self.flops = Some((path, flops)),
+                Event::Message(SkipMessage::Flops(path, flops)) => {
+                    self.flops = Some((path, flops));
+                    self.message = None;
+                }
                 Event::Message(SkipMessage::Measured(m)) => {
                     self.message = Some(Ok(format!(
                         "measured at c = {}: {:.1}% faster than c = 0 (median of {} interleaved rounds)",
@@ -261,11 +267,7 @@ impl SkipView {
 
     /// k(t) as a step function over t, with the sampler's steps as points.
     fn schedule_plot(&self, ui: &mut egui::Ui, levels: usize) {
-        let mut steps = Vec::new();
-        for piece in skip_intervals(levels, self.exponent) {
-            steps.push([piece.start as f64, piece.skip as f64]);
-            steps.push([piece.end as f64, piece.skip as f64]);
-        }
+        let pieces = skip_intervals(levels, self.exponent);
         let points: Vec<[f64; 2]> = self
             .schedule()
             .into_iter()
@@ -282,10 +284,24 @@ impl SkipView {
             .include_x(1.0)
             .allow_scroll(false)
             .show(ui, |plot| {
-                plot.line(
-                    Line::new(format!("k(t), c = {}", self.exponent), PlotPoints::from(steps)).width(2.0),
+                // One horizontal segment per piece (a polyline with right-angle turns draws as a band).
+                let name = format!("k(t), c = {}", self.exponent);
+                for piece in &pieces {
+                    let segment = vec![
+                        [piece.start as f64, piece.skip as f64],
+                        [piece.end as f64, piece.skip as f64],
+                    ];
+                    plot.line(
+                        Line::new(name.clone(), PlotPoints::from(segment))
+                            .width(2.5)
+                            .color(K_COLOR),
+                    );
+                }
+                plot.points(
+                    Points::new("sampler steps", PlotPoints::from(points))
+                        .radius(3.0)
+                        .color(egui::Color32::from_rgb(90, 160, 240)),
                 );
-                plot.points(Points::new("sampler steps", PlotPoints::from(points)).radius(2.5));
             });
     }
 

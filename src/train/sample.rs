@@ -109,7 +109,8 @@ impl TrainedModel {
     }
 
     /// [`TrainedModel::load`], with the adaptive U-Net's skip type replaced when `skip_type` is
-    /// given (the `interpolate` path's 1x1 convs, absent from other checkpoints, start fresh).
+    /// given (the `interpolate` path's 1x1 convs, absent from other checkpoints, start fresh;
+    /// every other tensor must be there).
     /// A missing default model says where it ships.
     pub fn load_with_skip_type(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
         if path.as_os_str() == DEFAULT_CHECKPOINT && !path.exists() {
@@ -130,7 +131,9 @@ impl TrainedModel {
         let params: Vec<(String, Tensor)> = net
             .named_params()
             .into_iter()
-            .filter(|(name, _)| skip_type.is_none() || ckpt.tensors.contains_key(&format!("ema.{name}")))
+            .filter(|(name, _)| {
+                !name.starts_with("interp.") || ckpt.tensors.contains_key(&format!("ema.{name}"))
+            })
             .collect();
         ckpt.restore("ema.", &params, &origin)?;
         ckpt.restore("buffer.", &net.named_buffers(), &origin)?;
