@@ -20,7 +20,7 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     let pixels = p.oh * p.ow;
     let cols = p.n * pixels;
     let row0 = wid.y * {{R}}u;
-    let col0 = (wid.x * {{W}}u + lid) * (4u * {{C4}}u);
+    let col0 = ((wid.x + p.part_base) * {{W}}u + lid) * (4u * {{C4}}u);
     // Weight rows (output channels past cout_g read the last one; not stored).
     #for r in 0..{{R}}: let wrow{r} = (g * p.cout_g + min(row0 + {r}u, p.cout_g - 1u)) * p.k4 / 4u;
     let plane_size = p.h * p.w;

@@ -2,6 +2,8 @@
 // reduce_lane: one row per invocation, a serial loop (best on CPU adapters and for many
 // short rows); reduce_tree: one row per 64-invocation workgroup with a workgroup-memory tree.
 // The subgroup strategy is in reduce_subgroup.wgsl (it needs the SUBGROUP feature).
+// reduce_columns reduces leading axes in place: `rows` outputs, each over `len` elements
+// `rows` apart (a [len, rows] tensor summed over its first axis, with no permute).
 
 const OP: u32 = {{OP}}u; // 0 sum, 1 max
 const WG: u32 = 64u;
@@ -55,4 +57,16 @@ fn reduce_tree(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     if (lid == 0u) {
         y[row] = {{T}}(partial[0] * p.scale);
     }
+}
+
+@compute @workgroup_size(64)
+fn reduce_columns(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let column = (wid.x + wid.y * nwg.x) * WG + lid;
+    if (column >= p.rows) { return; }
+    var acc = identity();
+    for (var i = 0u; i < p.len; i++) {
+        acc = combine(acc, f32(x[i * p.rows + column]));
+    }
+    y[column] = {{T}}(acc * p.scale);
 }

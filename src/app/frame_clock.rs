@@ -27,8 +27,9 @@ impl Activity {
 }
 
 /// One frame: when it started (seconds since the app opened), the interval since the frame
-/// before, the time spent building its UI, the previous frame's whole cost (building, painting
-/// and presenting, as eframe measures it; None for the first), and the activity.
+/// before, the time spent building its UI, the previous frame's CPU time (eframe's
+/// `cpu_usage`: building, tessellating and recording the paint, without the time spent waiting
+/// for the surface texture, the submit and the present; None for the first), and the activity.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameSample {
     pub at_s: f64,
@@ -67,8 +68,8 @@ impl FrameClock {
         self.started = Some(Instant::now());
     }
 
-    /// Marks the end of building a frame done during `activity`; `previous_frame_ms` is what
-    /// the frame before cost in all (eframe's `frame.info().cpu_usage`).
+    /// Marks the end of building a frame done during `activity`; `previous_frame_ms` is the
+    /// frame before's CPU time (eframe's `frame.info().cpu_usage`, see [`FrameSample`]).
     pub fn end(&mut self, activity: Activity, previous_frame_ms: Option<f64>) {
         let Some(started) = self.started.take() else {
             return;
@@ -101,8 +102,8 @@ impl FrameClock {
         Some((last, percentile(&ms, 0.5), percentile(&ms, 0.95)))
     }
 
-    /// Per activity in the log: frames, median and 95th-percentile interval, and the 95th
-    /// percentile of the frames' own cost.
+    /// Per activity in the log: frames, median and 95th-percentile interval, and the median
+    /// and 95th percentile of the frames' CPU time.
     pub fn summary(&self) -> String {
         let log = self.log.as_deref().unwrap_or_default();
         let mut lines = Vec::new();
@@ -114,26 +115,17 @@ impl FrameClock {
             Activity::Measuring,
         ] {
             // A frame's interval belongs to the activity of the frame that ends it.
-            let mut ms: Vec<f64> = log
-                .iter()
-                .skip(1)
-                .filter(|s| s.activity == activity)
-                .map(|s| s.interval_ms)
-                .collect();
-            if ms.is_empty() {
+            let frames: Vec<&FrameSample> = log.iter().skip(1).filter(|s| s.activity == activity).collect();
+            if frames.is_empty() {
                 continue;
             }
+            let mut ms: Vec<f64> = frames.iter().map(|s| s.interval_ms).collect();
             ms.sort_by(f64::total_cmp);
-            let mut cost: Vec<f64> = log
-                .iter()
-                .skip(1)
-                .filter(|s| s.activity == activity)
-                .filter_map(|s| s.previous_frame_ms)
-                .collect();
+            let mut cost: Vec<f64> = frames.iter().filter_map(|s| s.previous_frame_ms).collect();
             cost.sort_by(f64::total_cmp);
             lines.push(format!(
                 "{}: {} frames, interval median {:.1} ms, 95th percentile {:.1} ms, max {:.1} ms; \
-                 frame cost (build + paint + present) median {:.1} ms, 95th percentile {:.1} ms",
+                 frame CPU time median {:.1} ms, 95th percentile {:.1} ms",
                 activity.name(),
                 ms.len(),
                 percentile(&ms, 0.5),

@@ -18,15 +18,20 @@ pub use jobs::{Event, Job, JobContext};
 pub use profile::{SortBy, Workload as ProfileWorkload};
 pub use train::{run_training, TrainMessage, TrainSettings};
 
+use crate::gpu::Pacing;
 use crate::{AdapterChoice, Error, Gpu, Result};
 use eframe::egui;
 use eframe::egui_wgpu::RenderState;
 use std::path::PathBuf;
 
-/// Dispatches a job submits before it waits for the device (see `Gpu::set_pacing`): on
-/// lavapipe a U-Net dispatch takes ~1-20 ms, so a frame waits behind at most a few tens of ms
-/// (16 gave a 95th-percentile frame interval of 307 ms while sampling).
-const PACED_DISPATCHES: u32 = 4;
+/// Dispatches a job submits before it waits for the device (see `Gpu::set_pacing`): a frame
+/// waits behind at most these (16 gave a 95th-percentile frame interval of 307 ms while
+/// sampling on lavapipe).
+const PACED_DISPATCHES: u32 = 1;
+
+/// On CPU adapters the jobs' convolutions run in parts of at most this many FLOPs (~10 ms on
+/// lavapipe), since whole ones at batch 32 take up to 150 ms and a frame cannot cut in.
+const CPU_PART_FLOPS: f64 = 2.5e7;
 
 /// While jobs run the UI redraws at least this often (a job's messages wake it at once); not
 /// redrawing continuously leaves the device (on lavapipe: the CPU) to the job.
@@ -144,7 +149,10 @@ impl WgdiffApp {
         })?;
         // Jobs submit a few dispatches at a time so the UI's frames never queue behind a
         // whole sampling or training step on the shared device.
-        gpu.set_pacing(Some(PACED_DISPATCHES));
+        gpu.set_pacing(Some(Pacing {
+            dispatches: PACED_DISPATCHES,
+            part_flops: gpu.is_cpu().then_some(CPU_PART_FLOPS),
+        }));
         let shared = Shared { gpu, render, options };
         let mut app = WgdiffApp {
             view: shared.options.view,
@@ -262,6 +270,10 @@ impl WgdiffApp {
 }
 
 impl eframe::App for WgdiffApp {
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        visuals.panel_fill.to_normalized_gamma_f32()
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         self.clock.begin();
         let ctx = ui.ctx().clone();
@@ -272,7 +284,11 @@ impl eframe::App for WgdiffApp {
         self.device.poll();
         egui::Panel::top("tabs").show(ui, |ui| self.tabs(ui));
         egui::Panel::bottom("status").show(ui, |ui| self.status(ui));
-        egui::CentralPanel::default().show(ui, |ui| {
+        // The central panel paints no fill: the frame is cleared to the panel colour instead
+        // (`clear_color`). On a CPU adapter every shaded pixel costs, and a window-sized fill
+        // quad doubled the frame time (lavapipe, 1280x860, idle: 69 -> 33 ms median).
+        let central = egui::Frame::central_panel(ui.style()).fill(egui::Color32::TRANSPARENT);
+        egui::CentralPanel::default().frame(central).show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| match self.view {
                 View::Denoise => self.denoise.ui(ui, &self.shared),
                 View::Skip => self.skip.ui(ui, &self.shared, &self.denoise),

@@ -19,7 +19,7 @@ pub use select::{describe, rank, AdapterChoice};
 use crate::{Error, Result};
 use batch::Batch;
 use pipelines::PipelineCache;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Dispatches a batch records before a submit is forced (the profiler sizes its timestamp
@@ -60,6 +60,25 @@ pub struct GpuInner {
     poison: AtomicBool,
     /// Dispatches per submit while paced (0: not paced); see [`Gpu::set_pacing`].
     pace: AtomicU32,
+    /// FLOPs per part of a splittable dispatch while paced, as f64 bits (0: never split).
+    part_flops: AtomicU64,
+}
+
+/// How a job shares the device with a UI that draws on it (see [`Gpu::set_pacing`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pacing {
+    /// Dispatches recorded before the job submits and waits until they have run.
+    pub dispatches: u32,
+    /// Split the dispatches that can be split ([`Gpu::dispatch_parts`]) into parts of at
+    /// most this many FLOPs; None: never split.
+    pub part_flops: Option<f64>,
+}
+
+/// The workgroup axis along which [`Gpu::dispatch_parts`] may split a dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitAxis {
+    X,
+    Z,
 }
 
 impl std::ops::Deref for Gpu {
@@ -161,6 +180,7 @@ impl Gpu {
             tuner: Autotuner::default(),
             poison: AtomicBool::new(false),
             pace: AtomicU32::new(0),
+            part_flops: AtomicU64::new(0),
         })))
     }
 
@@ -263,6 +283,50 @@ impl Gpu {
         self.dispatch_inner(kernel, params, inputs, outputs, groups, Some(cost));
     }
 
+    /// [`Gpu::dispatch_named`] for a kernel that adds a part base (the last of `params`, 0 as
+    /// given) to its workgroup id along `axis`: while paced with `part_flops`, a dispatch with
+    /// more FLOPs runs as several dispatches over consecutive workgroup ranges, so no single
+    /// one holds the queue long (a UI frame waits behind at most one part). Results are the
+    /// same either way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch_parts(
+        &self,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+        axis: SplitAxis,
+        cost: Cost,
+    ) {
+        let axis = match axis {
+            SplitAxis::X => 0,
+            SplitAxis::Z => 2,
+        };
+        let part_flops = f64::from_bits(self.part_flops.load(Ordering::Relaxed));
+        let parts = if part_flops > 0.0 && self.pace.load(Ordering::Relaxed) > 0 {
+            ((cost.flops / part_flops).ceil() as u32).clamp(1, groups[axis].max(1))
+        } else {
+            1
+        };
+        let mut params = params.to_vec();
+        let base = params.len() - 1;
+        for part in 0..parts {
+            let bound = |p: u32| (groups[axis] as u64 * p as u64 / parts as u64) as u32;
+            let (start, end) = (bound(part), bound(part + 1));
+            params[base] = start;
+            let mut part_groups = groups;
+            part_groups[axis] = end - start;
+            let share = (end - start) as f64 / groups[axis].max(1) as f64;
+            let part_cost = Cost {
+                flops: cost.flops * share,
+                bytes: (cost.bytes as f64 * share) as u64,
+                ..cost
+            };
+            self.dispatch_inner(kernel, &params, inputs, outputs, part_groups, Some(part_cost));
+        }
+    }
+
     fn dispatch_inner(
         &self,
         kernel: &Kernel,
@@ -300,18 +364,36 @@ impl Gpu {
         }
     }
 
-    /// Paced submission for a device shared with a UI: with `Some(n)`, the thread that records
-    /// work submits every `n` dispatches and waits (natively) until they have run, so at most
-    /// `n` dispatches sit ahead of a frame the UI submits. `None` (the default) batches freely.
-    /// Results do not change, only where submits happen.
-    pub fn set_pacing(&self, dispatches: Option<u32>) {
-        self.pace.store(dispatches.unwrap_or(0), Ordering::Relaxed);
+    /// Paced submission for a device shared with a UI: with `Some(pacing)`, the thread that
+    /// records work submits every `pacing.dispatches` dispatches and waits (natively) until they
+    /// have run, and splits long dispatches into parts of `pacing.part_flops`, so little sits
+    /// ahead of a frame the UI submits. `None` (the default) batches freely. Results do not
+    /// change, only where submits happen and how work is cut into dispatches.
+    pub fn set_pacing(&self, pacing: Option<Pacing>) {
+        self.pace
+            .store(pacing.map_or(0, |p| p.dispatches), Ordering::Relaxed);
+        let part_flops = pacing.and_then(|p| p.part_flops).unwrap_or(0.0);
+        self.part_flops.store(part_flops.to_bits(), Ordering::Relaxed);
     }
 
-    /// Blocks until submitted work has run (native); on the web the browser schedules it.
+    /// Returns once the work submitted so far has run (native; on the web the browser
+    /// schedules it). It polls without blocking: a blocking poll holds the device's locks
+    /// while it waits, so a UI thread's writes, acquire and submit would each queue behind
+    /// the job's work in turn instead of slotting in after the running dispatch.
     fn wait_idle(&self) {
         #[cfg(not(target_arch = "wasm32"))]
-        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        {
+            let done = Arc::new(AtomicBool::new(false));
+            let flag = done.clone();
+            self.queue
+                .on_submitted_work_done(move || flag.store(true, Ordering::Release));
+            while !done.load(Ordering::Acquire) {
+                if self.device.poll(wgpu::PollType::Poll).is_err() {
+                    return; // device lost: the next read reports it
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
     }
 
     /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;

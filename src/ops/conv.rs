@@ -4,7 +4,7 @@
 
 use super::matmul::BlockShape;
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
-use crate::gpu::{Cost, MAX_LOOP_ITERATIONS};
+use crate::gpu::{Cost, SplitAxis, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
 /// Which forward implementation a convolution uses.
@@ -186,7 +186,8 @@ impl ConvGeometry {
         ConvGeometry { n, ..*self }
     }
 
-    fn params(&self) -> [u32; 20] {
+    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `part_base` 0.
+    fn params(&self) -> [u32; 21] {
         let o = &self.opts;
         [
             self.n,
@@ -209,6 +210,7 @@ impl ConvGeometry {
             self.cout_g(),
             self.k(),
             self.k4(),
+            0,
         ]
         .map(|v| v as u32)
     }
@@ -595,12 +597,13 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, bias: &Tensor, y: &Tensor, geo: &Conv
         geo.cout_g().div_ceil(tile.rows as usize) as u32,
         geo.opts.groups as u32,
     ];
-    gpu.dispatch_named(
+    gpu.dispatch_parts(
         &kernel,
         &geo.params(),
         &[x.buffer(), w4.buffer(), bias.buffer()],
         &[y.buffer()],
         groups,
+        SplitAxis::X,
         Cost::new("conv2d", geo.flops(), x.byte_len() + w4.byte_len() + y.byte_len()),
     );
 }
@@ -641,12 +644,13 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
         geo.cout_g().div_ceil(cols) as u32,
         (geo.opts.groups * slices) as u32,
     ];
-    gpu.dispatch_named(
+    gpu.dispatch_parts(
         &kernel,
         &geo.params(),
         &[x.buffer(), dy.buffer()],
         &[partial.buffer()],
         groups,
+        SplitAxis::Z,
         Cost::new(
             "conv2d_weight_grad",
             geo.flops(),

@@ -1,6 +1,7 @@
 //! Reductions: sum, mean and max over any set of axes, and sum-to-shape for broadcast
-//! gradients. Reduced axes are moved last, then each row is reduced by the strategy the
-//! autotuner measured fastest for that shape (shaders/reduce.wgsl, reduce_subgroup.wgsl).
+//! gradients. Leading reduced axes are reduced in place, column by column; otherwise reduced
+//! axes are moved last, then each row is reduced by the strategy the autotuner measured
+//! fastest for that shape (shaders/reduce.wgsl, reduce_subgroup.wgsl).
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::gpu::Cost;
@@ -13,6 +14,16 @@ use crate::{shader, DType, Error, Result, Tensor};
 pub enum ReduceOp {
     Sum,
     Max,
+}
+
+impl ReduceOp {
+    /// The op's name in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+        }
+    }
 }
 
 /// How a row reduction is computed.
@@ -79,10 +90,6 @@ pub fn reduce_rows_with(
         ),
     };
     let params = [rows as u32, len as u32, scale.to_bits()];
-    let name = match op {
-        ReduceOp::Sum => "sum",
-        ReduceOp::Max => "max",
-    };
     let bytes = ((rows * len + rows) * x.dtype().size()) as u64;
     gpu.dispatch_named(
         &kernel,
@@ -90,8 +97,34 @@ pub fn reduce_rows_with(
         &[x.buffer()],
         &[out.buffer()],
         gpu.grid(groups),
-        Cost::memory(name, bytes),
+        Cost::memory(op.name(), bytes),
     );
+}
+
+/// Reduces `x`, viewed as [len, columns], over its first axis: `out[j]` combines
+/// `x[i * columns + j]` for every i (one column per invocation; no permute).
+pub fn reduce_columns(x: &Tensor, columns: usize, len: usize, op: ReduceOp, scale: f32) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let out = Tensor::empty(gpu, &[columns], x.dtype())?;
+    let op_define = [("OP", (op as u32).to_string())];
+    let kernel = kernel_for(
+        gpu,
+        shader!("reduce"),
+        "reduce_columns",
+        x.dtype(),
+        &op_define,
+        1,
+        1,
+    );
+    gpu.dispatch_named(
+        &kernel,
+        &[columns as u32, len as u32, scale.to_bits()],
+        &[x.buffer()],
+        &[out.buffer()],
+        gpu.grid((columns as u32).div_ceil(FLAT_WG)),
+        Cost::memory(op.name(), ((columns * len + columns) * x.dtype().size()) as u64),
+    );
+    Ok(out)
 }
 
 /// Picks (by measurement, once per rounded shape) and runs the fastest row reduction.
@@ -160,7 +193,13 @@ impl Tensor {
             // other reduced axes last then copies only what is left (a bias gradient's sum
             // over N, H, W copies [N, C], not the whole tensor).
             let trailing = reduced.iter().rev().take_while(|&&r| r).count();
-            if trailing > 0 && trailing < gone.len() {
+            let leading = reduced.iter().take_while(|&&r| r).count();
+            // Only leading axes reduced (a sum over the batch, or over the partial sums of a
+            // split reduction): each output is a strided column, read in place, when there
+            // are enough columns to fill a workgroup and each column fits the loop budget.
+            if leading == gone.len() && rows >= FLAT_WG as usize && len <= MAX_LOOP_ITERATIONS {
+                reduce_columns(self, rows, len, op, scale)?
+            } else if trailing > 0 && trailing < gone.len() {
                 let lead = &self.shape()[..rank - trailing];
                 let partial = reduce_rows(
                     self,

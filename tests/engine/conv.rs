@@ -1,9 +1,10 @@
 //! Convolution: every implementation against the direct 7-loop CPU reference on odd sizes,
 //! strides, paddings, dilations and groups; gradients by finite differences; transposed conv;
-//! splitting when the im2col buffer would exceed the binding limit.
+//! splitting when the im2col buffer would exceed the binding limit; paced convs run in parts.
 
 use crate::common::*;
 use crate::cpu;
+use wgdiff::gpu::Pacing;
 use wgdiff::ops::{ConvImpl, ConvOptions};
 use wgdiff::{DType, Tensor};
 
@@ -172,4 +173,47 @@ fn direct_weight_gradient_over_many_pixels_is_complete() {
         *wv = cpu::conv2d(&xr, xs, &one, ws, &opts).0.iter().sum();
     }
     assert_close("direct dW", &download(&wt.grad().unwrap()), &want, 1e-4);
+}
+
+#[test]
+fn paced_tiled_convs_run_in_parts_with_the_same_results() {
+    // Pacing with a tiny FLOP budget splits the tiled forward (over pixel tiles) and weight
+    // gradient (over groups x slices) into as many dispatches as they have workgroups along
+    // the split axis; every part must land where the whole dispatch would have written.
+    let gpu = gpu();
+    let cases: [ConvCase; 2] = [
+        ([3, 8, 12, 12], [16, 8, 3, 3], ConvOptions::new(1, 1, 1, 1)),
+        ([2, 8, 9, 7], [8, 2, 3, 3], ConvOptions::new(2, 0, 1, 4)),
+    ];
+    for (xs, ws, opts) in cases {
+        let mut r = rng();
+        let x = normal_vec(&mut r, xs.iter().product());
+        let w = normal_vec(&mut r, ws.iter().product());
+        let run = || {
+            let xt = upload(&xs, &x, DType::F32).requires_grad();
+            let wt = upload(&ws, &w, DType::F32).requires_grad();
+            let y = xt.conv2d(&wt, None, opts, ConvImpl::Tiled).unwrap();
+            wgdiff::backward(&y.square().unwrap().sum_all().unwrap()).unwrap();
+            [y, xt.grad().unwrap(), wt.grad().unwrap()].map(|t| download(&t))
+        };
+        let whole = run();
+        gpu.set_pacing(Some(Pacing {
+            dispatches: 2,
+            part_flops: Some(1e3),
+        }));
+        let parts = run();
+        gpu.set_pacing(None);
+        for (name, (a, b)) in ["y", "dx", "dw"].iter().zip(whole.iter().zip(&parts)) {
+            assert_eq!(a, b, "{name} of conv x{xs:?} w{ws:?} differs when run in parts");
+        }
+        let want = cpu::conv2d(
+            &round_to(&x, DType::F32),
+            xs,
+            &round_to(&w, DType::F32),
+            ws,
+            &opts,
+        )
+        .0;
+        assert_close("conv in parts vs reference", &parts[0], &want, 1e-4);
+    }
 }

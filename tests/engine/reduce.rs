@@ -84,3 +84,35 @@ fn rows_longer_than_the_loop_budget_reduce_completely() {
     let want: f64 = round_to(&x, DType::F32).iter().sum();
     assert_close("sum of 300001", &download(&t.sum_all().unwrap()), &[want], 1e-4);
 }
+
+#[test]
+fn leading_axes_reduce_column_by_column() {
+    // Shapes with at least a workgroup of columns take the in-place column path (the sum of a
+    // split reduction's partial slices, a bias gradient over the batch); the test device's
+    // poisoned allocations catch unwritten outputs.
+    let cases: [(&[usize], &[usize]); 4] = [
+        (&[5, 300], &[0]),
+        (&[3, 4, 100], &[0, 1]),
+        (&[2, 7, 64], &[0]),
+        (&[1, 129], &[0]),
+    ];
+    for dtype in dtypes() {
+        for (shape, axes) in cases {
+            for kind in ["sum", "mean", "max"] {
+                let x = normal_vec(&mut rng(), shape.iter().product());
+                let s2 = shape.to_vec();
+                check_op(
+                    &format!("{kind} over {axes:?} of {shape:?}"),
+                    dtype,
+                    &[(shape.to_vec(), x)],
+                    move |xs| cpu::reduce(&xs[0], &s2, axes, kind),
+                    |ts| match kind {
+                        "sum" => ts[0].sum(axes, false),
+                        "mean" => ts[0].mean(axes, false),
+                        _ => ts[0].max(axes, false),
+                    },
+                );
+            }
+        }
+    }
+}
