@@ -1,8 +1,9 @@
 //! `wgdiff bench train`: img/s and GFLOP/s of one training step of a model preset (f32, and
-//! mixed f16 when asked), and ms per sampling step for each number of skipped U-Net levels.
+//! mixed f16 when asked), ms per sampling step for each number of skipped U-Net levels, memory.
 
 use super::{run_interleaved, Case, Measurement};
 use crate::diffusion::{Process, Weighting};
+use crate::gpu::PoolStats;
 use crate::models::preset;
 use crate::ops::random::Rng;
 use crate::optim::{backward_and_step, Adam, AdamConfig, LossScaler};
@@ -11,12 +12,25 @@ use crate::{DType, Gpu, Result, Tensor};
 use rand::SeedableRng;
 use std::cell::RefCell;
 
-/// What `run` measured besides the timings: FLOPs and dispatches counted by the profiler.
+/// What `run` measured besides the timings: FLOPs and dispatches counted by the profiler,
+/// and memory.
 pub struct TrainBenchCounts {
     /// FLOPs of one training step (forward, backward, Adam) as the kernels count them.
     pub train_flops: f64,
     /// Dispatches of one sampling step for skip = 0, 1, ... levels.
     pub sample_dispatches: Vec<usize>,
+    /// The buffer pool's counters after the run (peak live and peak held device bytes).
+    pub pool: PoolStats,
+    /// The process's peak resident set (VmHWM) after the run, where the OS reports it.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Peak resident set size of this process (Linux: VmHWM in /proc/self/status).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Records `f` under the profiler and returns (FLOPs, dispatches).
@@ -120,6 +134,8 @@ pub fn run(
         TrainBenchCounts {
             train_flops,
             sample_dispatches,
+            pool: gpu.pool().stats(),
+            peak_rss_bytes: peak_rss_bytes(),
         },
     ))
 }

@@ -47,7 +47,8 @@ pub enum BenchCommand {
         json: bool,
     },
     /// A training step of a model preset (img/s, GFLOP/s) and a sampling step for every
-    /// number of skipped U-Net levels (ms, dispatches), interleaved
+    /// number of skipped U-Net levels (ms, dispatches), interleaved; then the peak device
+    /// memory the buffer pool held and the process's peak RSS
     Train {
         /// Model preset (see `wgdiff model`)
         #[arg(long, default_value = "mnist")]
@@ -304,6 +305,18 @@ fn print_train_summary(
             counts.train_flops / 1e9 / batch as f64
         );
     }
+    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+    println!(
+        "memory: peak device bytes held by the buffer pool {:.1} MiB (peak live {:.1} MiB); peak RSS {}",
+        mib(counts.pool.peak_held_bytes),
+        mib(counts.pool.peak_live_bytes),
+        counts
+            .peak_rss_bytes
+            .map_or("not reported by this OS".to_string(), |b| format!(
+                "{:.1} MiB",
+                mib(b)
+            ))
+    );
     let sample: Vec<_> = rows
         .iter()
         .filter(|r| r.variant.starts_with("sample-step"))

@@ -18,6 +18,8 @@ pub struct PoolStats {
     pub pooled_bytes: u64,
     /// Highest `live_bytes` seen.
     pub peak_live_bytes: u64,
+    /// Highest device memory the pool held at once (live plus pooled bytes).
+    pub peak_held_bytes: u64,
     /// Buffers created from the device (pool misses).
     pub created: u64,
     /// Buffers served from the pool (hits).
@@ -62,6 +64,8 @@ impl BufferPool {
             }
             None => {
                 st.stats.created += 1;
+                let held = st.stats.live_bytes + st.stats.pooled_bytes + class;
+                st.stats.peak_held_bytes = st.stats.peak_held_bytes.max(held);
                 device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("wgdiff tensor"),
                     size: class,

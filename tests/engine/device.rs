@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use crate::cpu;
+use wgdiff::gpu::{size_class, BufferPool};
 use wgdiff::ops::Unary;
 use wgdiff::{AdapterChoice, DType, Error, Gpu, Tensor};
 
@@ -15,6 +16,29 @@ fn pool_reuses_freed_buffers() {
     drop(Tensor::zeros(gpu, &shape, DType::F32).unwrap());
     let after = gpu.pool().stats();
     assert!(after.reused > before.reused, "{before:?} -> {after:?}");
+}
+
+#[test]
+fn pool_counts_the_peak_device_memory_it_held() {
+    let gpu = gpu();
+    let pool = BufferPool::default();
+    let (a, b, c) = (size_class(10_000), size_class(50_000), size_class(200_000));
+    let first = pool.take(&gpu.device, 10_000);
+    let second = pool.take(&gpu.device, 50_000);
+    drop(first);
+    let again = pool.take(&gpu.device, 10_000); // reused: the pool holds no more memory
+    let s = pool.stats();
+    assert_eq!(
+        (s.peak_held_bytes, s.peak_live_bytes, s.created, s.reused),
+        (a + b, a + b, 2, 1)
+    );
+    drop((second, again));
+    let _third = pool.take(&gpu.device, 200_000); // a new buffer on top of the idle ones
+    let s = pool.stats();
+    assert_eq!(
+        (s.peak_held_bytes, s.live_bytes, s.pooled_bytes),
+        (a + b + c, c, a + b)
+    );
 }
 
 #[test]
