@@ -155,7 +155,7 @@ fn check_batch(batch: usize) -> Result<()> {
 fn spread_times(model: &ModelConfig, batch: usize) -> Vec<f32> {
     let index = |i: usize| i * 997 % 1000;
     match model {
-        ModelConfig::UNet(_) => (0..batch).map(|i| index(i) as f32).collect(),
+        ModelConfig::UNet(_) | ModelConfig::Mlp(_) => (0..batch).map(|i| index(i) as f32).collect(),
         ModelConfig::ScoreNet(_) => (0..batch).map(|i| (index(i) + 1) as f32 / 1000.0).collect(),
     }
 }
@@ -240,7 +240,7 @@ pub async fn profile_sampling_step(
     let [c, h, w] = model.image_shape();
     let x = Rng::new(0).normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
     let t = match model {
-        ModelConfig::UNet(_) => vec![500.0; batch],
+        ModelConfig::UNet(_) | ModelConfig::Mlp(_) => vec![500.0; batch],
         ModelConfig::ScoreNet(_) => vec![0.5; batch],
     };
     let mut step = || {

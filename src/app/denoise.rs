@@ -31,10 +31,7 @@ impl ModelInfo {
         ModelInfo {
             path,
             levels: loaded.net.levels(),
-            classes: match &loaded.state.model {
-                ModelConfig::UNet(u) => u.classes,
-                ModelConfig::ScoreNet(_) => None,
-            },
+            classes: loaded.state.model.classes(),
             parameters: loaded.net.named_params().iter().map(|(_, t)| t.numel()).sum(),
             trained_steps: loaded.state.step,
             model: loaded.state.model.clone(),
@@ -46,7 +43,7 @@ impl ModelInfo {
     pub fn summary(&self) -> String {
         let kind = match &self.model {
             ModelConfig::UNet(u) => format!("U-Net ({} skip)", u.skip_type),
-            ModelConfig::ScoreNet(_) => "ScoreNet".to_string(),
+            other => other.kind_name().to_string(),
         };
         format!(
             "{kind}, {} parameters, {} levels, {} process, trained {} steps{}",

@@ -80,6 +80,9 @@ impl TrainSettings {
             fid_samples: self.fid_samples,
             out: PathBuf::from(&self.out),
             grid_steps: 20,
+            // the U-Net settings the view was built and measured with (issue 11)
+            warmup: 10,
+            ema_decay: 0.999,
             ..TrainConfig::default()
         }
     }

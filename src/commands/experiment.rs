@@ -1,5 +1,5 @@
-//! `wgdiff experiment adaptive-skip`: the technion seed's Tables 1-3 on MNIST, from the shipped
-//! (or freshly fine-tuned) skip-trained models to Markdown tables, JSON and PNG plots.
+//! `wgdiff experiment adaptive-skip` (the technion seed's Tables 1-3 on MNIST) and `wgdiff
+//! experiment speedrun` (the recipe search behind `wgdiff train`'s default): Markdown, JSON, PNG.
 
 use super::eval::cached_reference;
 use super::progress_bar;
@@ -13,6 +13,7 @@ use wgdiff::data::{DataSource, Split};
 use wgdiff::eval::{ReferenceImages, DEFAULT_STATS_CACHE};
 use wgdiff::experiment::adaptive_skip::{self, skip_model_path, Plan, SkipModel, SKIP_MODELS};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
+use wgdiff::experiment::speedrun;
 use wgdiff::gpu::describe;
 use wgdiff::train::sample::DEFAULT_CHECKPOINT;
 use wgdiff::train::TrainedModel;
@@ -24,6 +25,31 @@ pub enum ExperimentCommand {
     /// The adaptive U-Net (technion seed): MNIST-FID and sampling speed-up of skip-trained
     /// models per skip type and exponent c, the untrained-for-skips baseline, and DDIM
     AdaptiveSkip(AdaptiveSkipArgs),
+    /// The speed-run: MNIST-FID against training time for candidate training recipes (the
+    /// search that chose `wgdiff train`'s default), one curve each
+    Speedrun(SpeedrunArgs),
+}
+
+/// Flags of `wgdiff experiment speedrun`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    wgdiff experiment speedrun --quick     # lavapipe: 4 training minutes per recipe (~40 min with the evaluations)\n  \
+    wgdiff experiment speedrun             # 30 training minutes per recipe, 1,000 samples per evaluation\n\n\
+Recipes: the previous default (the MNIST U-Net, batch 64, EMA 0.999), today's default (the\n\
+residual MLP), the small U-Net with the new optimiser settings, the MLP with v and the cosine\n\
+schedule, and a half-width MLP. They train round-robin in time slices, so a machine that\n\
+slows down slows every recipe alike; only time inside the training step counts. Writes\n\
+speedrun.md, speedrun.json and fid-vs-time.png to --out.")]
+pub struct SpeedrunArgs {
+    /// Small run for lavapipe: 240 training seconds per recipe, 3 evaluations of 200 samples x 20 DDPM steps
+    #[arg(long)]
+    quick: bool,
+    /// Training seconds per recipe [default: 240 with --quick, else 1800]
+    #[arg(long)]
+    budget: Option<f64>,
+    /// Output folder
+    #[arg(long, default_value = "runs/speedrun")]
+    out: PathBuf,
 }
 
 /// Flags of `wgdiff experiment adaptive-skip`.
@@ -77,7 +103,63 @@ pub struct AdaptiveSkipArgs {
 pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
     match command {
         ExperimentCommand::AdaptiveSkip(args) => adaptive_skip_run(gpu, args),
+        ExperimentCommand::Speedrun(args) => speedrun_run(gpu, args),
     }
+}
+
+fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
+    let started = Instant::now();
+    let mut plan = if args.quick {
+        speedrun::Plan::quick()
+    } else {
+        speedrun::Plan::full()
+    };
+    plan.budget_seconds = args.budget.unwrap_or(plan.budget_seconds);
+    let recipes = speedrun::recipes();
+    eprintln!("device: {}", describe(&gpu.info));
+    let tracker = super::train::fid_tracker(gpu, &recipes[0].config)?;
+    let total = plan.budget_seconds * recipes.len() as f64;
+    let bar = progress_bar(total.ceil() as usize, "training seconds");
+    let mut done: Vec<(String, f64)> = Vec::new();
+    let curves = block_on(speedrun::run(
+        gpu,
+        &recipes,
+        &plan,
+        &tracker,
+        |recipe, seconds, point| {
+            if let Some(p) = point {
+                let line = format!(
+                    "{recipe}: {:.0} s of training, step {}, mean loss {:.4}, MNIST-FID {:.1}",
+                    p.train_seconds, p.step, p.loss, p.fid
+                );
+                if bar.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    bar.println(line);
+                }
+            }
+            match done.iter_mut().find(|(name, _)| name == recipe) {
+                Some(entry) => entry.1 = seconds,
+                None => done.push((recipe.to_string(), seconds)),
+            }
+            bar.set_position(done.iter().map(|(_, s)| s.min(plan.budget_seconds)).sum::<f64>() as u64);
+            bar.set_message(recipe.to_string());
+        },
+    ))?;
+    bar.finish_and_clear();
+    let report = speedrun::Report {
+        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        device: describe(&gpu.info),
+        plan,
+        curves,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    };
+    let written = report
+        .write_files(&args.out)
+        .with_context(|| format!("writing the report into {}", args.out.display()))?;
+    eprintln!("wrote {}", written.join(", "));
+    println!("{}", report.markdown());
+    Ok(())
 }
 
 fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {

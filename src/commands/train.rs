@@ -6,11 +6,12 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
 use std::path::PathBuf;
+use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::gpu::describe;
 use wgdiff::models::SkipType;
 use wgdiff::train::fid::best_fid;
 use wgdiff::train::sample::write_grid;
-use wgdiff::train::{FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
+use wgdiff::train::{default_process, FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
@@ -26,31 +27,39 @@ pub struct TrainArgs {
     /// ignored); steps, optimiser, EMA warm-up and data order start afresh
     #[arg(long, value_name = "CHECKPOINT", conflicts_with = "resume")]
     init: Option<PathBuf>,
-    /// Model preset: mnist (default), mnist-small, tiny, cifar10, ncsn-mnist (see `wgdiff model`)
+    /// Model preset: mnist-mlp (default), mnist, mnist-small, tiny, cifar10, ncsn-mnist (see `wgdiff model`)
     #[arg(long)]
     preset: Option<String>,
+    /// What the network predicts: eps, x0 or v (U-Nets and MLPs) [default: the model's: v for
+    /// mnist-mlp, eps for U-Nets]
+    #[arg(long)]
+    objective: Option<Objective>,
+    /// Noise schedule: linear (DDPM's 1e-4..0.02), cosine or sigmoid (U-Nets and MLPs)
+    /// [default: the model's: cosine for mnist-mlp, linear for U-Nets]
+    #[arg(long)]
+    schedule: Option<BetaSchedule>,
     /// Data: mnist (assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR or folder:DIR
     #[arg(long)]
     data: Option<String>,
-    /// Total optimiser steps [default: 40]
+    /// Total optimiser steps [default: 2000; on a CPU device --max-minutes ends the run first]
     #[arg(long)]
     steps: Option<usize>,
     /// Passes over the data (sets the step count from the dataset size)
     #[arg(long, conflicts_with = "steps")]
     epochs: Option<usize>,
-    /// Images per step [default: 64]
+    /// Images per step [default: 128]
     #[arg(long)]
     batch: Option<usize>,
-    /// Adam learning rate [default: 1e-3]
+    /// Adam learning rate [default: 2e-3]
     #[arg(long)]
     lr: Option<f32>,
-    /// Linear learning-rate warm-up steps [default: 10]
+    /// Linear learning-rate warm-up steps [default: 50]
     #[arg(long)]
     warmup: Option<u32>,
     /// Clip the global gradient norm (0 = off) [default: 1]
     #[arg(long)]
     max_grad_norm: Option<f32>,
-    /// EMA decay of the sampling weights [default: 0.999]
+    /// EMA decay of the sampling weights [default: 0.99]
     #[arg(long)]
     ema_decay: Option<f32>,
     /// Seed of weights, batches, timesteps and noise [default: 0]
@@ -62,7 +71,7 @@ pub struct TrainArgs {
     /// Write a sample grid every N steps (0 = only at the end) [default: 0]
     #[arg(long)]
     sample_every: Option<usize>,
-    /// Write a checkpoint every N steps (0 = only at the end) [default: 20]
+    /// Write a checkpoint every N steps (0 = only at the end) [default: 200]
     #[arg(long)]
     checkpoint_every: Option<usize>,
     /// Images per sample grid [default: 16]
@@ -101,7 +110,7 @@ pub struct TrainArgs {
     /// with --init they start fresh) [default: the preset's or --init's, zero]
     #[arg(long)]
     skip_type: Option<SkipType>,
-    /// Stop after this many minutes even if steps remain; 0 = no limit [default: 7]
+    /// Stop after this many minutes even if steps remain; 0 = no limit [default: 5]
     #[arg(long)]
     max_minutes: Option<f32>,
     /// Precision of the network's forward and backward: f32 or f16 (mixed precision) [default: f32]
@@ -155,6 +164,13 @@ impl TrainArgs {
         if self.epochs.is_some() {
             c.epochs = self.epochs;
         }
+        if self.objective.is_some() || self.schedule.is_some() {
+            let process = match &c.process {
+                Some(p) => p.clone(),
+                None => default_process(&c.model_config()?),
+            };
+            c.process = Some(process.with_vp(self.schedule, self.objective)?);
+        }
         if self.flip {
             c.flip = true;
         }
@@ -178,7 +194,7 @@ impl TrainArgs {
 }
 
 /// MNIST-FID for `--fid-every`, with a progress bar while the reference is computed.
-fn fid_tracker(gpu: &Gpu, c: &TrainConfig) -> Result<FidTracker> {
+pub fn fid_tracker(gpu: &Gpu, c: &TrainConfig) -> Result<FidTracker> {
     let mut bar: Option<ProgressBar> = None;
     let tracker = block_on(FidTracker::mnist(gpu, &c.data, &mut |done, total| {
         bar.get_or_insert_with(|| super::progress_bar(total, "MNIST-FID reference images"))

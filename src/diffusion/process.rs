@@ -18,6 +18,22 @@ pub enum Objective {
     V,
 }
 
+impl std::str::FromStr for Objective {
+    type Err = Error;
+
+    /// `eps`, `x0` or `v`.
+    fn from_str(name: &str) -> Result<Objective> {
+        match name {
+            "eps" => Ok(Objective::Eps),
+            "x0" => Ok(Objective::X0),
+            "v" => Ok(Objective::V),
+            _ => Err(Error::Config(format!(
+                "unknown objective `{name}`; choose eps, x0 or v"
+            ))),
+        }
+    }
+}
+
 /// A forward noising process; it goes into checkpoint configs.
 ///
 /// Network time inputs (what `DiffusionNet::forward` receives as `t`):
@@ -73,6 +89,37 @@ impl Process {
             sigma_max: 1.0,
             sigma_min: 0.01,
             levels: 10,
+        }
+    }
+
+    /// The VP process with the cosine schedule (T = 1000) predicting v: the MLP's default,
+    /// chosen by `wgdiff experiment speedrun`.
+    pub fn vp_cosine_v() -> Process {
+        Process::Vp {
+            schedule: BetaSchedule::COSINE,
+            steps: 1000,
+            objective: Objective::V,
+        }
+    }
+
+    /// This VP process with its schedule and/or objective replaced; an error for the score
+    /// processes (VE, NCSN), which have neither.
+    pub fn with_vp(&self, schedule: Option<BetaSchedule>, objective: Option<Objective>) -> Result<Process> {
+        match self {
+            Process::Vp {
+                schedule: s,
+                steps,
+                objective: o,
+            } => Ok(Process::Vp {
+                schedule: schedule.unwrap_or(*s),
+                steps: *steps,
+                objective: objective.unwrap_or(*o),
+            }),
+            other => Err(Error::Config(format!(
+                "a schedule or objective applies to DDPM's VP process; this model trains the {} process \
+                 (its network outputs the score)",
+                other.name()
+            ))),
         }
     }
 

@@ -17,6 +17,22 @@ pub enum BetaSchedule {
     Sigmoid { start: f32, end: f32, tau: f32 },
 }
 
+impl std::str::FromStr for BetaSchedule {
+    type Err = Error;
+
+    /// `linear`, `cosine` or `sigmoid`, with their usual constants.
+    fn from_str(name: &str) -> Result<BetaSchedule> {
+        match name {
+            "linear" => Ok(BetaSchedule::LINEAR),
+            "cosine" => Ok(BetaSchedule::COSINE),
+            "sigmoid" => Ok(BetaSchedule::SIGMOID),
+            _ => Err(Error::Config(format!(
+                "unknown noise schedule `{name}`; choose linear, cosine or sigmoid"
+            ))),
+        }
+    }
+}
+
 impl BetaSchedule {
     /// Ho et al.'s linear schedule, 1e-4 to 0.02.
     pub const LINEAR: BetaSchedule = BetaSchedule::Linear {

@@ -78,9 +78,10 @@ impl SkipModel {
     pub fn skip_type(&self) -> Result<SkipType> {
         match &self.model.state.model {
             crate::models::ModelConfig::UNet(u) => Ok(u.skip_type),
-            crate::models::ModelConfig::ScoreNet(_) => Err(Error::Config(format!(
-                "{}: the adaptive-skip experiment needs U-Net checkpoints; this is a ScoreNet",
-                self.path
+            other => Err(Error::Config(format!(
+                "{}: the adaptive-skip experiment needs U-Net checkpoints; this is a {}",
+                self.path,
+                other.kind_name()
             ))),
         }
     }
@@ -313,7 +314,9 @@ pub async fn fine_tune(
         skip_training: Some(scheme),
         steps,
         batch: 32,
+        lr: 1e-3,
         warmup: 20,
+        ema_decay: 0.999,
         checkpoint_every: 0,
         max_minutes: 0.0,
         out: path.with_extension("run"),

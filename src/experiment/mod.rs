@@ -4,3 +4,4 @@
 pub mod adaptive_skip;
 pub mod plots;
 pub mod report;
+pub mod speedrun;

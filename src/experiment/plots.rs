@@ -1,5 +1,5 @@
-//! PNG plots of the adaptive-skip experiment (plotters, with the font embedded from
-//! assets/fonts so no system fonts are needed): FID against speed-up, and the k(t) schedules.
+//! PNG plots of the experiments (plotters, with the font embedded from assets/fonts so no
+//! system fonts are needed): labelled curves (FID against speed-up or time), k(t) schedules.
 
 use crate::diffusion::skip_levels;
 use crate::plot_font::{plot_error, register_font, FONT};
@@ -23,25 +23,34 @@ pub struct Series {
     pub points: Vec<(f64, f64, String)>,
 }
 
-/// `metric` against sampling speed-up (%), one line per series with each point labelled (c).
-pub fn metric_vs_speedup(path: &Path, metric: &str, subtitle: &str, series: &[Series]) -> Result<()> {
+/// The titles of a [`curves`] plot.
+pub struct Axes<'a> {
+    pub caption: &'a str,
+    pub x: &'a str,
+    pub y: &'a str,
+}
+
+/// One line per series with each point labelled (the adaptive-skip experiment's FID against
+/// speed-up for each c, the speed-run's FID against training time).
+pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
     register_font(path)?;
     let points = series.iter().flat_map(|s| &s.points);
     let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
+    let pad = x_max * 0.02;
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{metric} vs sampling speed-up ({subtitle})"), (FONT, 20))
+        .caption(axes.caption, (FONT, 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(-2.0..(x_max * 1.1 + 2.0), 0.0..(y_max * 1.1))
+        .build_cartesian_2d(-pad..(x_max * 1.1 + pad), 0.0..(y_max * 1.1))
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
-        .x_desc("speed-up of sampling against c = 0 (%)")
-        .y_desc(metric)
+        .x_desc(axes.x)
+        .y_desc(axes.y)
         .label_style((FONT, 14))
         .draw()
         .map_err(|e| err(&e))?;

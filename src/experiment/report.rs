@@ -127,7 +127,13 @@ impl Report {
             })
             .collect();
         let subtitle = format!("{} samples, DDPM {} steps", self.plan.samples, self.plan.steps);
-        plots::metric_vs_speedup(&out.join("fid-vs-speedup.png"), &self.metric, &subtitle, &series)?;
+        let caption = format!("{} vs sampling speed-up ({subtitle})", self.metric);
+        let axes = plots::Axes {
+            caption: &caption,
+            x: "speed-up of sampling against c = 0 (%)",
+            y: &self.metric,
+        };
+        plots::curves(&out.join("fid-vs-speedup.png"), axes, &series)?;
         let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
         plots::skip_schedules(&out.join("skip-schedules.png"), levels, &nonzero)?;
         Ok([

@@ -1,11 +1,12 @@
 //! `ModelConfig`: any network's configuration as one serde value tagged by `kind`, the
 //! registry of named presets, and building the network it describes.
 
-use super::{DiffusionNet, ScoreNet, ScoreNetConfig, SkipType, UNet, UNetConfig};
+use super::{DiffusionNet, MlpNet, MlpNetConfig, ScoreNet, ScoreNetConfig, SkipType, UNet, UNetConfig};
 use crate::{Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
 
-/// A network configuration; serialised as `{"kind": "unet", ...}` or `{"kind": "scorenet", ...}`.
+/// A network configuration; serialised as `{"kind": "unet", ...}`, `{"kind": "scorenet", ...}`
+/// or `{"kind": "mlp", ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind")]
 pub enum ModelConfig {
@@ -13,16 +14,26 @@ pub enum ModelConfig {
     UNet(UNetConfig),
     #[serde(rename = "scorenet")]
     ScoreNet(ScoreNetConfig),
+    #[serde(rename = "mlp")]
+    Mlp(MlpNetConfig),
 }
 
 /// Names accepted by [`preset`].
-pub const PRESETS: [&str; 5] = ["mnist", "mnist-small", "cifar10", "tiny", "ncsn-mnist"];
+pub const PRESETS: [&str; 6] = [
+    "mnist",
+    "mnist-small",
+    "mnist-mlp",
+    "cifar10",
+    "tiny",
+    "ncsn-mnist",
+];
 
 /// The configuration of a named preset.
 pub fn preset(name: &str) -> Result<ModelConfig> {
     Ok(match name {
         "mnist" => ModelConfig::UNet(UNetConfig::mnist()),
         "mnist-small" => ModelConfig::UNet(UNetConfig::mnist_small()),
+        "mnist-mlp" => ModelConfig::Mlp(MlpNetConfig::mnist()),
         "cifar10" => ModelConfig::UNet(UNetConfig::cifar10()),
         "tiny" => ModelConfig::UNet(UNetConfig::tiny()),
         "ncsn-mnist" => ModelConfig::ScoreNet(ScoreNetConfig::ncsn_mnist()),
@@ -36,13 +47,31 @@ pub fn preset(name: &str) -> Result<ModelConfig> {
 }
 
 impl ModelConfig {
-    /// The same model with the adaptive U-Net's skip type set (a ScoreNet cannot skip).
+    /// The same model with the adaptive U-Net's skip type set (only a U-Net can skip).
     pub fn with_skip_type(self, skip_type: SkipType) -> Result<ModelConfig> {
         match self {
             ModelConfig::UNet(u) => Ok(ModelConfig::UNet(UNetConfig { skip_type, ..u })),
-            ModelConfig::ScoreNet(_) => Err(Error::Config(format!(
-                "skip type {skip_type}: the ScoreNet has no levels to skip; use a U-Net preset"
+            other => Err(Error::Config(format!(
+                "skip type {skip_type}: the {} has no levels to skip; use a U-Net preset",
+                other.kind_name()
             ))),
+        }
+    }
+
+    /// What the network is, for messages: `U-Net`, `ScoreNet` or `MLP`.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ModelConfig::UNet(_) => "U-Net",
+            ModelConfig::ScoreNet(_) => "ScoreNet",
+            ModelConfig::Mlp(_) => "MLP",
+        }
+    }
+
+    /// Classes of a class-conditional model (None: unconditional).
+    pub fn classes(&self) -> Option<usize> {
+        match self {
+            ModelConfig::UNet(u) => u.classes,
+            ModelConfig::ScoreNet(_) | ModelConfig::Mlp(_) => None,
         }
     }
 
@@ -51,6 +80,7 @@ impl ModelConfig {
         match self {
             ModelConfig::UNet(u) => [u.in_channels, u.image_size, u.image_size],
             ModelConfig::ScoreNet(s) => [s.in_channels, s.image_size, s.image_size],
+            ModelConfig::Mlp(m) => [m.in_channels, m.image_size, m.image_size],
         }
     }
 
@@ -59,6 +89,7 @@ impl ModelConfig {
         Ok(match self {
             ModelConfig::UNet(c) => Box::new(UNet::new(gpu, c, seed)?),
             ModelConfig::ScoreNet(c) => Box::new(ScoreNet::new(gpu, c, seed)?),
+            ModelConfig::Mlp(c) => Box::new(MlpNet::new(gpu, c, seed)?),
         })
     }
 }

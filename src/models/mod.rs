@@ -1,8 +1,9 @@
-//! Diffusion networks (the DDPM U-Net, the NCSN ScoreNet) behind one trait, so training,
+//! Diffusion networks (the DDPM U-Net, the NCSN ScoreNet, a residual MLP) behind one trait, so training,
 //! sampling, checkpoints and `wgdiff model` treat every network alike.
 
 mod config;
 mod embedding;
+mod mlp_net;
 mod scorenet;
 pub mod summary;
 mod unet;
@@ -10,6 +11,7 @@ mod unet_config;
 
 pub use config::{preset, ModelConfig, PRESETS};
 pub use embedding::{one_hot, timestep_embedding};
+pub use mlp_net::{MlpNet, MlpNetConfig};
 pub use scorenet::{ScoreNet, ScoreNetConfig};
 pub use unet::UNet;
 pub use unet_config::{AttentionAt, SkipType, UNetConfig};

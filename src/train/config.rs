@@ -1,7 +1,8 @@
-//! `TrainConfig`: everything a training run needs, with defaults that train the MNIST U-Net;
+//! `TrainConfig`: everything a training run needs, with defaults that train the speed-run MLP;
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
 use super::sample;
+use crate::diffusion::Process;
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::{DType, Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,10 @@ pub struct TrainConfig {
     /// Fine-tune: start from the EMA weights of this `wgdiff train` checkpoint and take its
     /// model (`preset` and `model` are then ignored); step, optimiser and data start afresh.
     pub init: Option<PathBuf>,
+    /// The noising process and objective (TOML `[process]`, e.g. `kind = "vp"`,
+    /// `schedule = { kind = "cosine", s = 0.008 }`, `steps = 1000`, `objective = "v"`); None: the
+    /// model's default (DDPM, linear betas, eps, for U-Nets and MLPs; the VE SDE for the ScoreNet).
+    pub process: Option<Process>,
     /// Set the adaptive U-Net's skip type (zero, duplicate, interpolate) of the model.
     pub skip_type: Option<SkipType>,
     /// Dataset: `mnist`, `mnist:DIR`, `fashion:DIR`, `cifar10:DIR` or `folder:DIR`.
@@ -163,30 +168,33 @@ impl std::fmt::Display for Precision {
 
 impl Default for TrainConfig {
     fn default() -> Self {
+        // The speed-run recipe (`wgdiff experiment speedrun`): the residual MLP, v on the cosine
+        // schedule (its default process), a short EMA; the time budget ends it on a CPU device.
         TrainConfig {
-            preset: "mnist".into(),
+            preset: "mnist-mlp".into(),
             model: None,
             init: None,
+            process: None,
             skip_type: None,
             data: "mnist".into(),
-            steps: 40,
+            steps: 2000,
             epochs: None,
-            batch: 64,
-            lr: 1e-3,
-            warmup: 10,
+            batch: 128,
+            lr: 2e-3,
+            warmup: 50,
             max_grad_norm: 1.0,
-            ema_decay: 0.999,
+            ema_decay: 0.99,
             seed: 0,
             out: PathBuf::from("runs/mnist"),
             sample_every: 0,
-            checkpoint_every: 20,
+            checkpoint_every: 200,
             grid_images: 16,
             grid_steps: sample::DEFAULT_SAMPLER_STEPS,
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,
             skip_training: None,
-            max_minutes: 7.0,
+            max_minutes: 5.0,
             precision: Precision::F32,
             fid_every: 0,
             fid_samples: 256,
@@ -250,6 +258,9 @@ impl TrainConfig {
             }
         }
         self.model_config()?;
+        if let Some(process) = &self.process {
+            process.marginals()?;
+        }
         Ok(())
     }
 }

@@ -72,10 +72,28 @@ impl FidTracker {
     /// to `best` (atomically). Returns the record and whether it is the best.
     pub async fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
         let c = &trainer.state.config;
+        let fid = self.score(trainer, c.fid_samples, c.fid_steps).await?;
+        let record = FidRecord {
+            step: trainer.state.step,
+            fid,
+        };
+        let is_best =
+            record.fid.is_finite() && best_fid(&trainer.state.fid).is_none_or(|b| record.fid < b.fid);
+        trainer.state.fid.push(record);
+        if is_best {
+            trainer.save(best).await?;
+        }
+        Ok((record, is_best))
+    }
+
+    /// The Fréchet distance of `samples` images from `trainer`'s EMA network (the default
+    /// sampler at `steps` steps, seed = the run's seed) to the reference.
+    pub async fn score(&self, trainer: &Trainer, samples: usize, steps: usize) -> Result<f64> {
+        let c = &trainer.state.config;
         let request = SampleRequest {
             sampler: default_sampler(&trainer.state.process),
-            steps: Some(c.fid_steps),
-            count: c.fid_samples,
+            steps: Some(steps),
+            count: samples,
             seed: c.seed,
             skip_exponent: 0.0,
             class: None,
@@ -91,23 +109,12 @@ impl FidTracker {
             &trainer.gpu,
             sampling,
             &request,
-            c.fid_samples,
+            samples,
             c.batch,
             self.features.as_ref(),
             |_| {},
         )
         .await?;
-        let scores = generated.scores(self.features.as_ref(), &self.reference)?;
-        let record = FidRecord {
-            step: trainer.state.step,
-            fid: scores.fid,
-        };
-        let is_best =
-            record.fid.is_finite() && best_fid(&trainer.state.fid).is_none_or(|b| record.fid < b.fid);
-        trainer.state.fid.push(record);
-        if is_best {
-            trainer.save(best).await?;
-        }
-        Ok((record, is_best))
+        Ok(generated.scores(self.features.as_ref(), &self.reference)?.fid)
     }
 }

@@ -108,7 +108,7 @@ impl Trainer {
             Some((_, model)) => model.clone(),
             None => config.model_config()?,
         };
-        let process = default_process(&model);
+        let process = config.process.clone().unwrap_or_else(|| default_process(&model));
         let data = Arc::new(load_data(&config.data)?);
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
         let mut config = config;
@@ -218,10 +218,7 @@ impl Trainer {
         let mut net = state.model.build(gpu, c.seed)?;
         net.set_training(true);
         let classes = batcher.dataset().classes;
-        let model_classes = match &state.model {
-            ModelConfig::UNet(u) => u.classes,
-            ModelConfig::ScoreNet(_) => None,
-        };
+        let model_classes = state.model.classes();
         match (c.class_dropout, model_classes) {
             (Some(_), None) => {
                 return Err(Error::Config(
@@ -404,10 +401,12 @@ impl Trainer {
 }
 
 /// The process a model is trained with by default: DDPM (VP, linear betas, eps) for U-Nets,
+/// VP with the cosine schedule predicting v for the MLP (`wgdiff experiment speedrun`),
 /// the tutorial's VE SDE for the ScoreNet (whose output is divided by its std(t)).
 pub fn default_process(model: &ModelConfig) -> Process {
     match model {
         ModelConfig::UNet(_) => Process::ddpm(),
+        ModelConfig::Mlp(_) => Process::vp_cosine_v(),
         ModelConfig::ScoreNet(_) => Process::ve(),
     }
 }

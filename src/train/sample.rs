@@ -169,10 +169,7 @@ pub async fn sample_net<'s>(
     let _g = crate::no_grad();
     let [c, h, w] = model.image_shape();
     let n = request.count;
-    let classes = match model {
-        ModelConfig::UNet(u) => u.classes,
-        ModelConfig::ScoreNet(_) => None,
-    };
+    let classes = model.classes();
     let denoiser = match classes {
         Some(k) => {
             let labels: Vec<u32> = match request.class {

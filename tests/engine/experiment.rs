@@ -1,16 +1,19 @@
-//! The adaptive-skip experiment end to end at toy size: tiny U-Nets (a baseline and a
-//! skip-fine-tuned zero model), every arm sampled round-robin, tables, verdict and plots.
+//! The experiments end to end at toy size: adaptive-skip (tiny U-Nets, a baseline and a
+//! skip-fine-tuned zero model, every arm sampled round-robin, tables, verdict and plots) and
+//! the speed-run (a tiny U-Net and a small MLP trained in interleaved slices, scored, reported).
 
 use crate::common::gpu;
 use crate::eval::PooledPixels;
 use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::experiment::adaptive_skip::{arms, run, Plan, SkipModel, EXPONENTS};
-use wgdiff::experiment::plots::{metric_vs_speedup, skip_schedules, Series};
+use wgdiff::experiment::plots::{curves, skip_schedules, Axes, Series};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
+use wgdiff::experiment::speedrun::{self, Recipe};
 use wgdiff::median::median;
 use wgdiff::models::SkipType;
-use wgdiff::train::{SkipTraining, TrainConfig, TrainedModel, Trainer};
+use wgdiff::models::{MlpNetConfig, ModelConfig};
+use wgdiff::train::{FidTracker, SkipTraining, TrainConfig, TrainedModel, Trainer};
 
 /// A tiny-preset checkpoint trained for `steps` steps as `config` says, saved under `name`.
 fn tiny_checkpoint(name: &str, config: TrainConfig) -> std::path::PathBuf {
@@ -171,13 +174,118 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
         name: "Zero".into(),
         points: vec![(0.0, 10.0, "c=0".into()), (40.0, 12.0, "c=2".into())],
     }];
-    metric_vs_speedup(&dir.join("a.png"), "pooled-FID", "test", &series).unwrap();
+    let axes = Axes {
+        caption: "pooled-FID vs speed-up (test)",
+        x: "speed-up (%)",
+        y: "pooled-FID",
+    };
+    curves(&dir.join("a.png"), axes, &series).unwrap();
     skip_schedules(&dir.join("b.png"), models[0].levels(), &[1.0, 2.0]).unwrap();
     for name in ["a.png", "b.png"] {
         let image = image::open(dir.join(name)).unwrap().to_rgb8();
         assert_eq!(image.dimensions(), (900, 600));
         assert!(image.pixels().any(|p| p.0 != [255, 255, 255]), "{name} is blank");
     }
+}
+
+#[test]
+fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() {
+    let gpu = gpu();
+    let base = TrainConfig {
+        preset: "tiny".into(),
+        batch: 4,
+        ..TrainConfig::default()
+    };
+    let small_mlp = MlpNetConfig {
+        hidden: 32,
+        norm_groups: 4,
+        ..MlpNetConfig::mnist()
+    };
+    let recipes = [
+        Recipe {
+            name: "tiny U-Net",
+            idea: "test",
+            config: base.clone(),
+        },
+        Recipe {
+            name: "small MLP",
+            idea: "test",
+            config: TrainConfig {
+                model: Some(ModelConfig::Mlp(small_mlp)),
+                ..base
+            },
+        },
+    ];
+    let plan = speedrun::Plan {
+        budget_seconds: 0.4,
+        slice_seconds: 0.1,
+        evals: 2,
+        fid_samples: 4,
+        fid_steps: 2,
+    };
+    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &test,
+        split: Split::Test,
+        limit: Some(100),
+    };
+    let tracker = FidTracker {
+        features: Box::new(PooledPixels),
+        reference: pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap(),
+    };
+    let mut order: Vec<String> = Vec::new();
+    let mut reported = 0;
+    let curves = pollster::block_on(speedrun::run(
+        gpu,
+        &recipes,
+        &plan,
+        &tracker,
+        |recipe, _, point| {
+            if order.last().map(String::as_str) != Some(recipe) {
+                order.push(recipe.to_string());
+            }
+            reported += usize::from(point.is_some());
+        },
+    ))
+    .unwrap();
+    assert_eq!(reported, 4, "every evaluation is reported as it happens");
+    assert!(order.len() >= 3, "the recipes take turns in slices: {order:?}");
+    assert_eq!(curves.len(), 2);
+    for (curve, recipe) in curves.iter().zip(&recipes) {
+        assert_eq!(curve.recipe, recipe.name);
+        assert!(curve.parameters > 0);
+        assert_eq!(curve.points.len(), 2, "{}", curve.recipe);
+        for (i, p) in curve.points.iter().enumerate() {
+            assert!(p.train_seconds >= 0.2 * (i + 1) as f64, "{}: {p:?}", curve.recipe);
+            assert!(p.fid.is_finite() && p.loss.is_finite(), "{p:?}");
+            assert_eq!(p.images, p.step * 4);
+        }
+        assert!(curve.points[1].step > curve.points[0].step);
+    }
+    let report = speedrun::Report {
+        date: "today".into(),
+        device: "test".into(),
+        plan,
+        curves,
+        wall_seconds: 1.0,
+    };
+    let dir = std::env::temp_dir().join(format!("wgdiff-speedrun-{}", std::process::id()));
+    let written = report.write_files(&dir).unwrap();
+    assert_eq!(written, ["speedrun.md", "speedrun.json", "fid-vs-time.png"]);
+    let md = std::fs::read_to_string(dir.join("speedrun.md")).unwrap();
+    assert!(
+        md.contains("| tiny U-Net |") && md.contains("| small MLP |"),
+        "{md}"
+    );
+    let winner = report.winner().unwrap();
+    assert!(md.contains(&format!("**{}**", winner.recipe)), "{md}");
+    let plot = image::open(dir.join("fid-vs-time.png")).unwrap().to_rgb8();
+    assert!(plot.pixels().any(|p| p.0 != [255, 255, 255]), "blank plot");
+    // the candidates of `wgdiff experiment speedrun`: the previous default, then today's
+    let candidates = speedrun::recipes();
+    assert_eq!(candidates[0].config, speedrun::previous_default());
+    assert_eq!(candidates[1].config, TrainConfig::default());
+    assert!(candidates.len() >= 4);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The diffusion networks: exact parameter counts of the presets, summaries that agree with
 //! the named parameters, forward shapes, gradients reaching every parameter, level skipping
-//! that runs fewer kernels, class conditioning, dropout, and the ScoreNet's 1/std(t) scale.
+//! that runs fewer kernels, class conditioning, dropout, the ScoreNet's 1/std(t) scale and the
+//! MLP's gated identity path.
 
 use crate::common::gpu;
 use wgdiff::models::{preset, DiffusionNet, ModelConfig, SkipType, UNet, UNetConfig, PRESETS};
@@ -154,10 +155,10 @@ fn every_variant_summarises_its_named_parameters() {
 }
 
 #[test]
-fn small_unets_and_the_scorenet_map_a_batch_to_its_shape() {
+fn small_networks_map_a_batch_to_its_shape() {
     let _g = wgdiff::no_grad();
     let x = input(2, 1, 28);
-    for name in ["tiny", "mnist-small"] {
+    for name in ["tiny", "mnist-small", "mnist-mlp"] {
         let y = build(name).forward(&x, &[3.0, 900.0], None, 0).unwrap();
         assert_eq!(y.shape(), [2, 1, 28, 28], "{name}");
     }
@@ -354,6 +355,49 @@ fn dropout_runs_only_in_training_and_keeps_the_mean() {
     assert_eq!(run(&net), run(&net), "eval mode is deterministic");
     net.set_training(true);
     assert_ne!(run(&net), run(&net), "training mode draws new masks");
+}
+
+#[test]
+fn mlp_has_2421280_parameters_a_gated_identity_path_and_gradients_everywhere() {
+    let net = build("mnist-mlp");
+    assert_eq!(param_count(net.as_ref()), 2_421_280);
+    let x = input(2, 1, 28);
+    let t = [20.0, 800.0];
+    let grads = output_and_grads(net.as_ref(), DType::F32, &x, &t, None, 0).1;
+    assert_eq!(
+        grads.len(),
+        net.named_params().len(),
+        "some parameter got no gradient"
+    );
+    for (name, g) in grads {
+        assert!(g.iter().all(|v| v.is_finite()), "{name}");
+        assert!(g.iter().any(|&v| v != 0.0), "{name}: all-zero gradient");
+    }
+    let _g = wgdiff::no_grad();
+    // with out.fc zeroed only the gate path is left: output = gate(e) * x, linear in x
+    for (name, p) in net.named_params() {
+        if name.starts_with("out.fc.") {
+            p.copy_from(&Tensor::zeros(gpu(), p.shape(), DType::F32).unwrap())
+                .unwrap();
+        }
+    }
+    let a = net.forward(&x, &t, None, 0).unwrap().to_vec().unwrap();
+    let b = net
+        .forward(&x.mul_scalar(2.0).unwrap(), &t, None, 0)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    assert!(a.iter().any(|&v| v != 0.0));
+    for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (b - 2.0 * a).abs() <= 1e-5 * (a.abs() + 1e-3),
+            "element {i}: {b} vs 2 x {a}"
+        );
+    }
+    assert!(net.forward(&x, &t, Some(&[1, 2]), 0).is_err(), "no class labels");
+    assert!(net.forward(&x, &t, None, 1).is_err(), "no levels to skip");
+    assert!(net.forward(&input(2, 1, 14), &t, None, 0).is_err(), "28x28 only");
+    assert!(net.forward(&x, &[1.0], None, 0).is_err(), "one time per image");
 }
 
 #[test]

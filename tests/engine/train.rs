@@ -9,10 +9,13 @@ use std::path::Path;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{DataSource, Split};
+use wgdiff::diffusion::{BetaSchedule, Objective, Process};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType};
 use wgdiff::train::fid::best_fid;
-use wgdiff::train::{FidTracker, Precision, SkipTraining, TrainConfig, TrainedModel, Trainer};
+use wgdiff::train::{
+    default_process, FidTracker, Precision, SkipTraining, TrainConfig, TrainedModel, Trainer,
+};
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
     TrainConfig {
@@ -135,6 +138,67 @@ fn resume_repeats_the_next_step_exactly() {
 #[test]
 fn resume_repeats_the_next_f16_step_exactly() {
     resume_repeats(Precision::F16);
+}
+
+#[test]
+fn the_configured_process_trains_is_saved_and_defaults_by_model() {
+    let cosine_v = Process::vp_cosine_v();
+    let config = TrainConfig {
+        process: Some(cosine_v.clone()),
+        ..tiny_config("process", 2)
+    };
+    let checkpoint = config.out.join("checkpoint.safetensors");
+    let mut trainer = Trainer::new(gpu(), config).unwrap();
+    assert_eq!(trainer.state.process, cosine_v);
+    for _ in 0..2 {
+        assert!(block_on(trainer.step()).unwrap().is_finite());
+    }
+    block_on(trainer.save(&checkpoint)).unwrap();
+    let model = TrainedModel::load(gpu(), &checkpoint).unwrap();
+    assert_eq!(
+        model.state.process, cosine_v,
+        "samplers read the process from the checkpoint"
+    );
+    // the defaults: DDPM for U-Nets, v on the cosine schedule for the MLP
+    let unet = wgdiff::models::preset("tiny").unwrap();
+    assert_eq!(default_process(&unet), Process::ddpm());
+    let mlp = wgdiff::models::preset("mnist-mlp").unwrap();
+    assert_eq!(default_process(&mlp), cosine_v);
+    // flags: schedule and objective by name, on VP processes only
+    let eps_cosine = Process::ddpm()
+        .with_vp(Some("cosine".parse::<BetaSchedule>().unwrap()), None)
+        .unwrap();
+    let Process::Vp {
+        schedule, objective, ..
+    } = eps_cosine
+    else {
+        unreachable!()
+    };
+    assert_eq!((schedule, objective), (BetaSchedule::COSINE, Objective::Eps));
+    assert_eq!("x0".parse::<Objective>().unwrap(), Objective::X0);
+    assert!("vee"
+        .parse::<Objective>()
+        .unwrap_err()
+        .to_string()
+        .contains("eps, x0 or v"));
+    assert!("quadratic".parse::<BetaSchedule>().is_err());
+    let err = Process::ve()
+        .with_vp(None, Some(Objective::V))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ve"), "{err}");
+    let bad = TrainConfig {
+        process: Some(Process::Vp {
+            schedule: BetaSchedule::COSINE,
+            steps: 1,
+            objective: Objective::V,
+        }),
+        ..tiny_config("bad-process", 1)
+    };
+    assert!(
+        bad.validate().is_err(),
+        "a one-step process is refused before training"
+    );
 }
 
 fn resume_repeats(precision: Precision) {

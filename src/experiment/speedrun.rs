@@ -1,0 +1,318 @@
+//! The speed-run search behind `wgdiff train`'s default: candidate recipes trained side by side
+//! in interleaved time slices, each scored by MNIST-FID at fixed points of its training time.
+
+use super::plots::{self, Axes, Series};
+use crate::diffusion::Process;
+use crate::models::{MlpNetConfig, ModelConfig};
+use crate::train::{FidTracker, TrainConfig, Trainer};
+use crate::{Error, Gpu, Result};
+use serde::Serialize;
+use std::fmt::Write;
+use std::path::Path;
+
+/// One candidate: a name, why it is in the race, and the run's settings.
+pub struct Recipe {
+    pub name: &'static str,
+    pub idea: &'static str,
+    pub config: TrainConfig,
+}
+
+/// `wgdiff train`'s default before the speed-run (commit 8fe798f): the MNIST U-Net at batch 64,
+/// lr 1e-3 after 10 warm-up steps, EMA 0.999, DDPM (linear betas, eps), 40 steps or 7 minutes.
+pub fn previous_default() -> TrainConfig {
+    TrainConfig {
+        preset: "mnist".into(),
+        steps: 40,
+        batch: 64,
+        lr: 1e-3,
+        warmup: 10,
+        ema_decay: 0.999,
+        checkpoint_every: 20,
+        max_minutes: 7.0,
+        ..TrainConfig::default()
+    }
+}
+
+/// The candidates, the previous default first and today's default (`TrainConfig::default()`) second.
+pub fn recipes() -> Vec<Recipe> {
+    let mlp = TrainConfig::default();
+    vec![
+        Recipe {
+            name: "previous default",
+            idea: "the MNIST U-Net (2.3M parameters) as `wgdiff train` ran it before",
+            config: previous_default(),
+        },
+        Recipe {
+            name: "MLP, v, cosine (default)",
+            idea: "the residual MLP on pixels, 512 wide (all matmuls: ~40x the U-Net's images per \
+                   second on a CPU), predicting v on the cosine schedule",
+            config: mlp.clone(),
+        },
+        Recipe {
+            name: "MLP, eps, linear",
+            idea: "the default MLP with DDPM's process (eps on linear betas)",
+            config: TrainConfig {
+                process: Some(Process::ddpm()),
+                ..mlp.clone()
+            },
+        },
+        Recipe {
+            name: "U-Net small, fast",
+            idea: "the 553k-parameter U-Net with the MLP's short EMA and higher lr, batch 32",
+            config: TrainConfig {
+                preset: "mnist-small".into(),
+                batch: 32,
+                ..mlp.clone()
+            },
+        },
+        Recipe {
+            name: "MLP 1024 wide",
+            idea: "the default at twice the width: 2.7x the parameters, half the steps per second",
+            config: TrainConfig {
+                model: Some(ModelConfig::Mlp(MlpNetConfig {
+                    hidden: 1024,
+                    ..MlpNetConfig::mnist()
+                })),
+                ..mlp
+            },
+        },
+    ]
+}
+
+/// How long each recipe trains and how it is scored.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    /// Training seconds per recipe (time spent in `Trainer::step`).
+    pub budget_seconds: f64,
+    /// Training seconds a recipe runs before the next one takes over.
+    pub slice_seconds: f64,
+    /// MNIST-FID evaluations per recipe, evenly spaced over its budget.
+    pub evals: usize,
+    /// Samples and sampler steps of each evaluation (DDPM ancestral sampler).
+    pub fid_samples: usize,
+    pub fid_steps: usize,
+}
+
+impl Plan {
+    /// `--quick`: 4 training minutes per recipe, 3 evaluations of 200 samples x 20 steps.
+    pub fn quick() -> Plan {
+        Plan {
+            budget_seconds: 240.0,
+            slice_seconds: 20.0,
+            evals: 3,
+            fid_samples: 200,
+            fid_steps: 20,
+        }
+    }
+
+    /// The full search: 30 training minutes per recipe, 6 evaluations of 1,000 samples x 50 steps.
+    pub fn full() -> Plan {
+        Plan {
+            budget_seconds: 1800.0,
+            slice_seconds: 30.0,
+            evals: 6,
+            fid_samples: 1000,
+            fid_steps: 50,
+        }
+    }
+
+    /// The training time of evaluation `i` (1-based).
+    fn eval_time(&self, i: usize) -> f64 {
+        self.budget_seconds * i as f64 / self.evals as f64
+    }
+}
+
+/// One evaluation of a recipe.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    pub train_seconds: f64,
+    pub step: usize,
+    pub images: usize,
+    /// Mean loss of the steps since the previous point.
+    pub loss: f64,
+    pub fid: f64,
+}
+
+/// A recipe's curve.
+#[derive(Clone, Debug, Serialize)]
+pub struct Curve {
+    pub recipe: String,
+    pub idea: String,
+    pub config: TrainConfig,
+    pub parameters: usize,
+    pub points: Vec<Point>,
+}
+
+impl Curve {
+    /// The lowest FID of the curve.
+    pub fn best_fid(&self) -> f64 {
+        self.points.iter().map(|p| p.fid).fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Trains every recipe for `plan.budget_seconds`, round-robin in slices of
+/// `plan.slice_seconds` (so machine-speed drift hits every recipe alike), and scores each at
+/// its evaluation times with `tracker`. `progress(recipe, train_seconds, point)` after every
+/// step, with the point when the step was followed by an evaluation.
+pub async fn run(
+    gpu: &Gpu,
+    recipes: &[Recipe],
+    plan: &Plan,
+    tracker: &FidTracker,
+    mut progress: impl FnMut(&str, f64, Option<&Point>),
+) -> Result<Vec<Curve>> {
+    if plan.evals == 0 || !(plan.budget_seconds > 0.0 && plan.slice_seconds > 0.0) {
+        return Err(Error::Config(
+            "the speed-run needs a positive budget and slice and at least one evaluation".into(),
+        ));
+    }
+    let mut runs = Vec::with_capacity(recipes.len());
+    for recipe in recipes {
+        let config = TrainConfig {
+            steps: usize::MAX / 2,
+            max_minutes: 0.0,
+            ..recipe.config.clone()
+        };
+        let trainer = Trainer::new(gpu, config)?;
+        let parameters = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();
+        let curve = Curve {
+            recipe: recipe.name.to_string(),
+            idea: recipe.idea.to_string(),
+            config: recipe.config.clone(),
+            parameters,
+            points: Vec::new(),
+        };
+        runs.push((trainer, curve, 0usize));
+    }
+    while runs.iter().any(|(_, curve, _)| curve.points.len() < plan.evals) {
+        for (trainer, curve, losses_seen) in runs.iter_mut() {
+            let slice_end = trainer.state.train_seconds + plan.slice_seconds;
+            while curve.points.len() < plan.evals && trainer.state.train_seconds < slice_end {
+                trainer.step().await?;
+                if trainer.state.train_seconds < plan.eval_time(curve.points.len() + 1) {
+                    progress(&curve.recipe, trainer.state.train_seconds, None);
+                } else {
+                    let losses = &trainer.state.losses[*losses_seen..];
+                    let loss = losses.iter().map(|&l| l as f64).sum::<f64>() / losses.len() as f64;
+                    *losses_seen = trainer.state.losses.len();
+                    let fid = tracker.score(trainer, plan.fid_samples, plan.fid_steps).await?;
+                    curve.points.push(Point {
+                        train_seconds: trainer.state.train_seconds,
+                        step: trainer.state.step,
+                        images: trainer.state.step * trainer.state.config.batch,
+                        loss,
+                        fid,
+                    });
+                    progress(&curve.recipe, trainer.state.train_seconds, curve.points.last());
+                }
+            }
+        }
+    }
+    Ok(runs.into_iter().map(|(_, curve, _)| curve).collect())
+}
+
+/// The speed-run's report: the plan, the device and every curve.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub date: String,
+    pub device: String,
+    pub plan: Plan,
+    pub curves: Vec<Curve>,
+    pub wall_seconds: f64,
+}
+
+impl Report {
+    /// The Markdown table: one row per recipe and evaluation, the winner named.
+    pub fn markdown(&self) -> String {
+        let p = &self.plan;
+        let mut md = format!(
+            "# Speed-run: MNIST-FID against training time\n\n{} on {}; every recipe trained {:.0} s \
+             (time inside the training step), round-robin in {:.0} s slices; MNIST-FID of the EMA \
+             weights from {} samples, DDPM ancestral sampler with {} steps, at {} points. \
+             Wall time {:.0} s.\n\n",
+            self.date,
+            self.device,
+            p.budget_seconds,
+            p.slice_seconds,
+            p.fid_samples,
+            p.fid_steps,
+            p.evals,
+            self.wall_seconds
+        );
+        md += "| recipe | parameters | training s | steps | images | mean loss | MNIST-FID |\n";
+        md += "|---|---:|---:|---:|---:|---:|---:|\n";
+        for c in &self.curves {
+            for pt in &c.points {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {:.0} | {} | {} | {:.4} | {:.1} |",
+                    c.recipe, c.parameters, pt.train_seconds, pt.step, pt.images, pt.loss, pt.fid
+                );
+            }
+        }
+        md += "\n";
+        for c in &self.curves {
+            let _ = writeln!(md, "- **{}**: {}.", c.recipe, c.idea);
+        }
+        if let Some(best) = self.winner() {
+            let _ = writeln!(
+                md,
+                "\nLowest MNIST-FID at the end of the budget: **{}** ({:.1}).",
+                best.recipe,
+                best.points.last().map_or(f64::NAN, |p| p.fid)
+            );
+        }
+        md
+    }
+
+    /// The recipe with the lowest final FID.
+    pub fn winner(&self) -> Option<&Curve> {
+        self.curves
+            .iter()
+            .filter(|c| c.points.last().is_some_and(|p| p.fid.is_finite()))
+            .min_by(|a, b| {
+                let last = |c: &Curve| c.points.last().map_or(f64::INFINITY, |p| p.fid);
+                last(a).total_cmp(&last(b))
+            })
+    }
+
+    /// Writes speedrun.md, speedrun.json and fid-vs-time.png into `out`; returns their names.
+    pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+        std::fs::create_dir_all(out).map_err(|e| Error::Io {
+            what: format!("creating the output folder {}", out.display()),
+            reason: e.to_string(),
+        })?;
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
+            what: "the speed-run report as JSON".into(),
+            reason: e.to_string(),
+        })?;
+        crate::checkpoint::write_atomic(&out.join("speedrun.md"), self.markdown().as_bytes())?;
+        crate::checkpoint::write_atomic(&out.join("speedrun.json"), json.as_bytes())?;
+        let series: Vec<Series> = self
+            .curves
+            .iter()
+            .map(|c| Series {
+                name: c.recipe.clone(),
+                points: c
+                    .points
+                    .iter()
+                    .map(|p| (p.train_seconds, p.fid, format!("{}", p.step)))
+                    .collect(),
+            })
+            .collect();
+        let caption = format!(
+            "MNIST-FID vs training time ({} samples, DDPM {} steps; labels: step)",
+            self.plan.fid_samples, self.plan.fid_steps
+        );
+        let axes = Axes {
+            caption: &caption,
+            x: "training time (s)",
+            y: "MNIST-FID",
+        };
+        plots::curves(&out.join("fid-vs-time.png"), axes, &series)?;
+        Ok(["speedrun.md", "speedrun.json", "fid-vs-time.png"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect())
+    }
+}

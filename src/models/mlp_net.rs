@@ -1,0 +1,194 @@
+//! `MlpNet`: a residual MLP denoiser on flattened pixels, all matmuls (the speed-run model:
+//! on a CPU device it sees ~40x more images per second than the MNIST U-Net).
+//!
+//! Layout (the `mnist-mlp` preset, 784 -> 512 wide, 2 blocks, 2,421,280 parameters):
+//! - `time.0` Linear(sinusoid, temb) -> SiLU -> `time.1` Linear(temb, temb) = e;
+//! - `input` Linear(C*H*W, hidden) on the flattened image = h;
+//! - block i: h += `blocks.i.fc2`(SiLU(`blocks.i.fc1`(SiLU(`blocks.i.norm`(h))) + `blocks.i.temb`(e)));
+//! - `out.fc`(SiLU(`out.norm`(h))) + `gate`(e) * x, reshaped to [N, C, H, W]: a per-pixel,
+//!   per-time gate on the input, because every objective is close to +-x_t at the ends of the
+//!   process (eps at high noise, x0 at low noise) and an MLP learns that identity slowly.
+
+use super::embedding::timestep_embedding;
+use super::summary::LayerWalk;
+use super::DiffusionNet;
+use crate::nn::{GroupNorm, Linear};
+use crate::ops::random::Rng;
+use crate::{Error, Gpu, Result, Tensor};
+use serde::{Deserialize, Serialize};
+
+/// The MLP denoiser's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MlpNetConfig {
+    /// Square image side.
+    pub image_size: usize,
+    pub in_channels: usize,
+    /// Width of every hidden layer.
+    pub hidden: usize,
+    /// Residual blocks (each two hidden Linear layers).
+    pub blocks: usize,
+    /// GroupNorm groups of the hidden features.
+    pub norm_groups: usize,
+    /// Sinusoidal time features (even), then a Linear to `time_embed_dim`, SiLU, Linear.
+    pub time_sinusoid_dim: usize,
+    pub time_embed_dim: usize,
+}
+
+impl MlpNetConfig {
+    /// The MNIST speed-run model (see the module doc).
+    pub fn mnist() -> MlpNetConfig {
+        MlpNetConfig {
+            image_size: 28,
+            in_channels: 1,
+            hidden: 512,
+            blocks: 2,
+            norm_groups: 8,
+            time_sinusoid_dim: 128,
+            time_embed_dim: 256,
+        }
+    }
+
+    /// Values per image: C * H * W.
+    pub fn pixels(&self) -> usize {
+        self.in_channels * self.image_size * self.image_size
+    }
+
+    /// Errors naming the first setting that cannot be built.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(format!("MLP config: {msg}")));
+        if self.pixels() == 0 || self.hidden == 0 || self.time_embed_dim == 0 {
+            return bad("image_size, in_channels, hidden and time_embed_dim must be at least 1".into());
+        }
+        if self.norm_groups == 0 || self.hidden % self.norm_groups != 0 {
+            return bad(format!(
+                "norm_groups {} must divide hidden {}",
+                self.norm_groups, self.hidden
+            ));
+        }
+        if self.time_sinusoid_dim < 4 || self.time_sinusoid_dim % 2 != 0 {
+            return bad(format!(
+                "time_sinusoid_dim {} must be even and at least 4",
+                self.time_sinusoid_dim
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One residual block (see the module doc).
+struct Block {
+    norm: GroupNorm,
+    fc1: Linear,
+    temb: Linear,
+    fc2: Linear,
+}
+
+/// The residual MLP denoiser (see the module doc).
+pub struct MlpNet {
+    config: MlpNetConfig,
+    time: [Linear; 2],
+    input: Linear,
+    blocks: Vec<Block>,
+    out_norm: GroupNorm,
+    out: Linear,
+    gate: Linear,
+}
+
+impl MlpNet {
+    pub fn new(gpu: &Gpu, config: &MlpNetConfig, seed: u64) -> Result<MlpNet> {
+        config.validate()?;
+        let c = config;
+        let rng = &mut Rng::new(seed);
+        let (hidden, temb) = (c.hidden, c.time_embed_dim);
+        let blocks = (0..c.blocks)
+            .map(|_| {
+                Ok(Block {
+                    norm: GroupNorm::new(gpu, c.norm_groups, hidden)?,
+                    fc1: Linear::new(gpu, rng, hidden, hidden)?,
+                    temb: Linear::new(gpu, rng, temb, hidden)?,
+                    fc2: Linear::new(gpu, rng, hidden, hidden)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(MlpNet {
+            config: c.clone(),
+            time: [
+                Linear::new(gpu, rng, c.time_sinusoid_dim, temb)?,
+                Linear::new(gpu, rng, temb, temb)?,
+            ],
+            input: Linear::new(gpu, rng, c.pixels(), hidden)?,
+            blocks,
+            out_norm: GroupNorm::new(gpu, c.norm_groups, hidden)?,
+            out: Linear::new(gpu, rng, hidden, c.pixels())?,
+            gate: Linear::new(gpu, rng, temb, c.pixels())?,
+        })
+    }
+
+    pub fn config(&self) -> &MlpNetConfig {
+        &self.config
+    }
+}
+
+impl DiffusionNet for MlpNet {
+    fn forward(&self, x: &Tensor, t: &[f32], labels: Option<&[u32]>, skip: usize) -> Result<Tensor> {
+        let c = &self.config;
+        let s = x.shape().to_vec();
+        let n = s.first().copied().unwrap_or(0);
+        if s.len() != 4 || s[1..] != [c.in_channels, c.image_size, c.image_size] || t.len() != n {
+            return Err(Error::shape(
+                "MlpNet",
+                format!(
+                    "input {s:?} with {} times must be [N, {}, {}, {}] with N times",
+                    t.len(),
+                    c.in_channels,
+                    c.image_size,
+                    c.image_size
+                ),
+            ));
+        }
+        if labels.is_some() || skip != 0 {
+            return Err(Error::Config(
+                "the MLP denoiser takes no class labels and cannot skip levels".into(),
+            ));
+        }
+        let dtype = x.dtype();
+        let dim = c.time_sinusoid_dim;
+        let sinusoid = Tensor::from_slice(x.gpu(), &[n, dim], &timestep_embedding(t, dim), dtype)?;
+        let e = self.time[1].forward(&self.time[0].forward(&sinusoid)?.silu()?)?;
+        let flat = x.reshape(&[n, c.pixels()])?;
+        let mut h = self.input.forward(&flat)?;
+        for block in &self.blocks {
+            let a = block.fc1.forward(&block.norm.forward_silu(&h)?)?;
+            let a = a.add(&block.temb.forward(&e)?)?.silu()?;
+            h = h.add(&block.fc2.forward(&a)?)?;
+        }
+        self.out
+            .forward(&self.out_norm.forward_silu(&h)?)?
+            .add(&self.gate.forward(&e)?.mul(&flat)?)?
+            .reshape(&s)
+    }
+
+    fn walk(&self, batch: usize) -> LayerWalk {
+        let c = &self.config;
+        let mut walk = LayerWalk::default();
+        let e = walk.linear("time.0", &self.time[0], &[batch, c.time_sinusoid_dim]);
+        let e = walk.linear("time.1", &self.time[1], &e);
+        let h = walk.linear("input", &self.input, &[batch, c.pixels()]);
+        for (i, block) in self.blocks.iter().enumerate() {
+            let name = format!("blocks.{i}");
+            walk.block(&name, "ResidualMlpBlock".into(), &h);
+            walk.norm(&format!("{name}.norm"), &block.norm, &h);
+            walk.linear(&format!("{name}.fc1"), &block.fc1, &h);
+            walk.linear(&format!("{name}.temb"), &block.temb, &e);
+            walk.linear(&format!("{name}.fc2"), &block.fc2, &h);
+        }
+        walk.norm("out.norm", &self.out_norm, &h);
+        walk.linear("out.fc", &self.out, &h);
+        walk.linear("gate", &self.gate, &e);
+        walk
+    }
+
+    fn levels(&self) -> usize {
+        1
+    }
+}
