@@ -33,11 +33,12 @@ pub enum ExperimentCommand {
 /// Flags of `wgdiff experiment speedrun`.
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
-    wgdiff experiment speedrun --quick     # lavapipe: 4 training minutes per recipe (~40 min with the evaluations)\n  \
+    wgdiff experiment speedrun --quick     # lavapipe: 4 training minutes per recipe (~1 h with the U-Nets' evaluations)\n  \
     wgdiff experiment speedrun             # 30 training minutes per recipe, 1,000 samples per evaluation\n\n\
 Recipes: the previous default (the MNIST U-Net, batch 64, EMA 0.999), today's default (the\n\
-residual MLP), the small U-Net with the new optimiser settings, the MLP with v and the cosine\n\
-schedule, and a half-width MLP. They train round-robin in time slices, so a machine that\n\
+residual MLP, v on the cosine schedule), the same MLP with eps on linear betas, the small\n\
+U-Net with the new optimiser settings, and a double-width MLP. Each first takes one untimed\n\
+warm-up step (pipelines, kernel autotuning). They train round-robin in time slices, so a machine that\n\
 slows down slows every recipe alike; only time inside the training step counts. Writes\n\
 speedrun.md, speedrun.json and fid-vs-time.png to --out.")]
 pub struct SpeedrunArgs {
@@ -60,8 +61,8 @@ pub struct SpeedrunArgs {
 Models: the baseline (trained without skipping) and, in --models, <baseline>-skip-zero,\n\
 -skip-duplicate, -skip-interpolate (k-consistent training, c = 2) and -skip-zero-uniform\n\
 (uniform-k training); a missing one is fine-tuned from the baseline (wgdiff train --init\n\
-BASELINE --skip-type T --skip-training consistent:2|uniform --steps N --batch 32 --warmup 20)\n\
-and saved there. Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and\n\
+BASELINE --skip-type T --skip-training consistent:2|uniform --steps N --batch 32 --lr 1e-3\n\
+--warmup 20 --ema-decay 0.999) and saved there. Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and\n\
 skip-schedules.png to --out.")]
 pub struct AdaptiveSkipArgs {
     /// Small run for lavapipe (about 10 minutes): 100 samples per arm in batches of 20, 10 DDPM steps, Table 3
