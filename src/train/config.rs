@@ -56,7 +56,8 @@ pub struct TrainConfig {
     pub init: Option<PathBuf>,
     /// The noising process and objective (TOML `[process]`, e.g. `kind = "vp"`,
     /// `schedule = { kind = "cosine", s = 0.008 }`, `steps = 1000`, `objective = "v"`); None: the
-    /// model's default (DDPM, linear betas, eps, for U-Nets and MLPs; the VE SDE for the ScoreNet).
+    /// model's default ([`super::default_process`]: DDPM for U-Nets, v on the cosine schedule for
+    /// the MLP, the VE SDE for the ScoreNet).
     pub process: Option<Process>,
     /// Set the adaptive U-Net's skip type (zero, duplicate, interpolate) of the model.
     pub skip_type: Option<SkipType>,
