@@ -22,6 +22,8 @@ pub struct ModelInfo {
     pub process: crate::diffusion::Process,
     pub levels: usize,
     pub classes: Option<usize>,
+    /// The guidance scale the model was trained for (`TrainState::default_guidance`).
+    pub guidance: f32,
     pub parameters: usize,
     pub trained_steps: usize,
 }
@@ -32,6 +34,7 @@ impl ModelInfo {
             path,
             levels: loaded.net.levels(),
             classes: loaded.state.model.classes(),
+            guidance: loaded.state.default_guidance(),
             parameters: loaded.net.named_params().iter().map(|(_, t)| t.numel()).sum(),
             trained_steps: loaded.state.step,
             model: loaded.state.model.clone(),
@@ -229,6 +232,7 @@ impl DenoiseView {
                     if info.classes.is_none() {
                         self.settings.class = None;
                     }
+                    self.settings.guidance = info.guidance;
                     self.model = Some(info);
                 }
                 Event::Message(DenoiseMessage::Frame(frame)) => {

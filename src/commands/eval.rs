@@ -68,6 +68,8 @@ struct EvalReport {
     checkpoint: String,
     sampler: String,
     sampler_steps: usize,
+    /// Classifier-free guidance scale (1: none).
+    guidance: f32,
     seed: u64,
     reference: String,
     network: String,
@@ -189,8 +191,12 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
         false => format!("reference computed, saved in {}", args.cache.display()),
     };
     let is_text = inception_score.map_or(String::new(), |(m, s)| format!("  IS {m:.2} ± {s:.2}"));
+    let guidance = match request.guidance {
+        1.0 => String::new(),
+        w => format!(", guidance {w}"),
+    };
     println!(
-        "{} {:.2}  KID {:.4} ± {:.4}{is_text}  ({} samples from {} {steps} steps vs {} {} images; {reference_note})",
+        "{} {:.2}  KID {:.4} ± {:.4}{is_text}  ({} samples from {} {steps} steps{guidance} vs {} {} images; {reference_note})",
         scores.metric, scores.fid, scores.kid.0, scores.kid.1, scores.samples, request.sampler,
         scores.reference_images, data.name
     );
@@ -207,6 +213,7 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
             checkpoint: args.sampling.checkpoint().display().to_string(),
             sampler: request.sampler.to_string(),
             sampler_steps: steps,
+            guidance: request.guidance,
             seed: request.seed,
             reference: data.name.clone(),
             network: net.id(),

@@ -36,8 +36,9 @@ pub enum ExperimentCommand {
     wgdiff experiment speedrun --quick     # lavapipe: 4 training minutes per recipe (~1 h with the U-Nets' evaluations)\n  \
     wgdiff experiment speedrun             # 30 training minutes per recipe, 1,000 samples per evaluation\n\n\
 Recipes: the previous default (the MNIST U-Net, batch 64, EMA 0.999), today's default (the\n\
-residual MLP, v on the cosine schedule), the same MLP with eps on linear betas, the small\n\
-U-Net with the new optimiser settings, and a double-width MLP. Each first takes one untimed\n\
+class-conditional residual MLP, v on the cosine schedule, guidance 2), the same MLP without\n\
+classes, with eps on linear betas, at double width, and the small U-Net with the new optimiser\n\
+settings. Each first takes one untimed\n\
 warm-up step (pipelines, kernel autotuning). They train round-robin in time slices, so a machine that\n\
 slows down slows every recipe alike; only time inside the training step counts. Writes\n\
 speedrun.md, speedrun.json and fid-vs-time.png to --out.")]

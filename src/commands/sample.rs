@@ -31,9 +31,10 @@ pub struct SamplingArgs {
     /// Class of every image (class-conditional models)
     #[arg(long)]
     class: Option<u32>,
-    /// Classifier-free guidance scale (class-conditional models)
-    #[arg(long, default_value_t = 1.0)]
-    guidance: f32,
+    /// Classifier-free guidance scale w (class-conditional models) [default: 2 for a model
+    /// trained with --class-dropout, else 1]
+    #[arg(long)]
+    guidance: Option<f32>,
     /// Skip-schedule exponent c of the adaptive U-Net: k(t) = min(N-1, floor(N - N(1-t)^c)); 0 = no skipping
     #[arg(long, default_value_t = 0.0)]
     skip_exponent: f32,
@@ -70,7 +71,7 @@ impl SamplingArgs {
             seed: self.seed,
             skip_exponent: self.skip_exponent,
             class: self.class,
-            guidance: self.guidance,
+            guidance: self.guidance.unwrap_or_else(|| model.state.default_guidance()),
         })
     }
 }

@@ -50,7 +50,7 @@ pub struct TrainArgs {
     /// Images per step [default: 128]
     #[arg(long)]
     batch: Option<usize>,
-    /// Adam learning rate [default: 2e-3]
+    /// Adam learning rate [default: 4e-3]
     #[arg(long)]
     lr: Option<f32>,
     /// Linear learning-rate warm-up steps [default: 50]
@@ -110,7 +110,8 @@ pub struct TrainArgs {
     /// with --init they start fresh) [default: the preset's or --init's, zero]
     #[arg(long)]
     skip_type: Option<SkipType>,
-    /// Stop after this many minutes even if steps remain; 0 = no limit [default: 5]
+    /// Stop after this many minutes of training (checkpoints and FID evaluations not counted)
+    /// even if steps remain; 0 = no limit [default: 4.5]
     #[arg(long)]
     max_minutes: Option<f32>,
     /// Precision of the network's forward and backward: f32 or f16 (mixed precision) [default: f32]
@@ -272,9 +273,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     );
     let started = std::time::Instant::now();
     let first_step = trainer.state.step;
-    let budget = (c.max_minutes > 0.0).then(|| std::time::Duration::from_secs_f32(c.max_minutes * 60.0));
     while !trainer.finished() {
-        if budget.is_some_and(|b| started.elapsed() > b) {
+        if trainer.out_of_time() {
             let message = format!(
                 "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",
                 c.max_minutes,

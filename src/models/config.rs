@@ -71,7 +71,8 @@ impl ModelConfig {
     pub fn classes(&self) -> Option<usize> {
         match self {
             ModelConfig::UNet(u) => u.classes,
-            ModelConfig::ScoreNet(_) | ModelConfig::Mlp(_) => None,
+            ModelConfig::Mlp(m) => m.classes,
+            ModelConfig::ScoreNet(_) => None,
         }
     }
 

@@ -26,7 +26,7 @@
 //! `interp.i.into` (1x1 conv C_i -> C_{L-1}), the middle block, `interp.i.out` (1x1 conv
 //! C_{L-1} -> C_{i+1}), resized bicubically back (only built for `interpolate`).
 
-use super::embedding::{one_hot, timestep_embedding};
+use super::embedding::{timestep_embedding, ClassEmbedding};
 use super::summary::LayerWalk;
 use super::unet_config::{SkipType, UNetConfig};
 use super::DiffusionNet;
@@ -103,7 +103,7 @@ struct InterpPath {
 pub struct UNet {
     config: UNetConfig,
     time_embed: [Linear; 2],
-    class_embed: Option<Tensor>,
+    class_embed: Option<ClassEmbedding>,
     conv_in: Conv2d,
     down: Vec<DownLevel>,
     mid: Middle,
@@ -154,13 +154,10 @@ impl UNet {
             Linear::new(gpu, rng, c.time_sinusoid_dim, temb)?,
             Linear::new(gpu, rng, temb, temb)?,
         ];
-        let class_embed = match c.classes {
-            Some(k) => Some(
-                rng.normal(gpu, &[k + 1, temb], 0.0, 1.0, DType::F32)?
-                    .requires_grad(),
-            ),
-            None => None,
-        };
+        let class_embed = c
+            .classes
+            .map(|k| ClassEmbedding::new(gpu, rng, k, temb))
+            .transpose()?;
         let conv_in = conv3(rng, c.in_channels, c.channels(0), 1)?;
         let mut skips = vec![c.channels(0)];
         let mut h = c.channels(0);
@@ -238,19 +235,7 @@ impl UNet {
         let [first, second] = &self.time_embed;
         let temb = second.forward(&first.forward(&sinusoid)?.silu()?)?;
         match (&self.class_embed, labels) {
-            (Some(table), labels) => {
-                let rows = table.shape()[0];
-                let null = vec![rows as u32 - 1; n];
-                let labels = labels.unwrap_or(&null);
-                if labels.len() != n {
-                    return Err(Error::Config(format!(
-                        "{} class labels for a batch of {n} (give one per image)",
-                        labels.len()
-                    )));
-                }
-                let one_hot = Tensor::from_slice(gpu, &[n, rows], &one_hot(labels, rows)?, dtype)?;
-                temb.add(&one_hot.matmul(&table.to_dtype(dtype)?)?)
-            }
+            (Some(table), labels) => table.add_to(&temb, labels),
             (None, Some(_)) => Err(Error::Config(
                 "labels given to a U-Net without a class embedding (set `classes` in its config)".into(),
             )),
@@ -333,8 +318,7 @@ impl UNet {
         walk.linear("time_embed.0", first, &[batch, c.time_sinusoid_dim]);
         walk.linear("time_embed.1", second, &temb);
         if let Some(table) = &self.class_embed {
-            let kind = format!("Embedding({}, {})", table.shape()[0], table.shape()[1]);
-            walk.layer("class_embed", kind, temb.clone(), &[("weight", table)], true);
+            table.walk(&mut walk, "class_embed", &temb);
         }
         let mut hs = vec![walk.conv("conv_in", &self.conv_in, &[batch, c.in_channels, size, size])];
         let mut h = hs[0].clone();

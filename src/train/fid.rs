@@ -97,7 +97,7 @@ impl FidTracker {
             seed: c.seed,
             skip_exponent: 0.0,
             class: None,
-            guidance: 1.0,
+            guidance: trainer.state.default_guidance(),
         };
         let net = trainer.ema_net()?;
         let sampling = Sampling {

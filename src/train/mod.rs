@@ -7,7 +7,7 @@ pub mod quality;
 pub mod sample;
 pub mod speedup;
 
-pub use config::{Precision, SkipTraining, TrainConfig};
+pub use config::{Precision, SkipTraining, TrainConfig, CFG_GUIDANCE};
 pub use fid::{FidRecord, FidTracker};
 pub use sample::{SampleRequest, TrainedModel};
 
@@ -44,6 +44,19 @@ pub struct TrainState {
     pub fid: Vec<FidRecord>,
 }
 
+impl TrainState {
+    /// The classifier-free guidance scale the run's grids and FID evaluations use and
+    /// `wgdiff sample`/`eval` default to: [`CFG_GUIDANCE`] for a class-conditional model
+    /// trained with labels dropped (it learned the unconditional branch guidance needs),
+    /// else 1.
+    pub fn default_guidance(&self) -> f32 {
+        match self.config.label_dropout(&self.model) {
+            Ok(Some(p)) if p > 0.0 => CFG_GUIDANCE,
+            _ => 1.0,
+        }
+    }
+}
+
 /// A training run in progress.
 pub struct Trainer {
     pub state: TrainState,
@@ -54,6 +67,10 @@ pub struct Trainer {
     ema: Ema,
     batcher: Batcher,
     classes: usize,
+    /// Probability of dropping each label (None: the model takes no labels).
+    label_dropout: Option<f32>,
+    /// `state.train_seconds` when this run began: its `max_minutes` budget counts from here.
+    budget_start: f64,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -218,21 +235,15 @@ impl Trainer {
         let mut net = state.model.build(gpu, c.seed)?;
         net.set_training(true);
         let classes = batcher.dataset().classes;
-        let model_classes = state.model.classes();
-        match (c.class_dropout, model_classes) {
-            (Some(_), None) => {
-                return Err(Error::Config(
-                    "class_dropout needs a class-conditional model (set `classes` in the model config)"
-                        .into(),
-                ))
-            }
-            (_, Some(k)) if k != classes => {
-                return Err(Error::Config(format!(
-                    "the model has {k} classes but the dataset {} has {classes}",
-                    batcher.dataset().name
-                )))
-            }
-            _ => {}
+        let label_dropout = c.label_dropout(&state.model)?;
+        if let Some(k) = state.model.classes().filter(|&k| k != classes) {
+            return Err(Error::Config(format!(
+                "the {} is class-conditional with {k} classes but the dataset {} has {classes}; train \
+                 an unconditional model on it (e.g. --preset mnist-small, or `classes` unset in the \
+                 model config)",
+                state.model.kind_name(),
+                batcher.dataset().name
+            )));
         }
         let params = net.named_params();
         let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.clone()).collect();
@@ -247,6 +258,7 @@ impl Trainer {
         )?;
         let ema = Ema::new(&tensors, c.ema_decay)?;
         Ok(Trainer {
+            budget_start: state.train_seconds,
             state,
             gpu: gpu.clone(),
             net,
@@ -255,12 +267,24 @@ impl Trainer {
             ema,
             batcher,
             classes,
+            label_dropout,
         })
     }
 
     /// True once the configured number of steps is done.
     pub fn finished(&self) -> bool {
         self.state.step >= self.state.config.steps
+    }
+
+    /// Training seconds of this run so far (since it was started or resumed).
+    fn run_seconds(&self) -> f64 {
+        self.state.train_seconds - self.budget_start
+    }
+
+    /// True once this run has trained for its `max_minutes` (0: never).
+    pub fn out_of_time(&self) -> bool {
+        let minutes = self.state.config.max_minutes;
+        minutes > 0.0 && self.run_seconds() >= minutes as f64 * 60.0
     }
 
     /// The network being trained.
@@ -286,7 +310,7 @@ impl Trainer {
         let x0 = batch.to_tensor(&self.gpu)?;
         let mut cpu_rng = rand::rngs::StdRng::seed_from_u64(step_seed(c.seed, step, 1));
         let mut noise = Rng::new(step_seed(c.seed, step, 2));
-        let labels: Option<Vec<u32>> = c.class_dropout.map(|p| {
+        let labels: Option<Vec<u32>> = self.label_dropout.map(|p| {
             batch
                 .labels
                 .iter()
@@ -359,7 +383,7 @@ impl Trainer {
             seed: c.seed,
             skip_exponent: 0.0,
             class: None,
-            guidance: 1.0,
+            guidance: self.state.default_guidance(),
         };
         let net = self.ema_net()?;
         let (images, _) = sample::sample_net(

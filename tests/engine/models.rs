@@ -4,7 +4,7 @@
 //! MLP's gated identity path.
 
 use crate::common::gpu;
-use wgdiff::models::{preset, DiffusionNet, ModelConfig, SkipType, UNet, UNetConfig, PRESETS};
+use wgdiff::models::{preset, DiffusionNet, MlpNetConfig, ModelConfig, SkipType, UNet, UNetConfig, PRESETS};
 use wgdiff::nn::{dropout, ConvGroups};
 use wgdiff::ops::random::Rng;
 use wgdiff::{AdapterChoice, DType, Gpu, Tensor};
@@ -311,30 +311,62 @@ fn skipping_levels_runs_fewer_kernels_for_every_skip_type() {
 }
 
 #[test]
-fn class_labels_steer_the_conditional_unet() {
+fn class_labels_steer_the_conditional_unet_and_mlp() {
     let _g = wgdiff::no_grad();
-    let config = UNetConfig {
+    let unet = ModelConfig::UNet(UNetConfig {
         classes: Some(10),
         ..UNetConfig::tiny()
-    };
-    let net = UNet::new(gpu(), &config, 9).unwrap();
+    });
+    let plain_mlp = ModelConfig::Mlp(MlpNetConfig {
+        classes: None,
+        ..MlpNetConfig::mnist()
+    });
     let x = input(2, 1, 28);
-    let run = |labels: Option<&[u32]>| {
-        net.forward(&x, &[50.0, 50.0], labels, 0)
-            .unwrap()
-            .to_vec()
-            .unwrap()
-    };
-    let (a, b, null) = (run(Some(&[1, 2])), run(Some(&[7, 4])), run(None));
-    assert_ne!(a, b);
-    assert_eq!(null, run(Some(&[10, 10])), "no labels = the null class");
-    let err = net
-        .forward(&x, &[1.0, 1.0], Some(&[11, 0]), 0)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("label 11"), "{err}");
-    let plain = build("tiny");
-    assert!(plain.forward(&x, &[1.0, 1.0], Some(&[1, 2]), 0).is_err());
+    for (config, plain) in [
+        (unet, preset("tiny").unwrap()),
+        (preset("mnist-mlp").unwrap(), plain_mlp),
+    ] {
+        let net = config.build(gpu(), 9).unwrap();
+        let what = config.kind_name();
+        let run = |labels: Option<&[u32]>| {
+            net.forward(&x, &[50.0, 50.0], labels, 0)
+                .unwrap()
+                .to_vec()
+                .unwrap()
+        };
+        let (a, b, null) = (run(Some(&[1, 2])), run(Some(&[7, 4])), run(None));
+        assert_ne!(a, b, "{what}");
+        assert_eq!(null, run(Some(&[10, 10])), "{what}: no labels = the null class");
+        let err = net
+            .forward(&x, &[1.0, 1.0], Some(&[11, 0]), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("label 11"), "{what}: {err}");
+        let err = net
+            .forward(&x, &[1.0, 1.0], Some(&[1]), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1 class labels for a batch of 2"), "{what}: {err}");
+        let table = net
+            .named_params()
+            .into_iter()
+            .find(|(n, _)| n == "class_embed.weight");
+        assert_eq!(table.unwrap().1.shape(), [11, config_temb(&config)], "{what}");
+        let plain = plain.build(gpu(), 9).unwrap();
+        assert!(
+            plain.forward(&x, &[1.0, 1.0], Some(&[1, 2]), 0).is_err(),
+            "{what}"
+        );
+    }
+}
+
+/// Width of the time embedding the class rows are added to.
+fn config_temb(config: &ModelConfig) -> usize {
+    match config {
+        ModelConfig::UNet(u) => u.time_embed_dim,
+        ModelConfig::Mlp(m) => m.time_embed_dim,
+        ModelConfig::ScoreNet(_) => unreachable!("the ScoreNet is unconditional"),
+    }
 }
 
 #[test]
@@ -358,9 +390,9 @@ fn dropout_runs_only_in_training_and_keeps_the_mean() {
 }
 
 #[test]
-fn mlp_has_2421280_parameters_a_gated_identity_path_and_gradients_everywhere() {
+fn mlp_has_2424096_parameters_a_gated_identity_path_and_gradients_everywhere() {
     let net = build("mnist-mlp");
-    assert_eq!(param_count(net.as_ref()), 2_421_280);
+    assert_eq!(param_count(net.as_ref()), 2_424_096);
     let x = input(2, 1, 28);
     let t = [20.0, 800.0];
     let grads = output_and_grads(net.as_ref(), DType::F32, &x, &t, None, 0).1;
@@ -394,7 +426,6 @@ fn mlp_has_2421280_parameters_a_gated_identity_path_and_gradients_everywhere() {
             "element {i}: {b} vs 2 x {a}"
         );
     }
-    assert!(net.forward(&x, &t, Some(&[1, 2]), 0).is_err(), "no class labels");
     assert!(net.forward(&x, &t, None, 1).is_err(), "no levels to skip");
     assert!(net.forward(&input(2, 1, 14), &t, None, 0).is_err(), "28x28 only");
     assert!(net.forward(&x, &[1.0], None, 0).is_err(), "one time per image");

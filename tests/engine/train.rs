@@ -1,7 +1,7 @@
 //! Training end to end on real MNIST, in f32 and mixed f16: the loss of a tiny U-Net falls,
 //! f16 steps track f32, an overflowing f16 step is skipped, a resumed run repeats the next
-//! step's loss bit for bit, `init` fine-tunes from EMA weights, and broken checkpoints give
-//! clear errors.
+//! step's loss bit for bit, `init` fine-tunes from EMA weights, class-conditional models drop
+//! labels and default to guidance, and broken checkpoints give clear errors.
 
 use crate::common::gpu;
 use pollster::block_on;
@@ -11,10 +11,10 @@ use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{DataSource, Split};
 use wgdiff::diffusion::{BetaSchedule, Objective, Process};
 use wgdiff::eval::{Reference, ReferenceImages};
-use wgdiff::models::{ModelConfig, SkipType};
+use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
 use wgdiff::train::fid::best_fid;
 use wgdiff::train::{
-    default_process, FidTracker, Precision, SkipTraining, TrainConfig, TrainedModel, Trainer,
+    default_process, FidTracker, Precision, SkipTraining, TrainConfig, TrainedModel, Trainer, CFG_GUIDANCE,
 };
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
@@ -198,6 +198,52 @@ fn the_configured_process_trains_is_saved_and_defaults_by_model() {
     assert!(
         bad.validate().is_err(),
         "a one-step process is refused before training"
+    );
+}
+
+#[test]
+fn class_conditional_models_drop_labels_by_default_and_sample_with_guidance() {
+    let conditional = |classes: usize| {
+        Some(ModelConfig::UNet(UNetConfig {
+            classes: Some(classes),
+            ..UNetConfig::tiny()
+        }))
+    };
+    let config = TrainConfig {
+        model: conditional(10),
+        ..tiny_config("conditional", 2)
+    };
+    let model = config.model_config().unwrap();
+    assert_eq!(config.label_dropout(&model).unwrap(), Some(0.1));
+    let mut trainer = Trainer::new(gpu(), config.clone()).unwrap();
+    assert!(block_on(trainer.step()).unwrap().is_finite());
+    assert_eq!(trainer.state.default_guidance(), CFG_GUIDANCE);
+    let never_dropped = TrainConfig {
+        class_dropout: Some(0.0),
+        ..config.clone()
+    };
+    let trainer = Trainer::new(gpu(), never_dropped).unwrap();
+    assert_eq!(
+        trainer.state.default_guidance(),
+        1.0,
+        "no unconditional branch learned: no guidance"
+    );
+    let unconditional = Trainer::new(gpu(), tiny_config("unconditional", 1)).unwrap();
+    assert_eq!(unconditional.state.default_guidance(), 1.0);
+    let err = |c: TrainConfig| Trainer::new(gpu(), c).err().unwrap().to_string();
+    let dropout_without_classes = TrainConfig {
+        class_dropout: Some(0.1),
+        ..tiny_config("dropout-unconditional", 1)
+    };
+    assert!(err(dropout_without_classes).contains("class_dropout needs a class-conditional model"));
+    let three_classes = TrainConfig {
+        model: conditional(3),
+        ..tiny_config("three-classes", 1)
+    };
+    let message = err(three_classes);
+    assert!(
+        message.contains("3 classes but the dataset mnist/train has 10") && message.contains("unconditional"),
+        "{message}"
     );
 }
 
