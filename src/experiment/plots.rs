@@ -1,5 +1,5 @@
 //! PNG plots of the experiments (plotters, with the font embedded from assets/fonts so no
-//! system fonts are needed): labelled curves (FID against speed-up or time), k(t) schedules.
+//! system fonts are needed): labelled curves (FID against speed-up or time), k(t) schedules, bars.
 
 use crate::diffusion::skip_levels;
 use crate::plot_font::{plot_error, register_font, FONT};
@@ -130,5 +130,83 @@ pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<(
         .border_style(BLACK)
         .draw()
         .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+/// One bar of a [`bar_panels`] plot: its label, its length and the note drawn at its end.
+pub struct Bar {
+    pub label: String,
+    pub value: f64,
+    pub note: String,
+}
+
+/// Bars that share one scale, drawn in their own panel.
+pub struct BarPanel {
+    pub title: String,
+    /// The value axis' title.
+    pub axis: String,
+    pub bars: Vec<Bar>,
+}
+
+/// Horizontal bars, one panel per [`BarPanel`] stacked top to bottom, each bar labelled above
+/// and annotated at its end (the speed ladders' time per step).
+pub fn bar_panels(path: &Path, caption: &str, panels: &[BarPanel]) -> Result<()> {
+    register_font(path)?;
+    let err = |e: &dyn std::fmt::Display| plot_error(path, e);
+    const BAR_PX: u32 = 46;
+    const PANEL_PX: u32 = 95;
+    let heights: Vec<u32> = panels
+        .iter()
+        .map(|p| PANEL_PX + BAR_PX * p.bars.len().max(1) as u32)
+        .collect();
+    let root = BitMapBackend::new(path, (1000, 50 + heights.iter().sum::<u32>())).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut rest = root.titled(caption, (FONT, 20)).map_err(|e| err(&e))?;
+    for (i, (panel, height)) in panels.iter().zip(heights).enumerate() {
+        let (area, below) = rest.split_vertically(height);
+        rest = below;
+        let colour = COLOURS[(i + 1) % COLOURS.len()];
+        let n = panel.bars.len() as f64;
+        let x_max = panel
+            .bars
+            .iter()
+            .map(|b| b.value)
+            .fold(0.0f64, f64::max)
+            .max(1e-9);
+        let mut chart = ChartBuilder::on(&area)
+            .caption(&panel.title, (FONT, 16))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(8)
+            .build_cartesian_2d(0.0..x_max * 1.3, 0.0..n.max(1.0))
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .x_desc(panel.axis.as_str())
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(|e| err(&e))?;
+        // Bar j from the top occupies the band (n - j - 1, n - j): label above, bar below it.
+        chart
+            .draw_series(panel.bars.iter().enumerate().map(|(j, bar)| {
+                let top = n - j as f64;
+                Rectangle::new([(0.0, top - 0.85), (bar.value, top - 0.45)], colour.filled())
+            }))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(panel.bars.iter().enumerate().flat_map(|(j, bar)| {
+                let top = n - j as f64;
+                let font = (FONT, 14).into_font();
+                [
+                    EmptyElement::at((0.0, top - 0.05)) + Text::new(bar.label.clone(), (4, 0), font.clone()),
+                    EmptyElement::at((bar.value, top - 0.45))
+                        + Text::new(bar.note.clone(), (6, 0), font.color(&colour)),
+                ]
+            }))
+            .map_err(|e| err(&e))?;
+    }
     root.present().map_err(|e| err(&e))
 }

@@ -95,6 +95,14 @@ impl BufferPool {
         self.state.lock().unwrap().stats
     }
 
+    /// Restarts both peaks from the bytes held now, so the next [`BufferPool::stats`] shows the
+    /// peak of the work in between (one training step, say).
+    pub fn reset_peaks(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.stats.peak_live_bytes = st.stats.live_bytes;
+        st.stats.peak_held_bytes = st.stats.live_bytes + st.stats.pooled_bytes;
+    }
+
     /// Destroys every idle buffer (returns the memory to the driver).
     pub fn trim(&self) {
         let mut st = self.state.lock().unwrap();

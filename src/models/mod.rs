@@ -1,7 +1,8 @@
 //! Diffusion networks (the DDPM U-Net, the NCSN ScoreNet, a residual MLP) behind one trait, so training,
-//! sampling, checkpoints and `wgdiff model` treat every network alike.
+//! sampling, checkpoints and `wgdiff model` treat every network alike; and the speed ladder's ConvNeXt net.
 
 mod config;
+mod convnext_net;
 mod embedding;
 mod mlp_net;
 mod scorenet;
@@ -10,6 +11,7 @@ mod unet;
 mod unet_config;
 
 pub use config::{preset, ModelConfig, PRESETS};
+pub use convnext_net::{ConvNextKernels, ConvNextNet, ConvNextNetConfig};
 pub use embedding::{one_hot, timestep_embedding};
 pub use mlp_net::{MlpNet, MlpNetConfig};
 pub use scorenet::{ScoreNet, ScoreNetConfig};

@@ -1,11 +1,12 @@
 //! Fused network blocks: the ConvNeXt block (two kernels instead of nine, shaders/convnext.wgsl)
 //! and the DDPM ResBlock's GroupNorm -> FiLM -> SiLU -> 3x3 conv chain, each beside its unfused reference.
 
-use super::conv::{conv_input_grad, conv_weight_grad, resolve, ConvGeometry};
+use super::conv::{auto_conv_impl, conv_input_grad, conv_weight_grad, resolve, ConvGeometry};
 use super::{kernel_for, needs_f32_fallback, ConvImpl, ConvOptions};
 use crate::gpu::Cost;
 use crate::ops::random::Rng;
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
+use serde::Serialize;
 
 /// Most channels the fused ConvNeXt MLP kernel keeps in registers (C/4 vec4 inputs and as
 /// many accumulators per invocation).
@@ -111,23 +112,68 @@ impl ConvNextParams {
     }
 }
 
+/// How a ConvNeXt block runs: the rungs of the "CUDA optimisations" seed's ladder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConvNextImpl {
+    /// Separate ops, the channel LayerNorm itself composed of mean, subtract, square, power,
+    /// multiply and add ops (as a first implementation writes it): about ten kernels, not one.
+    ComposedNorm,
+    /// Separate ops with the LayerNorm kernel: [`convnext_block_unfused`].
+    Unfused,
+    /// The two fused kernels: [`convnext_block_fused`].
+    Fused,
+}
+
+/// The ConvNeXt block of [`convnext_block_unfused`] run as `imp` says.
+pub fn convnext_block(x: &Tensor, p: &ConvNextParams, imp: ConvNextImpl) -> Result<Tensor> {
+    match imp {
+        ConvNextImpl::ComposedNorm => convnext_block_composed(x, p, layer_norm_channels_composed),
+        ConvNextImpl::Unfused => convnext_block_unfused(x, p),
+        ConvNextImpl::Fused => convnext_block_fused(x, p),
+    }
+}
+
+/// LayerNorm over the channels of NCHW `x` from generic ops: (x - mean) * (var + eps)^-1/2 *
+/// gamma + beta, each step its own kernel (the seed's unoptimised `layer_norm`).
+fn layer_norm_channels_composed(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
+    let per_channel = |t: &Tensor| t.reshape(&[1, t.numel(), 1, 1]);
+    let centred = x.sub(&x.mean(&[1], true)?)?;
+    let rstd = centred.square()?.mean(&[1], true)?.add_scalar(eps)?.powf(-0.5)?;
+    centred
+        .mul(&rstd)?
+        .mul(&per_channel(gamma)?)?
+        .add(&per_channel(beta)?)
+}
+
 /// The ConvNeXt block composed from existing ops (the reference, differentiable op by op):
 /// x + conv1x1(gelu(conv1x1(layer_norm_channels(dwconv7x7(x) + b_dw)) + b1)) + b2.
 pub fn convnext_block_unfused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
+    convnext_block_composed(x, p, |z, gamma, beta, eps| {
+        z.layer_norm_channels(gamma, beta, eps)
+    })
+}
+
+/// The unfused block with the channel LayerNorm `norm(z, gamma, beta, eps)`.
+fn convnext_block_composed(
+    x: &Tensor,
+    p: &ConvNextParams,
+    norm: impl Fn(&Tensor, &Tensor, &Tensor, f32) -> Result<Tensor>,
+) -> Result<Tensor> {
     p.check(x)?;
     let c = x.shape()[1];
     let pointwise = ConvOptions::default();
-    x.conv2d(
+    let z = x.conv2d(
         &p.dw_weight,
         Some(&p.dw_bias),
         ConvOptions::new(1, 3, 1, c),
         ConvImpl::Auto,
-    )?
-    .layer_norm_channels(&p.gamma, &p.beta, p.eps)?
-    .conv2d(&p.w1, Some(&p.b1), pointwise, ConvImpl::Auto)?
-    .gelu()?
-    .conv2d(&p.w2, Some(&p.b2), pointwise, ConvImpl::Auto)?
-    .add(x)
+    )?;
+    norm(&z, &p.gamma, &p.beta, p.eps)?
+        .conv2d(&p.w1, Some(&p.b1), pointwise, ConvImpl::Auto)?
+        .gelu()?
+        .conv2d(&p.w2, Some(&p.b2), pointwise, ConvImpl::Auto)?
+        .add(x)
 }
 
 /// Why the fused kernels cannot run a block on C channels, or None when they can.
@@ -218,30 +264,32 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
             (3 + 4 * save as u64) * act_bytes + param_bytes(&p.tensors()[4..]),
         ),
     );
-    let eps = p.eps;
+    let (eps, conv) = (p.eps, auto_conv_impl());
     Ok(y.with_grad_fn(
         "convnext_block_fused",
         inputs.clone(),
-        Box::new(move |g| convnext_fused_backward(&inputs, &z, &hidden, g, eps)),
+        Box::new(move |g| convnext_fused_backward(&inputs, &z, &hidden, g, eps, conv)),
     ))
 }
 
 /// Gradients of the fused block from its saved LayerNorm output `z` and pre-GELU `hidden`:
 /// the two 1x1 convs' gradients directly (no forward recomputed), GELU' through autograd,
-/// and the cheap depthwise conv + LayerNorm recomputed and differentiated by autograd.
+/// and the cheap depthwise conv + LayerNorm recomputed and differentiated by autograd; the
+/// convolutions use `conv`, what `auto` meant when the forward ran.
 fn convnext_fused_backward(
     inputs: &[Tensor],
     z: &Tensor,
     hidden: &Tensor,
     g: &Tensor,
     eps: f32,
+    conv: ConvImpl,
 ) -> Result<Vec<Option<Tensor>>> {
     let [x, dw_weight, dw_bias, gamma, beta, w1, _, w2, _] = inputs else {
         unreachable!("the block has nine inputs")
     };
     let pointwise_grads = |input: &Tensor, weight: &Tensor, dy: &Tensor| -> Result<(Tensor, Tensor)> {
         let geo = ConvGeometry::new(input.shape(), weight.shape(), ConvOptions::default())?;
-        let imp = resolve(input, weight, &geo, ConvImpl::Auto)?;
+        let imp = resolve(input, weight, &geo, conv)?;
         Ok((
             conv_input_grad(dy, weight, &geo, imp)?,
             conv_weight_grad(input, dy, &geo, imp)?,
@@ -260,12 +308,7 @@ fn convnext_fused_backward(
         .collect();
     let c = x.shape()[1];
     let z_again = leaves[0]
-        .conv2d(
-            &leaves[1],
-            Some(&leaves[2]),
-            ConvOptions::new(1, 3, 1, c),
-            ConvImpl::Auto,
-        )?
+        .conv2d(&leaves[1], Some(&leaves[2]), ConvOptions::new(1, 3, 1, c), conv)?
         .layer_norm_channels(&leaves[3], &leaves[4], eps)?;
     crate::backward_from(&z_again, &d_z)?;
     let _no_grad = crate::no_grad();

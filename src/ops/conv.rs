@@ -60,6 +60,37 @@ impl ConvImpl {
     }
 }
 
+thread_local! {
+    static AUTO_REPLACEMENT: std::cell::Cell<ConvImpl> = const { std::cell::Cell::new(ConvImpl::Auto) };
+}
+
+/// The guard of [`use_conv_impl`]: while it lives, convolutions on this thread that ask for
+/// [`ConvImpl::Auto`] (every layer's default) run its implementation instead; how an experiment
+/// switches a whole model's convolutions at run time. Per thread, like [`crate::no_grad`], so
+/// other threads sharing the device (tests) are not affected.
+pub struct ConvGuard {
+    previous: ConvImpl,
+}
+
+/// Runs every `auto` convolution on this thread with `imp` until the guard drops (`Auto`:
+/// the measured choice again).
+pub fn use_conv_impl(imp: ConvImpl) -> ConvGuard {
+    let previous = AUTO_REPLACEMENT.with(|r| r.replace(imp));
+    ConvGuard { previous }
+}
+
+impl Drop for ConvGuard {
+    fn drop(&mut self) {
+        AUTO_REPLACEMENT.with(|r| r.set(self.previous));
+    }
+}
+
+/// What `auto` means on this thread now: the implementation of the live [`use_conv_impl`]
+/// guard, or `Auto` (measured per shape) without one.
+pub fn auto_conv_impl() -> ConvImpl {
+    AUTO_REPLACEMENT.with(|r| r.get())
+}
+
 /// Stride, padding, dilation and groups of a convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvOptions {
@@ -443,9 +474,14 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     }
 }
 
-/// The implementation `imp` stands for on these operands: `auto` is resolved by timing
-/// im2col, tiled and direct once per rounded shape.
+/// The implementation `imp` stands for on these operands: `auto` is the live
+/// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled and direct once per
+/// rounded shape.
 pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
+    let imp = match imp {
+        ConvImpl::Auto => auto_conv_impl(),
+        chosen => chosen,
+    };
     if imp != ConvImpl::Auto {
         return Ok(imp);
     }

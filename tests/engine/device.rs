@@ -39,6 +39,11 @@ fn pool_counts_the_peak_device_memory_it_held() {
         (s.peak_held_bytes, s.live_bytes, s.pooled_bytes),
         (a + b + c, c, a + b)
     );
+    // the peaks of one piece of work: restarted from what is held now
+    pool.reset_peaks();
+    let _fourth = pool.take(&gpu.device, 10_000); // reused
+    let s = pool.stats();
+    assert_eq!((s.peak_live_bytes, s.peak_held_bytes), (a + c, a + b + c));
 }
 
 #[test]

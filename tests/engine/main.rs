@@ -19,6 +19,7 @@ mod eval;
 mod exact;
 mod experiment;
 mod inception;
+mod ladder;
 mod layout;
 mod matmul;
 mod metrics;
