@@ -45,20 +45,38 @@ pub struct Adam {
     step: u32,
 }
 
-/// sqrt(sum of squared gradients) over all parameters that have one, as a `[1]` tensor.
+/// sqrt(sum of squared gradients) over all parameters that have one, as a `[1]` tensor: one
+/// single-workgroup dispatch per gradient adds its squares to one accumulator on the device.
 pub fn global_grad_norm(params: &[Tensor]) -> Result<Option<Tensor>> {
     let _g = crate::no_grad();
-    let mut total: Option<Tensor> = None;
-    for p in params {
-        if let Some(g) = p.grad() {
-            let sq = g.to_dtype(DType::F32)?.square()?.sum_all()?;
-            total = Some(match total {
-                Some(t) => t.add(&sq)?,
-                None => sq,
-            });
-        }
+    let grads: Vec<Tensor> = params
+        .iter()
+        .filter_map(|p| p.grad())
+        .map(|g| g.to_dtype(DType::F32))
+        .collect::<Result<_>>()?;
+    let Some(first) = grads.first() else {
+        return Ok(None);
+    };
+    let gpu = first.gpu();
+    let total = Tensor::zeros(gpu, &[1], DType::F32)?;
+    let kernel = gpu.kernel(&KernelSpec {
+        source: shader!("optim"),
+        entry: "grad_sq_norm",
+        defines: &[],
+        inputs: 1,
+        outputs: 1,
+    });
+    for g in &grads {
+        gpu.dispatch_named(
+            &kernel,
+            &[g.numel() as u32],
+            &[g.buffer()],
+            &[total.buffer()],
+            [1, 1, 1],
+            crate::gpu::Cost::memory("grad_norm", g.byte_len()),
+        );
     }
-    total.map(|t| t.sqrt()).transpose()
+    Ok(Some(total.sqrt()?))
 }
 
 impl Adam {
@@ -162,7 +180,7 @@ impl Adam {
                 &params,
                 &[g.buffer(), clip.buffer()],
                 &[p.buffer(), m.buffer(), v.buffer()],
-                gpu.grid(n.div_ceil(FLAT_WG)),
+                gpu.grid(n.div_ceil(4 * FLAT_WG)),
                 crate::gpu::Cost::memory("adam", bytes),
             );
         }
@@ -180,7 +198,6 @@ impl Adam {
         };
         let factor = Tensor::full(gpu, &[1], inv_scale, DType::F32)?;
         if let (Some(norm), Some(max_norm)) = (norm, self.config.max_grad_norm) {
-            let sq = norm.square()?;
             let kernel = gpu.kernel(&KernelSpec {
                 source: shader!("optim"),
                 entry: "clip_factor",
@@ -191,7 +208,7 @@ impl Adam {
             gpu.dispatch_named(
                 &kernel,
                 &[max_norm.to_bits(), inv_scale.to_bits()],
-                &[sq.buffer()],
+                &[norm.buffer()],
                 &[factor.buffer()],
                 [1, 1, 1],
                 crate::gpu::Cost::memory("clip_factor", 8),

@@ -39,7 +39,7 @@ impl Ema {
                 &[n, self.decay.to_bits()],
                 &[p.buffer()],
                 &[s.buffer()],
-                gpu.grid(n.div_ceil(FLAT_WG)),
+                gpu.grid(n.div_ceil(4 * FLAT_WG)),
                 crate::gpu::Cost::memory("ema", p.byte_len() + 2 * s.byte_len()),
             );
         }

@@ -1,7 +1,7 @@
 //! Adam/AdamW, clipping and EMA against a CPU reference.
 
 use crate::common::*;
-use wgdiff::optim::{Adam, AdamConfig, Ema, LrSchedule};
+use wgdiff::optim::{global_grad_norm, Adam, AdamConfig, Ema, LrSchedule};
 use wgdiff::{DType, Tensor};
 
 /// CPU Adam/AdamW with global-norm clipping, the reference for the GPU optimiser.
@@ -62,7 +62,9 @@ fn adam_and_adamw_match_cpu_reference() {
     ];
     for cfg in configs {
         let mut r = rng();
-        let shapes = [vec![3, 5], vec![7]];
+        // Sizes that are not multiples of the kernels' vec4, one longer than a workgroup's
+        // 64 x 4 elements (the norm kernel loops, Adam spans several workgroups).
+        let shapes = [vec![3, 5], vec![7], vec![1027]];
         let mut cpu_params: Vec<Vec<f64>> = shapes
             .iter()
             .map(|s| round_to(&normal_vec(&mut r, s.iter().product()), DType::F32))
@@ -100,14 +102,40 @@ fn adam_and_adamw_match_cpu_reference() {
 
 #[test]
 fn ema_tracks_parameters() {
-    let x = vec![1.0, 2.0, -3.0];
-    let p = upload(&[3], &x, DType::F32).requires_grad();
-    let ema = Ema::new(std::slice::from_ref(&p), 0.9).unwrap();
-    p.copy_from(&upload(&[3], &[0.0, 0.0, 0.0], DType::F32)).unwrap();
-    ema.update(std::slice::from_ref(&p));
-    ema.update(std::slice::from_ref(&p));
-    let want: Vec<f64> = x.iter().map(|v| v * 0.81).collect();
-    assert_close("ema", &download(&ema.shadow()[0]), &want, 1e-6);
+    let mut r = rng();
+    for n in [3, 1031] {
+        let x = round_to(&normal_vec(&mut r, n), DType::F32);
+        let y = round_to(&normal_vec(&mut r, n), DType::F32);
+        let p = upload(&[n], &x, DType::F32).requires_grad();
+        let ema = Ema::new(std::slice::from_ref(&p), 0.9).unwrap();
+        p.copy_from(&upload(&[n], &y, DType::F32)).unwrap();
+        ema.update(std::slice::from_ref(&p));
+        ema.update(std::slice::from_ref(&p));
+        let want: Vec<f64> = x.iter().zip(&y).map(|(x, y)| 0.81 * x + 0.19 * y).collect();
+        assert_close("ema", &download(&ema.shadow()[0]), &want, 1e-6);
+    }
+}
+
+#[test]
+fn global_grad_norm_matches_cpu_and_skips_parameters_without_gradients() {
+    let mut r = rng();
+    let sizes = [5, 1, 1027, 300];
+    let params: Vec<Tensor> = sizes
+        .iter()
+        .map(|&n| upload(&[n], &vec![0.0; n], DType::F32).requires_grad())
+        .collect();
+    let mut want = 0.0;
+    for (k, (p, &n)) in params.iter().zip(&sizes).enumerate() {
+        if k == 1 {
+            continue;
+        }
+        let g = round_to(&normal_vec(&mut r, n), DType::F32);
+        want += g.iter().map(|v| v * v).sum::<f64>();
+        p.set_grad(Some(upload(&[n], &g, DType::F32)));
+    }
+    let norm = global_grad_norm(&params).unwrap().expect("three gradients");
+    assert_close("norm", &download(&norm), &[want.sqrt()], 1e-5);
+    assert!(global_grad_norm(&params[1..2]).unwrap().is_none());
 }
 
 #[test]
