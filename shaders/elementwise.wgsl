@@ -1,8 +1,11 @@
 // Elementwise kernels: unary maps (with scalar parameters a, b), binary maps with
 // broadcasting, and their backward passes. OP is a template constant, so each op
 // compiles to its own straight-line pipeline. Values are computed in f32.
-// Each invocation handles ELEMS elements WG apart (few, large workgroups: cheap on CPU
-// adapters; neighbouring lanes still touch neighbouring elements). Binary maps see the
+// Each invocation handles ELEMS elements (few, large workgroups: cheap on CPU adapters):
+// unary maps and same-shape binary maps as ELEMS / 4 vec4s WG apart (one load per four
+// elements; buffers are pooled in multiples of 16 bytes, so a partial last vec4 stays in
+// bounds and its lanes past n write padding nobody reads), broadcasting binary maps as
+// ELEMS scalars WG apart (neighbouring lanes touch neighbouring elements). Binary maps see the
 // output as rows of its last dim (the Rust side merges dims that broadcast alike, so a
 // same-shape or bias-like operand has at most two dims) and follow each element's row and
 // column with a cursor: source offsets are decoded once per row, never per element.
@@ -23,10 +26,10 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 
 // unary: x -> y ; unary backward: (x, gy) -> gx
-@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> gy: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> gx: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
+@group(0) @binding(2) var<storage, read_write> y: array<vec4<{{T}}>>;
+@group(0) @binding(2) var<storage, read> gy: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read_write> gx: array<vec4<{{T}}>>;
 // binary: (lhs, rhs) -> out ; binary backward: (lhs, rhs, gout) -> (glhs, grhs), full shape
 @group(0) @binding(1) var<storage, read> lhs: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> rhs: array<{{T}}>;
@@ -34,10 +37,24 @@ struct Params {
 @group(0) @binding(3) var<storage, read> gout: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> glhs: array<{{T}}>;
 @group(0) @binding(5) var<storage, read_write> grhs: array<{{T}}>;
+// same-shape binary: (lhs4, rhs4) -> out4
+@group(0) @binding(1) var<storage, read> lhs4: array<vec4<{{T}}>>;
+@group(0) @binding(2) var<storage, read> rhs4: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read_write> out4: array<vec4<{{T}}>>;
 
 // Index of this invocation's first element; the others follow WG apart.
 fn first_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * WG * ELEMS + lid;
+}
+
+// The vec4 kernels: index of this invocation's first vec4 (the others follow WG apart) and
+// the end of its range.
+fn first_vec4(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * WG * (ELEMS / 4u) + lid;
+}
+
+fn end_vec4(first: u32) -> u32 {
+    return min((p.n + 3u) / 4u, first + (ELEMS / 4u) * WG);
 }
 
 // tanh that stays finite for large |v| on every driver.
@@ -195,21 +212,43 @@ fn advance(c: ptr<function, Cursor>) {
     }
 }
 
+fn unary4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(unary(v.x), unary(v.y), unary(v.z), unary(v.w));
+}
+
+fn unary_grad4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(unary_grad(v.x), unary_grad(v.y), unary_grad(v.z), unary_grad(v.w));
+}
+
+fn binary4(l: vec4<f32>, r: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(binary(l.x, r.x), binary(l.y, r.y), binary(l.z, r.z), binary(l.w, r.w));
+}
+
 @compute @workgroup_size(64)
 fn unary_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let first = first_id(wid, nwg, lid);
-    for (var i = first; i < min(p.n, first + ELEMS * WG); i += WG) {
-        y[i] = {{T}}(unary(f32(x[i])));
+    let first = first_vec4(wid, nwg, lid);
+    for (var i = first; i < end_vec4(first); i += WG) {
+        y[i] = vec4<{{T}}>(unary4(vec4<f32>(x[i])));
     }
 }
 
 @compute @workgroup_size(64)
 fn unary_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-    let first = first_id(wid, nwg, lid);
-    for (var i = first; i < min(p.n, first + ELEMS * WG); i += WG) {
-        gx[i] = {{T}}(f32(gy[i]) * unary_grad(f32(x[i])));
+    let first = first_vec4(wid, nwg, lid);
+    for (var i = first; i < end_vec4(first); i += WG) {
+        gx[i] = vec4<{{T}}>(vec4<f32>(gy[i]) * unary_grad4(vec4<f32>(x[i])));
+    }
+}
+
+@compute @workgroup_size(64)
+fn binary_forward_same_shape(@builtin(workgroup_id) wid: vec3<u32>,
+                             @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) lid: u32) {
+    let first = first_vec4(wid, nwg, lid);
+    for (var i = first; i < end_vec4(first); i += WG) {
+        out4[i] = vec4<{{T}}>(binary4(vec4<f32>(lhs4[i]), vec4<f32>(rhs4[i])));
     }
 }
 

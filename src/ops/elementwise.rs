@@ -305,10 +305,16 @@ impl Tensor {
             &broadcast_strides(other.shape(), &out_shape),
         );
         let params = elementwise_params(n, 0.0, 0.0, &shape, &sa, &sb);
+        // Same shape, both contiguous: the vec4 kernel (no broadcasting cursor).
+        let entry = if sa == [1] && sb == [1] {
+            "binary_forward_same_shape"
+        } else {
+            "binary_forward"
+        };
         let kernel = kernel_for(
             gpu,
             shader!("elementwise"),
-            "binary_forward",
+            entry,
             self.dtype(),
             &[("OP", (op as u32).to_string())],
             2,

@@ -54,7 +54,8 @@ const UNARY: [Unary; 17] = [
 fn unary_ops_match_cpu_and_finite_differences() {
     for dtype in dtypes() {
         for op in UNARY {
-            for shape in [vec![1], vec![7, 13], vec![3, 67]] {
+            // vec4 kernels: sizes that are not multiples of 4, one over two workgroups of 1024
+            for shape in [vec![1], vec![7, 13], vec![3, 67], vec![5, 411]] {
                 let n = shape.iter().product();
                 let x = sample_input(op, n);
                 check_op(
@@ -172,7 +173,8 @@ fn binary_ops_broadcast_and_differentiate() {
 fn broadcasts_over_many_workgroups_match_cpu_and_differentiate() {
     // Each invocation handles 16 elements 64 apart and follows rows with a cursor: rows
     // shorter and longer than 64, merged dims of rank 1, 2 and 3, scalar broadcast, sizes
-    // that are not a multiple of a workgroup's 1024 elements.
+    // that are not a multiple of a workgroup's 1024 elements; same shapes take the vec4
+    // kernel (4 vec4s 64 apart), here with a partial last vec4.
     let shapes: [(&[usize], &[usize]); 7] = [
         (&[41, 1001], &[41, 1001]),
         (&[3, 5, 7, 50], &[1, 5, 1, 1]),
