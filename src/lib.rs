@@ -28,7 +28,6 @@ pub mod plot_font;
 pub mod profile;
 pub mod roofline;
 pub mod tensor;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 pub use autograd::{backward, backward_from, enable_grad, no_grad, NoGradGuard};

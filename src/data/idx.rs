@@ -127,10 +127,23 @@ fn idx_payload<'a>(file: &'a FileBytes, path: &Path, kind: IdxKind) -> Result<(V
 /// The dataset has one channel, is named after the images file, and has `max label + 1` classes.
 pub fn load_idx(images_path: impl AsRef<Path>, labels_path: impl AsRef<Path>) -> Result<Dataset> {
     let (images_path, labels_path) = (images_path.as_ref(), labels_path.as_ref());
-    let images_file = FileBytes::read(images_path)?;
-    let (dims, pixels) = idx_payload(&images_file, images_path, IdxKind::Images)?;
-    let labels_file = FileBytes::read(labels_path)?;
-    let (label_dims, labels) = idx_payload(&labels_file, labels_path, IdxKind::Labels)?;
+    let images = FileBytes::read(images_path)?;
+    let labels = FileBytes::read(labels_path)?;
+    idx_dataset((images_path, &images), (labels_path, &labels))
+}
+
+/// [`load_idx`] on the files' bytes as read or fetched (the browser has no files); the names
+/// are the files' paths or addresses, used in the dataset's name and in errors.
+pub fn idx_from_bytes(images: (&Path, Vec<u8>), labels: (&Path, Vec<u8>)) -> Result<Dataset> {
+    let images_file = FileBytes::decode(images.1);
+    let labels_file = FileBytes::decode(labels.1);
+    idx_dataset((images.0, &images_file), (labels.0, &labels_file))
+}
+
+fn idx_dataset(images: (&Path, &FileBytes), labels: (&Path, &FileBytes)) -> Result<Dataset> {
+    let (images_path, labels_path) = (images.0, labels.0);
+    let (dims, pixels) = idx_payload(images.1, images_path, IdxKind::Images)?;
+    let (label_dims, labels) = idx_payload(labels.1, labels_path, IdxKind::Labels)?;
     if dims[0] != label_dims[0] {
         let msg = format!(
             "holds {} images but {} holds {} labels; pass the labels file of the same split",

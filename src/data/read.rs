@@ -18,22 +18,27 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 impl FileBytes {
     pub fn read(path: &Path) -> Result<FileBytes> {
         let raw = std::fs::read(path).map_err(|e| Error::data(path, format!("cannot read the file: {e}")))?;
+        Ok(FileBytes::decode(raw))
+    }
+
+    /// A file's bytes as read (or fetched, in the browser), gunzipped when gzipped.
+    pub fn decode(raw: Vec<u8>) -> FileBytes {
         if !raw.starts_with(&GZIP_MAGIC) {
-            return Ok(FileBytes {
+            return FileBytes {
                 bytes: raw,
                 gzipped: false,
                 gzip_error: None,
-            });
+            };
         }
         let mut bytes = Vec::new();
         let gzip_error = flate2::read::GzDecoder::new(raw.as_slice())
             .read_to_end(&mut bytes)
             .err();
-        Ok(FileBytes {
+        FileBytes {
             bytes,
             gzipped: true,
             gzip_error: gzip_error.map(|e| e.to_string()),
-        })
+        }
     }
 
     /// "found N bytes", saying whether they were decompressed and why decompression stopped.

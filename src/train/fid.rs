@@ -4,12 +4,17 @@
 use super::quality::sample_features;
 use super::sample::{default_sampler, Sampling};
 use super::{SampleRequest, Trainer};
-use crate::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
-use crate::data::{DataSource, Split};
-use crate::eval::{FeatureNet, Reference, ReferenceImages, DEFAULT_STATS_CACHE};
-use crate::{Error, Gpu, Result};
+use crate::eval::{FeatureNet, Reference};
+use crate::Result;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    crate::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER},
+    crate::data::{DataSource, Split},
+    crate::eval::{ReferenceImages, DEFAULT_STATS_CACHE},
+    crate::{Error, Gpu},
+    std::path::Path,
+};
 
 /// One evaluation: the step it followed and the Fréchet distance then.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,6 +42,7 @@ impl FidTracker {
     /// MNIST-FID: the shipped MNIST classifier against the test split of `data` (a `--data`
     /// source), the reference statistics read from (or computed into) the default stats cache;
     /// `progress(done, total)` while they are computed.
+    #[cfg(not(target_arch = "wasm32"))]
     pub async fn mnist(gpu: &Gpu, data: &str, progress: &mut dyn FnMut(usize, usize)) -> Result<FidTracker> {
         let classifier = Classifier::load(gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).map_err(|e| {
             Error::Config(format!(
@@ -70,6 +76,7 @@ impl FidTracker {
     /// `fid_steps` steps (seed = the run's seed, so evaluations compare), scores them, appends
     /// the record to the training state and, when it is the lowest so far, saves the checkpoint
     /// to `best` (atomically). Returns the record and whether it is the best.
+    #[cfg(not(target_arch = "wasm32"))]
     pub async fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
         let c = &trainer.state.config;
         let fid = self.score(trainer, c.fid_samples, c.fid_steps).await?;

@@ -12,7 +12,7 @@ pub use fid::{FidRecord, FidTracker};
 pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::Checkpoint;
-use crate::data::{Batcher, BatcherState, DataSource, Dataset, Split};
+use crate::data::{Batcher, BatcherState, Dataset};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::models::{DiffusionNet, ModelConfig};
 use crate::ops::random::{step_seed, Rng};
@@ -20,8 +20,12 @@ use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSched
 use crate::{Error, Gpu, Result, Tensor};
 use rand::{Rng as _, SeedableRng};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::sync::Arc;
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    crate::data::{DataSource, Split},
+    std::path::Path,
+};
 
 /// Everything besides tensors that a checkpoint stores (its JSON metadata).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -111,22 +115,45 @@ pub fn skip_batch(
 impl Trainer {
     /// A fresh run: loads the data, builds the model from `config.seed`; with `config.init`,
     /// the model and its starting weights come from that checkpoint (see [`Trainer::init_from`]).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn new(gpu: &Gpu, config: TrainConfig) -> Result<Trainer> {
         config.validate()?;
         let init = match &config.init {
-            Some(path) => {
-                let ckpt = Checkpoint::load(path)?;
-                let saved = saved_state(&ckpt, &path.display().to_string())?;
+            Some(path) => Some(Checkpoint::load(path)?),
+            None => None,
+        };
+        let data = Arc::new(load_data(&config.data)?);
+        Trainer::with_data(gpu, config, data, init.as_ref())
+    }
+
+    /// [`Trainer::new`] on a dataset already in memory (`config.data` only names it) and, when
+    /// `config.init` is set, its checkpoint already read: what the browser, which has no files,
+    /// calls.
+    pub fn with_data(
+        gpu: &Gpu,
+        config: TrainConfig,
+        data: Arc<Dataset>,
+        init: Option<&Checkpoint>,
+    ) -> Result<Trainer> {
+        config.validate()?;
+        let init = match (init, &config.init) {
+            (Some(ckpt), Some(path)) => {
+                let saved = saved_state(ckpt, &path.display().to_string())?;
                 Some((ckpt, config.apply_skip_type(saved.model)?))
             }
-            None => None,
+            (None, Some(path)) => {
+                return Err(Error::Config(format!(
+                    "init = {} is set but its checkpoint was not read",
+                    path.display()
+                )))
+            }
+            (_, None) => None,
         };
         let model = match &init {
             Some((_, model)) => model.clone(),
             None => config.model_config()?,
         };
         let process = config.process.clone().unwrap_or_else(|| default_process(&model));
-        let data = Arc::new(load_data(&config.data)?);
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
         let mut config = config;
         if let Some(epochs) = config.epochs {
@@ -145,7 +172,7 @@ impl Trainer {
         };
         let mut trainer = Trainer::build(gpu, state, batcher)?;
         if let Some((ckpt, _)) = init {
-            trainer.init_from(&ckpt)?;
+            trainer.init_from(ckpt)?;
         }
         Ok(trainer)
     }
@@ -192,31 +219,44 @@ impl Trainer {
 
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
     /// position); `steps` raises the target step count when given.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn resume(gpu: &Gpu, checkpoint: &Path, steps: Option<usize>) -> Result<Trainer> {
         let ckpt = Checkpoint::load(checkpoint)?;
         let origin = checkpoint.display().to_string();
-        let mut state = saved_state(&ckpt, &origin)?;
+        let data = Arc::new(load_data(&saved_state(&ckpt, &origin)?.config.data)?);
+        Trainer::resume_with_data(gpu, &ckpt, &origin, data, steps)
+    }
+
+    /// [`Trainer::resume`] from a checkpoint already read (`origin` names it in errors) on its
+    /// dataset already in memory.
+    pub fn resume_with_data(
+        gpu: &Gpu,
+        ckpt: &Checkpoint,
+        origin: &str,
+        data: Arc<Dataset>,
+        steps: Option<usize>,
+    ) -> Result<Trainer> {
+        let mut state = saved_state(ckpt, origin)?;
         if let Some(steps) = steps {
             state.config.steps = steps;
         }
-        let data = Arc::new(load_data(&state.config.data)?);
         let batcher = Batcher::from_state(data, state.batcher.clone())?;
         let trainer = Trainer::build(gpu, state, batcher)?;
-        ckpt.restore("model.", &trainer.params, &origin)?;
+        ckpt.restore("model.", &trainer.params, origin)?;
         let names: Vec<String> = trainer.params.iter().map(|(n, _)| n.clone()).collect();
         let named = |prefix: &str, ts: Vec<Tensor>| -> Vec<(String, Tensor)> {
             names.iter().map(|n| format!("{prefix}{n}")).zip(ts).collect()
         };
-        ckpt.restore("ema.", &named("", trainer.ema.shadow().to_vec()), &origin)?;
+        ckpt.restore("ema.", &named("", trainer.ema.shadow().to_vec()), origin)?;
         let (m, v): (Vec<Tensor>, Vec<Tensor>) = (0..names.len())
             .map(|i| {
                 let (m, v) = trainer.adam.moments(i);
                 (m.clone(), v.clone())
             })
             .unzip();
-        ckpt.restore("adam.m.", &named("", m), &origin)?;
-        ckpt.restore("adam.v.", &named("", v), &origin)?;
-        ckpt.restore("buffer.", &trainer.net.named_buffers(), &origin)?;
+        ckpt.restore("adam.m.", &named("", m), origin)?;
+        ckpt.restore("adam.v.", &named("", v), origin)?;
+        ckpt.restore("buffer.", &trainer.net.named_buffers(), origin)?;
         let mut trainer = trainer;
         let skipped = trainer.state.scaler.as_ref().map_or(0, |s| s.skipped);
         trainer.adam.set_steps(trainer.state.step as u32 - skipped);
@@ -419,6 +459,7 @@ impl Trainer {
     }
 
     /// Writes the checkpoint to `path` atomically (temp file + rename).
+    #[cfg(not(target_arch = "wasm32"))]
     pub async fn save(&self, path: &Path) -> Result<()> {
         self.capture().await?.save(path)
     }
@@ -444,6 +485,7 @@ pub(crate) fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState>
 }
 
 /// The training split of a `--data` source.
+#[cfg(not(target_arch = "wasm32"))]
 fn load_data(spec: &str) -> Result<Dataset> {
     spec.parse::<DataSource>()?.load(Split::Train)
 }

@@ -3,12 +3,16 @@
 
 use super::TrainState;
 use crate::checkpoint::Checkpoint;
-use crate::data::{save_grid, GridLayout};
-use crate::diffusion::{NetDenoiser, OnStep, Process, SampleOptions, Sampler, Spacing, Step};
+use crate::diffusion::{NetDenoiser, OnStep, Process, SampleOptions, Sampler, Spacing};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
-use std::path::Path;
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    crate::data::{save_grid, GridLayout},
+    crate::diffusion::Step,
+    std::path::Path,
+};
 
 /// The checkpoint `wgdiff sample`, `eval`, the experiments and the app use when none is given
 /// (trained by `wgdiff train`; the command is in assets/models/README.md).
@@ -104,6 +108,7 @@ pub struct TrainedModel {
 
 impl TrainedModel {
     /// Loads a `wgdiff train` checkpoint with its EMA weights (the sampling weights).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(gpu: &Gpu, path: &Path) -> Result<TrainedModel> {
         Self::load_with_skip_type(gpu, path, None)
     }
@@ -112,6 +117,7 @@ impl TrainedModel {
     /// given (the `interpolate` path's 1x1 convs, absent from other checkpoints, start fresh;
     /// every other tensor must be there).
     /// A missing default model says where it ships.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn load_with_skip_type(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
         if path.as_os_str() == DEFAULT_CHECKPOINT && !path.exists() {
             return Err(Error::Checkpoint {
@@ -122,8 +128,18 @@ impl TrainedModel {
             });
         }
         let ckpt = Checkpoint::load(path)?;
-        let origin = path.display().to_string();
-        let mut state = super::saved_state(&ckpt, &origin)?;
+        Self::from_checkpoint(gpu, &ckpt, &path.display().to_string(), skip_type)
+    }
+
+    /// [`TrainedModel::load_with_skip_type`] on a checkpoint already read (from bytes in the
+    /// browser); `origin` names it in errors.
+    pub fn from_checkpoint(
+        gpu: &Gpu,
+        ckpt: &Checkpoint,
+        origin: &str,
+        skip_type: Option<SkipType>,
+    ) -> Result<TrainedModel> {
+        let mut state = super::saved_state(ckpt, origin)?;
         if let Some(skip_type) = skip_type {
             state.model = state.model.with_skip_type(skip_type)?;
         }
@@ -135,8 +151,8 @@ impl TrainedModel {
                 !name.starts_with("interp.") || ckpt.tensors.contains_key(&format!("ema.{name}"))
             })
             .collect();
-        ckpt.restore("ema.", &params, &origin)?;
-        ckpt.restore("buffer.", &net.named_buffers(), &origin)?;
+        ckpt.restore("ema.", &params, origin)?;
+        ckpt.restore("buffer.", &net.named_buffers(), origin)?;
         Ok(TrainedModel { net, state })
     }
 

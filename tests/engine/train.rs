@@ -1,14 +1,16 @@
 //! Training end to end on real MNIST, in f32 and mixed f16: the loss of a tiny U-Net falls,
 //! f16 steps track f32, an overflowing f16 step is skipped, a resumed run repeats the next
 //! step's loss bit for bit, `init` fine-tunes from EMA weights, class-conditional models drop
-//! labels and default to guidance, and broken checkpoints give clear errors.
+//! labels and default to guidance, runs from bytes (the browser's way) match runs from files,
+//! and broken checkpoints give clear errors.
 
 use crate::common::gpu;
 use pollster::block_on;
 use std::path::Path;
+use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
-use wgdiff::data::{DataSource, Split};
+use wgdiff::data::{idx_from_bytes, DataSource, Split};
 use wgdiff::diffusion::{BetaSchedule, Objective, Process};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
@@ -244,6 +246,50 @@ fn class_conditional_models_drop_labels_by_default_and_sample_with_guidance() {
     assert!(
         message.contains("3 classes but the dataset mnist/train has 10") && message.contains("unconditional"),
         "{message}"
+    );
+}
+
+#[test]
+fn runs_from_bytes_match_runs_from_files() {
+    // What the browser does: the dataset from the IDX files' bytes, the checkpoint captured
+    // to bytes and resumed from them, with no file opened by the library.
+    let dir = Path::new(wgdiff::data::DEFAULT_MNIST_DIR);
+    let file = |name: &str| (dir.join(name), std::fs::read(dir.join(name)).unwrap());
+    let (images, labels) = (
+        file("train-images.idx3-ubyte.gz"),
+        file("train-labels.idx1-ubyte.gz"),
+    );
+    let data = idx_from_bytes((&images.0, images.1), (&labels.0, labels.1)).unwrap();
+    let from_files = wgdiff::data::mnist(dir, Split::Train).unwrap();
+    assert_eq!((data.len(), data.classes), (from_files.len(), from_files.classes));
+    for i in [0, 1, data.len() - 1] {
+        assert_eq!(data.image(i), from_files.image(i), "image {i}");
+    }
+    assert_eq!(data.labels, from_files.labels);
+
+    let config = tiny_config("bytes", 4);
+    let mut from_disk = Trainer::new(gpu(), config.clone()).unwrap();
+    let mut in_memory = Trainer::with_data(gpu(), config, Arc::new(data), None).unwrap();
+    for _ in 0..3 {
+        let (a, b) = (
+            block_on(from_disk.step()).unwrap(),
+            block_on(in_memory.step()).unwrap(),
+        );
+        assert_eq!(a.to_bits(), b.to_bits(), "step losses {a} vs {b}");
+    }
+    let bytes = block_on(in_memory.capture()).unwrap().to_bytes().unwrap();
+    let checkpoint = Checkpoint::from_bytes(&bytes, "captured").unwrap();
+    let data = Arc::new(from_files);
+    let mut resumed = Trainer::resume_with_data(gpu(), &checkpoint, "captured", data, None).unwrap();
+    assert_eq!(resumed.state.step, 3);
+    let (want, got) = (
+        block_on(from_disk.step()).unwrap(),
+        block_on(resumed.step()).unwrap(),
+    );
+    assert_eq!(
+        got.to_bits(),
+        want.to_bits(),
+        "resumed from bytes: {got} vs {want}"
     );
 }
 
