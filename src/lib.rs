@@ -1,7 +1,7 @@
 //! wgdiff: a portable diffusion-model lab on a hand-written WGSL tensor engine. The modules:
 //! device, tensors, ops, autograd, layers, optimisers, data, models, diffusion, training, metrics.
 
-#[cfg(all(feature = "gui", not(target_arch = "wasm32")))]
+#[cfg(feature = "gui")]
 pub mod app;
 pub mod autograd;
 #[cfg(not(target_arch = "wasm32"))]

@@ -182,7 +182,7 @@ impl DenoiseView {
         }
         let (gpu, path) = (shared.gpu.clone(), PathBuf::from(&self.settings.checkpoint));
         self.job = Some(Job::start(ctx, "load", move |job| async move {
-            let loaded = TrainedModel::load_with_skip_type(&gpu, &path, None)?;
+            let loaded = platform::load_model(&gpu, &path, None).await?;
             job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
             Ok(())
         }));
@@ -498,7 +498,7 @@ async fn sample_job(
     job: JobContext<DenoiseMessage>,
 ) -> Result<()> {
     let path = PathBuf::from(&settings.checkpoint);
-    let loaded = TrainedModel::load_with_skip_type(&gpu, &path, settings.skip_type)?;
+    let loaded = platform::load_model(&gpu, &path, settings.skip_type).await?;
     job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
     let started = Instant::now();
     let mut last = Instant::now();

@@ -1,7 +1,7 @@
 //! Background jobs of the app: a job runs an async library call on the platform's worker,
 //! sends messages to its view, can be cancelled at any time and ends with Ok or an error.
 
-use super::platform;
+use super::platform::{self, JobSafe};
 use crate::{Error, Result};
 use eframe::egui;
 use std::future::Future;
@@ -31,11 +31,11 @@ pub struct JobContext<M> {
     repaint: egui::Context,
 }
 
-impl<M: Send + 'static> Job<M> {
+impl<M: JobSafe + 'static> Job<M> {
     /// Starts `work` on the platform's worker; the UI repaints whenever it sends something.
     pub fn start<F, Fut>(ui: &egui::Context, name: &str, work: F) -> Job<M>
     where
-        F: FnOnce(JobContext<M>) -> Fut + Send + 'static,
+        F: FnOnce(JobContext<M>) -> Fut + JobSafe + 'static,
         Fut: Future<Output = Result<()>> + 'static,
     {
         let (tx, events) = channel();
@@ -102,6 +102,6 @@ impl<M> JobContext<M> {
 }
 
 /// Whether an optional job is running.
-pub fn is_running<M: Send + 'static>(job: &Option<Job<M>>) -> bool {
+pub fn is_running<M: JobSafe + 'static>(job: &Option<Job<M>>) -> bool {
     job.as_ref().is_some_and(Job::running)
 }

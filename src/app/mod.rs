@@ -325,15 +325,20 @@ fn message_label(ui: &mut egui::Ui, message: &Option<std::result::Result<String,
     };
 }
 
-/// Opens the app in a native window on `gpu`'s device (eframe draws with the engine's own
-/// instance, adapter, device and queue: one device, no copies between GPU contexts).
-pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
-    let setup = eframe::egui_wgpu::WgpuSetupExisting {
+/// eframe's wgpu setup on `gpu`'s instance, adapter, device and queue: one device for the
+/// engine and the UI, no copies between GPU contexts.
+fn shared_device(gpu: &Gpu) -> eframe::egui_wgpu::WgpuSetup {
+    eframe::egui_wgpu::WgpuSetup::Existing(eframe::egui_wgpu::WgpuSetupExisting {
         instance: gpu.instance.clone(),
         adapter: gpu.adapter.clone(),
         device: gpu.device.clone(),
         queue: gpu.queue.clone(),
-    };
+    })
+}
+
+/// Opens the app in a native window on `gpu`'s device.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
     let native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("wgdiff")
@@ -345,7 +350,7 @@ pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
                 present_mode: wgpu::PresentMode::AutoNoVsync,
                 desired_maximum_frame_latency: Some(1),
             },
-            wgpu_setup: eframe::egui_wgpu::WgpuSetup::Existing(setup),
+            wgpu_setup: shared_device(&gpu),
             ..Default::default()
         },
         ..Default::default()
@@ -356,4 +361,25 @@ pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
         Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
     )
     .map_err(|e| Error::Config(format!("the app could not open a window: {e}")))
+}
+
+/// Starts the app in the page's `canvas` on `gpu`'s device (the browser's WebGPU); the page
+/// keeps running it after this returns.
+#[cfg(target_arch = "wasm32")]
+pub async fn run_web(canvas: web_sys::HtmlCanvasElement, gpu: Gpu, options: AppOptions) -> Result<()> {
+    let web = eframe::WebOptions {
+        wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
+            wgpu_setup: shared_device(&gpu),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    eframe::WebRunner::new()
+        .start(
+            canvas,
+            web,
+            Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
+        )
+        .await
+        .map_err(|e| Error::Config(format!("the app could not start in the page: {e:?}")))
 }

@@ -2,12 +2,12 @@
 //! (sortable), a timeline of the step's dispatches, and a roofline under measured ceilings.
 
 use super::jobs::{is_running, Event, Job};
+use super::platform;
 use super::Shared;
 use crate::gpu::{OpRow, Profile};
 use crate::models::{preset, PRESETS};
 use crate::profile::{profile_sampling_step, profile_training_step};
 use crate::roofline::{measure_ceilings, roofline_points, Ceilings};
-use crate::train::TrainedModel;
 use eframe::egui;
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
 use std::path::PathBuf;
@@ -97,7 +97,7 @@ impl ProfileView {
                     batch,
                     skip,
                 } => {
-                    let loaded = TrainedModel::load_with_skip_type(&gpu, checkpoint, None)?;
+                    let loaded = platform::load_model(&gpu, checkpoint, None).await?;
                     profile_sampling_step(&gpu, loaded.net.as_ref(), &loaded.state.model, *batch, *skip)
                         .await?
                 }

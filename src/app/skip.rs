@@ -3,11 +3,12 @@
 
 use super::denoise::DenoiseView;
 use super::jobs::{is_running, Event, Job};
+use super::platform;
 use super::Shared;
 use crate::diffusion::{skip_intervals, skip_levels};
 use crate::models::SkipType;
 use crate::train::speedup::{measure_skip_speedup, SkipTiming};
-use crate::train::{SampleRequest, TrainedModel};
+use crate::train::SampleRequest;
 use crate::Gpu;
 use eframe::egui;
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
@@ -125,7 +126,7 @@ impl SkipView {
         let skip_type = self.skip_type;
         self.message = Some(Ok("counting the FLOPs of each skip level".into()));
         self.job = Some(Job::start(ctx, "flops", move |job| async move {
-            let loaded = TrainedModel::load_with_skip_type(&gpu, &path, skip_type)?;
+            let loaded = platform::load_model(&gpu, &path, skip_type).await?;
             let mut flops = Vec::new();
             for skip in 0..loaded.net.levels() {
                 job.check()?;
@@ -168,7 +169,7 @@ impl SkipView {
         };
         self.message = Some(Ok(format!("measuring c = {exponent} against c = 0")));
         self.job = Some(Job::start(ctx, "measure", move |job| async move {
-            let loaded = TrainedModel::load_with_skip_type(&gpu, &path, skip_type)?;
+            let loaded = platform::load_model(&gpu, &path, skip_type).await?;
             let timing = measure_skip_speedup(&gpu, loaded.sampling(), &request, rounds, |done, total| {
                 job.send(SkipMessage::Progress(format!("measuring: run {done} of {total}")));
                 job.check()

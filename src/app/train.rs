@@ -6,7 +6,7 @@ use super::jobs::{is_running, Event, Job, JobContext};
 use super::{platform, Shared};
 use crate::models::PRESETS;
 use crate::train::sample::grid_columns;
-use crate::train::{FidRecord, FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
+use crate::train::{FidRecord, Precision, SkipTraining, TrainConfig};
 use crate::{Gpu, Result, Tensor};
 use eframe::egui;
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
@@ -99,14 +99,9 @@ pub async fn run_training(
     paused: Arc<AtomicBool>,
     job: JobContext<TrainMessage>,
 ) -> Result<()> {
-    let mut trainer = match &resume {
-        Some(path) => {
-            let mut t = Trainer::resume(&gpu, path, Some(config.steps))?;
-            t.state.config.out = config.out.clone();
-            t
-        }
-        None => Trainer::new(&gpu, config)?,
-    };
+    let out = config.out.clone();
+    let mut trainer = platform::start_training(&gpu, config, resume.as_deref()).await?;
+    trainer.state.config.out = out;
     let c = trainer.state.config.clone();
     let checkpoint = c.out.join("checkpoint.safetensors");
     job.send(TrainMessage::Started {
@@ -118,7 +113,7 @@ pub async fn run_training(
     });
     let fid = match c.fid_every {
         0 => None,
-        _ => Some(FidTracker::mnist(&gpu, &c.data, &mut |_, _| {}).await?),
+        _ => Some(platform::mnist_fid(&gpu, &c.data).await?),
     };
     let mut flops = None;
     while !trainer.finished() && job.check().is_ok() {
@@ -149,9 +144,10 @@ pub async fn run_training(
             job.send(TrainMessage::Grid { step, images });
         }
         if let Some(tracker) = fid.as_ref().filter(|_| step % c.fid_every == 0) {
-            let (record, _) = tracker
-                .evaluate(&mut trainer, &c.out.join("best.safetensors"))
-                .await?;
+            let (record, is_best) = tracker.record(&mut trainer).await?;
+            if is_best {
+                platform::save_checkpoint(&trainer, &c.out.join("best.safetensors")).await?;
+            }
             job.send(TrainMessage::Fid(record));
         }
         if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {

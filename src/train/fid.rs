@@ -73,11 +73,10 @@ impl FidTracker {
     }
 
     /// Samples `fid_samples` images from `trainer`'s EMA network with the default sampler at
-    /// `fid_steps` steps (seed = the run's seed, so evaluations compare), scores them, appends
-    /// the record to the training state and, when it is the lowest so far, saves the checkpoint
-    /// to `best` (atomically). Returns the record and whether it is the best.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub async fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
+    /// `fid_steps` steps (seed = the run's seed, so evaluations compare), scores them and
+    /// appends the record to the training state. Returns the record and whether it is the
+    /// lowest so far (whose checkpoint the caller keeps).
+    pub async fn record(&self, trainer: &mut Trainer) -> Result<(FidRecord, bool)> {
         let c = &trainer.state.config;
         let fid = self.score(trainer, c.fid_samples, c.fid_steps).await?;
         let record = FidRecord {
@@ -87,6 +86,14 @@ impl FidTracker {
         let is_best =
             record.fid.is_finite() && best_fid(&trainer.state.fid).is_none_or(|b| record.fid < b.fid);
         trainer.state.fid.push(record);
+        Ok((record, is_best))
+    }
+
+    /// [`FidTracker::record`], then, when it is the best, the checkpoint saved to `best`
+    /// (atomically).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub async fn evaluate(&self, trainer: &mut Trainer, best: &Path) -> Result<(FidRecord, bool)> {
+        let (record, is_best) = self.record(trainer).await?;
         if is_best {
             trainer.save(best).await?;
         }

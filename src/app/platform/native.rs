@@ -1,9 +1,13 @@
-//! The app's one seam to the platform: where a job runs, how it waits for the device, and
-//! files. Native: one thread per job (blocked on with pollster), `std::fs`, `Gpu::sync`.
+//! The app's platform on native: one thread per job (blocked on with pollster), `std::fs`,
+//! `Gpu::sync`.
 
 use crate::{Error, Gpu, Result};
 use std::future::Future;
 use std::path::Path;
+
+/// What a job and its messages must be to run off the UI thread: `Send`.
+pub trait JobSafe: Send {}
+impl<T: Send> JobSafe for T {}
 
 /// Runs the future `job()` makes to completion off the UI thread. The future is made on the
 /// worker, so it may hold the (not `Send`) models it loads across its awaits.
@@ -33,12 +37,20 @@ pub async fn sleep(ms: u64) {
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
+/// The bytes of the file at `path`.
+pub async fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::Io {
+        what: format!("reading {}", path.display()),
+        reason: e.to_string(),
+    })
+}
+
 /// Writes `bytes` to `path` atomically (temp file + rename), creating its folder.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::checkpoint::write_atomic(path, bytes)
 }
 
-/// Writes `trainer`'s checkpoint to `path` (atomically, as `wgdiff train` does).
-pub async fn save_checkpoint(trainer: &crate::train::Trainer, path: &Path) -> Result<()> {
-    trainer.capture().await?.save(path)
+/// MNIST-FID during training: the shipped classifier against `data`'s test split.
+pub async fn mnist_fid(gpu: &Gpu, data: &str) -> Result<crate::train::FidTracker> {
+    crate::train::FidTracker::mnist(gpu, data, &mut |_, _| {}).await
 }

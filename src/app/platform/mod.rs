@@ -1,0 +1,102 @@
+//! The app's one seam to the platform: where a job runs, how it waits, and files. Native
+//! (`native.rs`): threads, `std::fs`; the browser (`web.rs`): the page's event loop, fetch
+//! and downloads. What both share is written once here on top of them.
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native;
+#[cfg(target_arch = "wasm32")]
+mod web;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::{mnist_fid, read_file, settle, sleep, spawn, write_file, JobSafe};
+#[cfg(target_arch = "wasm32")]
+pub use web::{mnist_fid, read_file, settle, sleep, spawn, write_file, JobSafe};
+
+use crate::checkpoint::Checkpoint;
+use crate::data::{DataSource, Dataset, Split};
+use crate::models::SkipType;
+use crate::train::sample::DEFAULT_CHECKPOINT;
+use crate::train::{TrainConfig, TrainedModel, Trainer};
+use crate::{Error, Gpu, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Writes `trainer`'s checkpoint to `path` (atomically on native, as `wgdiff train` does; a
+/// download in the browser).
+pub async fn save_checkpoint(trainer: &Trainer, path: &Path) -> Result<()> {
+    write_file(path, &trainer.capture().await?.to_bytes()?)
+}
+
+/// Reads the checkpoint at `path` (a file, or an address on the page's site).
+pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
+    let bytes = read_file(path)
+        .await
+        .map_err(|e| match path.as_os_str() == DEFAULT_CHECKPOINT {
+            true => Error::Checkpoint {
+                path: DEFAULT_CHECKPOINT.into(),
+                msg: format!(
+                    "not found ({e}): the default model ships in the repository's assets/models/; run \
+                 wgdiff from the repository folder, or pass another checkpoint"
+                ),
+            },
+            false => e,
+        })?;
+    Checkpoint::from_bytes(&bytes, &path.display().to_string())
+}
+
+/// The EMA weights of the checkpoint at `path`, ready to sample (see
+/// [`TrainedModel::from_checkpoint`]).
+pub async fn load_model(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
+    let ckpt = read_checkpoint(path).await?;
+    TrainedModel::from_checkpoint(gpu, &ckpt, &path.display().to_string(), skip_type)
+}
+
+/// The images a training run reads: the training split of `--data` on native; in the browser
+/// the MNIST test split (1.6 MB gzipped) fetched from the page's site, the only data it has.
+pub async fn training_data(data: &str) -> Result<Arc<Dataset>> {
+    let source: DataSource = data.parse()?;
+    let split = if cfg!(target_arch = "wasm32") {
+        Split::Test
+    } else {
+        Split::Train
+    };
+    let dataset = match source {
+        DataSource::Mnist(dir) if cfg!(target_arch = "wasm32") => {
+            let images = dir.join("t10k-images.idx3-ubyte.gz");
+            let labels = dir.join("t10k-labels.idx1-ubyte.gz");
+            let (image_bytes, label_bytes) = (read_file(&images).await?, read_file(&labels).await?);
+            let mut dataset = crate::data::idx_from_bytes((&images, image_bytes), (&labels, label_bytes))?;
+            dataset.name = format!("mnist/{split}");
+            dataset
+        }
+        _ if cfg!(target_arch = "wasm32") => {
+            return Err(Error::Config(format!(
+                "the page trains on MNIST only (data = \"mnist\"), not {data}: it has no files"
+            )))
+        }
+        source => source.load(split)?,
+    };
+    Ok(Arc::new(dataset))
+}
+
+/// A fresh training run of `config`, or with `resume` the run saved there continued to
+/// `config.steps` steps.
+pub async fn start_training(gpu: &Gpu, config: TrainConfig, resume: Option<&Path>) -> Result<Trainer> {
+    match resume {
+        Some(path) => {
+            let ckpt = read_checkpoint(path).await?;
+            let origin = path.display().to_string();
+            let saved_data = crate::train::saved_state(&ckpt, &origin)?.config.data;
+            let data = training_data(&saved_data).await?;
+            Trainer::resume_with_data(gpu, &ckpt, &origin, data, Some(config.steps))
+        }
+        None => {
+            let init = match &config.init {
+                Some(path) => Some(read_checkpoint(path).await?),
+                None => None,
+            };
+            let data = training_data(&config.data).await?;
+            Trainer::with_data(gpu, config, data, init.as_ref())
+        }
+    }
+}
