@@ -42,7 +42,7 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> gv: array<{{T}}>;
 
 // Most negative finite f32 (WGSL has no infinity literal); exp(MIN - x) is 0.
-const MIN: f32 = -3.4028235e38;
+const MIN: f32 = -3.4028234663852886e38;
 
 fn row_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * WG + lid;

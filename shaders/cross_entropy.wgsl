@@ -18,7 +18,7 @@ fn cross_entropy_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     let row = (wid.x + wid.y * nwg.x) * 64u + lid;
     if (row >= p.rows) { return; }
     let base = row * p.classes;
-    var mx = -3.4028235e38;
+    var mx = -3.4028234663852886e38;
     for (var j = 0u; j < p.classes; j++) {
         mx = max(mx, f32(x[base + j]));
     }

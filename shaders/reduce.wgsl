@@ -16,7 +16,7 @@ struct Params { rows: u32, len: u32, scale: f32 }
 var<workgroup> partial: array<f32, WG>;
 
 fn identity() -> f32 {
-    return select(0.0, -3.4028235e38, OP == 1u);
+    return select(0.0, -3.4028234663852886e38, OP == 1u);
 }
 
 fn combine(a: f32, b: f32) -> f32 {

@@ -21,7 +21,7 @@ fn reduce_subgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let row = wid.x + wid.y * nwg.x;
     if (row >= p.rows) { return; }
     let base = row * p.len;
-    var acc = select(0.0, -3.4028235e38, OP == 1u);
+    var acc = select(0.0, -3.4028234663852886e38, OP == 1u);
     for (var j = lid; j < p.len; j += WG) {
         let v = f32(x[base + j]);
         acc = select(acc + v, max(acc, v), OP == 1u);

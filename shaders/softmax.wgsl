@@ -15,7 +15,7 @@ fn softmax_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let row = (wid.x + wid.y * nwg.x) * 64u + lid;
     if (row >= p.rows) { return; }
     let base = row * p.len;
-    var mx = -3.4028235e38;
+    var mx = -3.4028234663852886e38;
     for (var j = 0u; j < p.len; j++) {
         mx = max(mx, f32(x[base + j]));
     }

@@ -27,12 +27,13 @@ pub enum TrainMessage {
         earlier_losses: Vec<f32>,
     },
     /// One optimiser step: the step number after it, its loss and wall time, and the FLOPs of
-    /// a step (counted by the profiler on the run's first step).
+    /// a step (counted by the profiler on the run's first step; None where the profiler cannot
+    /// run: a browser without timestamp queries inside passes).
     Step {
         step: usize,
         loss: f32,
         seconds: f64,
-        flops: f64,
+        flops: Option<f64>,
     },
     /// A sample grid of the EMA weights after `step`.
     Grid {
@@ -115,6 +116,8 @@ pub async fn run_training(
         0 => None,
         _ => Some(platform::mnist_fid(&gpu, &c.data).await?),
     };
+    // The first step is counted by the profiler, if it can run here.
+    let mut counted = false;
     let mut flops = None;
     while !trainer.finished() && job.check().is_ok() {
         if paused.load(Ordering::Relaxed) {
@@ -122,10 +125,8 @@ pub async fn run_training(
             continue;
         }
         let started = Instant::now();
-        let counting = flops.is_none();
-        if counting {
-            gpu.profiler().start()?;
-        }
+        let counting = !counted && gpu.profiler().start().is_ok();
+        counted = true;
         let loss = trainer.step().await?;
         if counting {
             let profile = gpu.profiler().stop().await?;
@@ -137,7 +138,7 @@ pub async fn run_training(
             step,
             loss,
             seconds: started.elapsed().as_secs_f64(),
-            flops: flops.unwrap_or(0.0),
+            flops,
         });
         if c.sample_every > 0 && step % c.sample_every == 0 {
             let images = trainer.sample_grid_images().await?;
@@ -177,7 +178,7 @@ pub struct TrainView {
     /// Wall seconds of recent steps (the first step, which compiles kernels and counts FLOPs,
     /// is left out).
     step_seconds: Vec<f64>,
-    flops_per_step: f64,
+    flops_per_step: Option<f64>,
     planned: usize,
     batch: usize,
     parameters: usize,
@@ -211,7 +212,7 @@ impl TrainView {
             paused: Arc::new(AtomicBool::new(false)),
             losses: Vec::new(),
             step_seconds: Vec::new(),
-            flops_per_step: 0.0,
+            flops_per_step: None,
             planned: 0,
             batch: 0,
             parameters: 0,
@@ -413,13 +414,11 @@ impl TrainView {
         let mut line = format!("step {step}/{}  loss {loss:.4}", self.planned);
         if per_step.is_finite() && per_step > 0.0 {
             let left = self.planned.saturating_sub(step as usize) as f64 * per_step;
-            line += &format!(
-                "  {:.1} img/s  {:.2} GFLOP/s  {:.2} s/step  ETA {}",
-                self.batch as f64 / per_step,
-                self.flops_per_step * 1e-9 / per_step,
-                per_step,
-                clock(left)
-            );
+            line += &format!("  {:.1} img/s", self.batch as f64 / per_step);
+            if let Some(flops) = self.flops_per_step {
+                line += &format!("  {:.2} GFLOP/s", flops * 1e-9 / per_step);
+            }
+            line += &format!("  {per_step:.2} s/step  ETA {}", clock(left));
         }
         if self.parameters > 0 {
             line += &format!("  ({} parameters)", self.parameters);
