@@ -4,7 +4,7 @@
 use super::ladder::{AblationRow, Plan, RungResult};
 use super::plots::{self, Bar, BarPanel};
 use crate::ops::blocks::ConvNextImpl;
-use crate::{Error, Result};
+use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
@@ -176,16 +176,7 @@ impl Report {
 
     /// Writes ladder.md, ladder.json and ladder.png into `out`; returns their names.
     pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        std::fs::create_dir_all(out).map_err(|e| Error::Io {
-            what: format!("creating the output folder {}", out.display()),
-            reason: e.to_string(),
-        })?;
-        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
-            what: "the ladder report as JSON".into(),
-            reason: e.to_string(),
-        })?;
-        crate::checkpoint::write_atomic(&out.join("ladder.md"), self.markdown().as_bytes())?;
-        crate::checkpoint::write_atomic(&out.join("ladder.json"), json.as_bytes())?;
+        super::write_text_report(out, "ladder", &self.markdown(), self)?;
         let panels = [
             BarPanel {
                 title: format!(

@@ -4,7 +4,7 @@
 use super::adaptive_skip::{ArmResult, Plan, SkipModel, ETAS, EXPONENTS, TABLE3_EXPONENT};
 use super::plots::{self, Series};
 use crate::train::SkipTraining;
-use crate::{Error, Result};
+use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
@@ -103,16 +103,7 @@ impl Report {
     /// Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and skip-schedules.png
     /// (for a U-Net of `levels` levels) into `out`; returns the paths written.
     pub fn write_files(&self, out: &Path, levels: usize) -> Result<Vec<String>> {
-        std::fs::create_dir_all(out).map_err(|e| Error::Io {
-            what: format!("creating the output folder {}", out.display()),
-            reason: e.to_string(),
-        })?;
-        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
-            what: "the report as JSON".into(),
-            reason: e.to_string(),
-        })?;
-        crate::checkpoint::write_atomic(&out.join("adaptive-skip.md"), self.markdown().as_bytes())?;
-        crate::checkpoint::write_atomic(&out.join("adaptive-skip.json"), json.as_bytes())?;
+        super::write_text_report(out, "adaptive-skip", &self.markdown(), self)?;
         let series: Vec<Series> = self
             .models
             .iter()

@@ -295,16 +295,7 @@ impl Report {
 
     /// Writes speedrun.md, speedrun.json and fid-vs-time.png into `out`; returns their names.
     pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        std::fs::create_dir_all(out).map_err(|e| Error::Io {
-            what: format!("creating the output folder {}", out.display()),
-            reason: e.to_string(),
-        })?;
-        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
-            what: "the speed-run report as JSON".into(),
-            reason: e.to_string(),
-        })?;
-        crate::checkpoint::write_atomic(&out.join("speedrun.md"), self.markdown().as_bytes())?;
-        crate::checkpoint::write_atomic(&out.join("speedrun.json"), json.as_bytes())?;
+        super::write_text_report(out, "speedrun", &self.markdown(), self)?;
         let series: Vec<Series> = self
             .curves
             .iter()
