@@ -2,6 +2,7 @@
 //! finite-difference gradient checker.
 
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 use wgdiff::{AdapterChoice, DType, Gpu, Result, Tensor};
@@ -34,6 +35,18 @@ pub fn normal_vec(rng: &mut StdRng, n: usize) -> Vec<f64> {
             (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
         })
         .collect()
+}
+
+/// `n` distinct values in shuffled order, multiples of 1/64 that f16 holds exactly (|x| < 32,
+/// so n ≤ 4096): inputs for max, whose gradient is undefined at ties.
+pub fn distinct_vec(rng: &mut StdRng, n: usize) -> Vec<f64> {
+    assert!(
+        n <= 4096,
+        "distinct_vec: {n} values do not fit f16 at a 1/64 spacing"
+    );
+    let mut x: Vec<f64> = (0..n).map(|i| (i as f64 - n as f64 / 2.0) / 64.0).collect();
+    x.shuffle(rng);
+    x
 }
 
 pub fn uniform_vec(rng: &mut StdRng, n: usize, lo: f64, hi: f64) -> Vec<f64> {

@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use crate::cpu;
-use rand::seq::SliceRandom;
+use rand::Rng;
 use wgdiff::ops::reduce::reduce_rows_with;
 use wgdiff::ops::{ReduceKernel, ReduceOp};
 use wgdiff::{DType, Tensor};
@@ -15,9 +15,7 @@ fn sum_mean_max_over_axis_sets() {
         for axes in axis_sets {
             for kind in ["sum", "mean", "max"] {
                 for keepdim in [false, true] {
-                    // distinct values, exact in f16 (a multiple of 1/64 below 1): no ties for max
-                    let mut x: Vec<f64> = (0..60).map(|i| (i as f64 - 30.0) / 64.0).collect();
-                    x.shuffle(&mut rng());
+                    let x = distinct_vec(&mut rng(), 60);
                     let s2 = shape.clone();
                     check_op(
                         &format!("{kind} over {axes:?} keepdim={keepdim}"),
@@ -78,11 +76,14 @@ fn sum_to_shape_reduces_broadcast_dims() {
 
 #[test]
 fn rows_longer_than_the_loop_budget_reduce_completely() {
+    // Sixteenths in [0.5, 1.5): every partial sum (below 2^20) is exact in f32, so the sum
+    // must come out exact in any order, and a missed element would be off by at least 0.5.
     let len = 300_001;
-    let x = normal_vec(&mut rng(), len);
+    let mut r = rng();
+    let x: Vec<f64> = (0..len).map(|_| r.random_range(8..24) as f64 / 16.0).collect();
     let t = upload(&[len], &x, DType::F32);
-    let want: f64 = round_to(&x, DType::F32).iter().sum();
-    assert_close("sum of 300001", &download(&t.sum_all().unwrap()), &[want], 1e-4);
+    let want: f64 = x.iter().sum();
+    assert_eq!(download(&t.sum_all().unwrap()), [want], "sum of {len} sixteenths");
 }
 
 #[test]
@@ -99,7 +100,7 @@ fn leading_axes_reduce_column_by_column() {
     for dtype in dtypes() {
         for (shape, axes) in cases {
             for kind in ["sum", "mean", "max"] {
-                let x = normal_vec(&mut rng(), shape.iter().product());
+                let x = distinct_vec(&mut rng(), shape.iter().product());
                 let s2 = shape.to_vec();
                 check_op(
                     &format!("{kind} over {axes:?} of {shape:?}"),
