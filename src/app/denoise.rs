@@ -503,7 +503,6 @@ async fn sample_job(
     let started = Instant::now();
     let mut last = Instant::now();
     let mut on_step = |step: &Step| -> Result<()> {
-        platform::settle(&gpu)?;
         let seconds = last.elapsed().as_secs_f64();
         last = Instant::now();
         job.send(DenoiseMessage::Frame(Frame {

@@ -132,7 +132,8 @@ pub async fn run_training(
             let profile = gpu.profiler().stop().await?;
             flops = Some(profile.records.iter().map(|r| r.flops).sum::<f64>());
         }
-        platform::settle(&gpu)?;
+        // The step's work has run (its times are real; in a page, the event loop runs).
+        gpu.finish().await?;
         let step = trainer.state.step;
         job.send(TrainMessage::Step {
             step,

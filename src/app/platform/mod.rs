@@ -8,9 +8,9 @@ mod native;
 mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{mnist_fid, read_file, settle, sleep, spawn, write_file, JobSafe};
+pub use native::{mnist_fid, read_file, sleep, spawn, write_file, JobSafe};
 #[cfg(target_arch = "wasm32")]
-pub use web::{mnist_fid, read_file, settle, sleep, spawn, write_file, JobSafe};
+pub use web::{mnist_fid, read_file, sleep, spawn, write_file, JobSafe};
 
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataSource, Dataset, Split};

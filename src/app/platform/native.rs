@@ -26,12 +26,6 @@ where
         })
 }
 
-/// Waits until the work recorded so far has run, so a job's step times are real and the
-/// next step's work queues behind the UI's frames rather than ahead of them.
-pub fn settle(gpu: &Gpu) -> Result<()> {
-    gpu.sync()
-}
-
 /// Pauses a job for `ms` milliseconds (a paused training run polls its controls with it).
 pub async fn sleep(ms: u64) {
     std::thread::sleep(std::time::Duration::from_millis(ms));

@@ -22,14 +22,6 @@ where
     Ok(())
 }
 
-/// The page cannot block on the device: work recorded so far is submitted and runs while the
-/// job goes on (a per-step callback's times then cover recording and what the device finished
-/// meanwhile; the awaited readbacks between steps keep them close).
-pub fn settle(gpu: &Gpu) -> Result<()> {
-    gpu.flush();
-    Ok(())
-}
-
 fn js_error(what: &str, e: JsValue) -> Error {
     Error::Io {
         what: what.to_string(),

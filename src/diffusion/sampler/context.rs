@@ -115,18 +115,21 @@ impl<'a, 'b> Context<'a, 'b> {
         combine(x, 1.0 / alpha, score, std * std / alpha)
     }
 
-    /// Reports step `index`, whose network call was at `t`, to the callback.
-    pub fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
+    /// Reports step `index`, whose network call was at `t`, to the callback, after the
+    /// device has run the step (awaited, so a watched run's step times are real and, in a
+    /// browser, the page's event loop runs between steps).
+    pub async fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
         let skip = self.skip_at(t);
-        match self.on_step.as_mut() {
-            Some(f) => f(&Step {
-                index,
-                t: t as f32,
-                skip,
-                x,
-                x0,
-            }),
-            None => Ok(()),
-        }
+        let Some(f) = self.on_step.as_mut() else {
+            return Ok(());
+        };
+        self.gpu.finish().await?;
+        f(&Step {
+            index,
+            t: t as f32,
+            skip,
+            x,
+            x0,
+        })
     }
 }

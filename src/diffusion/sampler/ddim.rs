@@ -8,7 +8,12 @@ use crate::{Error, Result, Tensor};
 
 /// x_prev = sqrt(ab_prev) x0 + sqrt(1 - ab_prev - s²) eps + s z with
 /// s = eta sqrt((1 - ab_prev)/(1 - ab) · (1 - ab/ab_prev)); the last step lands on x0.
-pub(super) fn run(ctx: &mut Context, steps: usize, eta: f64, spacing: Spacing) -> Result<Tensor> {
+pub(super) async fn run(
+    ctx: &mut Context<'_, '_>,
+    steps: usize,
+    eta: f64,
+    spacing: Spacing,
+) -> Result<Tensor> {
     if !(0.0..=1.0).contains(&eta) {
         return Err(Error::Diffusion(format!(
             "ddim: eta must lie in [0, 1], got {eta}"
@@ -34,7 +39,7 @@ pub(super) fn run(ctx: &mut Context, steps: usize, eta: f64, spacing: Spacing) -
         if var > 0.0 {
             x = x.add(&ctx.noise(var.sqrt())?)?;
         }
-        ctx.report(i, t, &x, Some(&x0))?;
+        ctx.report(i, t, &x, Some(&x0)).await?;
     }
     Ok(x)
 }

@@ -11,7 +11,7 @@ use crate::{Error, Result, Tensor};
 const LOWER_ORDER_FINAL_BELOW: usize = 15;
 
 /// `steps` network evaluations from T-1 to timestep 0 (not evaluated there).
-pub(super) fn run(ctx: &mut Context, steps: usize, spacing: Spacing) -> Result<Tensor> {
+pub(super) async fn run(ctx: &mut Context<'_, '_>, steps: usize, spacing: Spacing) -> Result<Tensor> {
     let alpha_bars = ctx
         .marginals
         .alpha_bars()
@@ -41,7 +41,7 @@ pub(super) fn run(ctx: &mut Context, steps: usize, spacing: Spacing) -> Result<T
         };
         // x_next = (std_next / std) x - alpha_next (e^{-h} - 1) D
         x = combine(&x, std_next / std, &d, -alpha_next * (-h).exp_m1())?;
-        ctx.report(i, t, &x, Some(&x0))?;
+        ctx.report(i, t, &x, Some(&x0)).await?;
         previous = Some((x0, h));
     }
     Ok(x)

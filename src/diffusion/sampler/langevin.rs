@@ -8,8 +8,8 @@ use crate::{Error, Result, Tensor};
 
 /// NCSN: its own levels (`levels` must match them); VE: `levels` geometric stds from std(1)
 /// to std(eps). Starts from N(0, sigma_max² I); the very last step adds no noise.
-pub(super) fn run(
-    ctx: &mut Context,
+pub(super) async fn run(
+    ctx: &mut Context<'_, '_>,
     levels: usize,
     steps_per_level: usize,
     step_size: f64,
@@ -35,7 +35,7 @@ pub(super) fn run(
                 x = x.add(&ctx.noise(a.sqrt())?)?;
             }
         }
-        ctx.report(i, t, &x, x0.as_ref())?;
+        ctx.report(i, t, &x, x0.as_ref()).await?;
     }
     Ok(x)
 }

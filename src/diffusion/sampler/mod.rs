@@ -181,19 +181,19 @@ impl Sampler {
         );
         ctx.clip_x0 = options.clip_x0;
         let samples = match *self {
-            Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform)?,
-            Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing)?,
+            Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform).await?,
+            Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing).await?,
             Sampler::Ald {
                 steps_per_level,
                 step_size,
-            } => langevin::run(&mut ctx, steps, steps_per_level, step_size as f64)?,
-            Sampler::EulerMaruyama => sde::euler_maruyama(&mut ctx, steps)?,
+            } => langevin::run(&mut ctx, steps, steps_per_level, step_size as f64).await?,
+            Sampler::EulerMaruyama => sde::euler_maruyama(&mut ctx, steps).await?,
             Sampler::Pc { snr, corrector_steps } => {
-                sde::predictor_corrector(&mut ctx, steps, snr as f64, corrector_steps)?
+                sde::predictor_corrector(&mut ctx, steps, snr as f64, corrector_steps).await?
             }
-            Sampler::OdeHeun => ode::heun(&mut ctx, steps)?,
+            Sampler::OdeHeun => ode::heun(&mut ctx, steps).await?,
             Sampler::OdeRk45 { rtol, atol } => ode::rk45(&mut ctx, steps, rtol as f64, atol as f64).await?,
-            Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing)?,
+            Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing).await?,
         };
         Ok(SampleOutput {
             samples,

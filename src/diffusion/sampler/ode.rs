@@ -11,14 +11,14 @@ use crate::{Error, Result, Tensor};
 const MAX_RK45_ATTEMPTS: usize = 10_000;
 
 /// The ODE's right-hand side at (x, t), and the score it used.
-fn velocity(ctx: &mut Context, sde: &Sde, x: &Tensor, t: f64) -> Result<(Tensor, Tensor)> {
+fn velocity(ctx: &mut Context<'_, '_>, sde: &Sde, x: &Tensor, t: f64) -> Result<(Tensor, Tensor)> {
     let score = ctx.score(x, t)?;
     let (f, g2) = sde.coefficients(t);
     Ok((combine(x, f, &score, -0.5 * g2)?, score))
 }
 
 /// Heun's method (explicit trapezoid) on `steps` equal time steps: 2 evaluations per step.
-pub(super) fn heun(ctx: &mut Context, steps: usize) -> Result<Tensor> {
+pub(super) async fn heun(ctx: &mut Context<'_, '_>, steps: usize) -> Result<Tensor> {
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "ode-heun")?;
     let times = linspace(sde.start, sde.end, steps + 1);
@@ -34,7 +34,7 @@ pub(super) fn heun(ctx: &mut Context, steps: usize) -> Result<Tensor> {
             None
         };
         x = x.add(&combine(&d1, 0.5 * h, &d2, 0.5 * h)?)?;
-        ctx.report(i, t, &x, x0.as_ref())?;
+        ctx.report(i, t, &x, x0.as_ref()).await?;
     }
     Ok(x)
 }
@@ -128,7 +128,7 @@ pub(super) async fn rk45(ctx: &mut Context<'_, '_>, steps: usize, rtol: f64, ato
             (0.9 * norm.powf(-0.2)).clamp(0.2, 10.0)
         };
         if norm <= 1.0 {
-            ctx.report(accepted, t, &x_new, None)?;
+            ctx.report(accepted, t, &x_new, None).await?;
             accepted += 1;
             (x, t, k1) = (x_new, t_new, k7);
             if last {

@@ -15,7 +15,7 @@ pub(super) fn reverse_sde<'m>(marginals: &'m Marginals, sampler: &str) -> Result
 
 /// x <- x - (f x - g² score) dt + g sqrt(dt) z over `steps` equal steps; the last step
 /// returns its mean.
-pub(super) fn euler_maruyama(ctx: &mut Context, steps: usize) -> Result<Tensor> {
+pub(super) async fn euler_maruyama(ctx: &mut Context<'_, '_>, steps: usize) -> Result<Tensor> {
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "euler-maruyama")?;
     let times = linspace(sde.start, sde.end, steps + 1);
@@ -35,7 +35,7 @@ pub(super) fn euler_maruyama(ctx: &mut Context, steps: usize) -> Result<Tensor> 
         } else {
             mean
         };
-        ctx.report(i, t, &x, x0.as_ref())?;
+        ctx.report(i, t, &x, x0.as_ref()).await?;
     }
     Ok(x)
 }
@@ -45,8 +45,8 @@ pub(super) fn euler_maruyama(ctx: &mut Context, steps: usize) -> Result<Tensor> 
 /// then the reverse of the forward transition t_next -> t: x <- (x + q score) / r + sqrt(q) z
 /// with r = alpha_t / alpha_next, q = std_t² - r² std_next² (DDPM's ancestral step for VP).
 /// The last step returns its mean.
-pub(super) fn predictor_corrector(
-    ctx: &mut Context,
+pub(super) async fn predictor_corrector(
+    ctx: &mut Context<'_, '_>,
     steps: usize,
     snr: f64,
     corrector_steps: usize,
@@ -85,7 +85,7 @@ pub(super) fn predictor_corrector(
         } else {
             mean
         };
-        ctx.report(i, t, &x, x0.as_ref())?;
+        ctx.report(i, t, &x, x0.as_ref()).await?;
     }
     Ok(x)
 }
