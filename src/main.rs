@@ -32,6 +32,9 @@ enum Command {
     TrainClassifier(commands::train_classifier::TrainClassifierArgs),
     /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
     Sample(commands::sample::SampleArgs),
+    /// Write a checkpoint's EMA weights alone (what sampling needs: a quarter of the file, for
+    /// the web page or sharing); sample, eval, the app and train --init read it
+    Export(commands::export::ExportArgs),
     /// FID/KID of a checkpoint's samples against a dataset split (no flags: the shipped model,
     /// 1000 samples, MNIST-FID against mnist/test; --inception PATH: FID proper and IS)
     Eval(commands::eval::EvalArgs),
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
 fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     match command {
         Command::Info => commands::info::run(choice),
+        Command::Export(args) => commands::export::run(args),
         #[cfg(feature = "gui")]
         Command::Gui(args) => commands::gui::run(choice, args),
         Command::Profile {

@@ -2,4 +2,4 @@
 # Serves a site built by web/build.sh on http://127.0.0.1:${PORT:-8000} (loopback only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec python3 -m http.server "${PORT:-8000}" --bind 127.0.0.1 --directory "${1:-web/dist}"
+exec node web/serve.mjs "${1:-web/dist}" "${PORT:-8000}"

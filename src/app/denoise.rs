@@ -1,10 +1,10 @@
 //! The denoise view: sample a checkpoint step by step and watch x_t and the predicted x_0 of
 //! every step (drawn on the device), scrub and play the recorded steps, export PNGs and GIFs.
 
-use super::export::export_frames;
+use super::export::{export_frames, save_samples};
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
-use super::{platform, Shared};
+use super::{parse_setting, platform, Shared};
 use crate::diffusion::{Sampler, Step};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::train::sample::{grid_columns, sample_net};
@@ -68,15 +68,16 @@ pub struct DenoiseSettings {
     pub seed: u64,
     pub count: usize,
     pub class: Option<u32>,
-    pub guidance: f32,
+    /// None: the guidance the model was trained for.
+    pub guidance: Option<f32>,
     /// None: the checkpoint's own skip type.
     pub skip_type: Option<SkipType>,
     pub skip_exponent: f32,
 }
 
 impl DenoiseSettings {
-    /// The library's request for these settings.
-    pub fn request(&self) -> Result<SampleRequest> {
+    /// The library's request for these settings on `model`.
+    pub fn request(&self, model: &TrainedModel) -> Result<SampleRequest> {
         Ok(SampleRequest {
             sampler: self.sampler.parse()?,
             steps: Some(self.steps),
@@ -84,8 +85,39 @@ impl DenoiseSettings {
             seed: self.seed,
             skip_exponent: self.skip_exponent,
             class: self.class,
-            guidance: self.guidance,
+            guidance: self.guidance.unwrap_or_else(|| model.state.default_guidance()),
         })
+    }
+
+    /// The settings a page address or `wgdiff gui --set` may give.
+    pub const KEYS: [&'static str; 8] = [
+        "checkpoint",
+        "sampler",
+        "steps",
+        "seed",
+        "count",
+        "class",
+        "guidance",
+        "skip-exponent",
+    ];
+
+    /// Sets `key` (one of [`Self::KEYS`]) from its text.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        match key {
+            "checkpoint" => self.checkpoint = value.to_string(),
+            "sampler" => {
+                value.parse::<Sampler>()?;
+                self.sampler = value.to_string();
+            }
+            "steps" => self.steps = parse_setting(key, value)?,
+            "seed" => self.seed = parse_setting(key, value)?,
+            "count" => self.count = parse_setting(key, value)?,
+            "class" => self.class = Some(parse_setting(key, value)?),
+            "guidance" => self.guidance = Some(parse_setting(key, value)?),
+            "skip-exponent" => self.skip_exponent = parse_setting(key, value)?,
+            _ => return Err(super::unknown_setting("denoise", key, &Self::KEYS)),
+        }
+        Ok(())
     }
 }
 
@@ -107,7 +139,11 @@ pub struct Frame {
 pub enum DenoiseMessage {
     Loaded(Box<ModelInfo>),
     Frame(Frame),
-    Done { evaluations: usize, seconds: f64 },
+    Done {
+        evaluations: usize,
+        seconds: f64,
+        samples: Tensor,
+    },
     Exported(String),
 }
 
@@ -132,6 +168,10 @@ pub struct DenoiseView {
     export_dir: String,
     export: Option<Job<DenoiseMessage>>,
     run_seconds: Option<f64>,
+    /// The last run's images.
+    samples: Option<Tensor>,
+    /// Save the samples once the run ends (an autorun of `wgdiff gui` or the page).
+    pub save_when_done: bool,
 }
 
 impl DenoiseView {
@@ -144,7 +184,7 @@ impl DenoiseView {
                 seed: 0,
                 count: 16,
                 class: None,
-                guidance: 1.0,
+                guidance: None,
                 skip_type: None,
                 skip_exponent: 0.0,
             },
@@ -162,6 +202,8 @@ impl DenoiseView {
             export_dir: shared.options.out.join("frames").display().to_string(),
             export: None,
             run_seconds: None,
+            samples: None,
+            save_when_done: false,
         }
     }
 
@@ -193,25 +235,19 @@ impl DenoiseView {
         if self.is_running() {
             return;
         }
-        let request = match self.settings.request() {
-            Ok(r) => r,
-            Err(e) => {
-                self.message = Some(Err(e.to_string()));
-                return;
-            }
-        };
         self.frames.clear();
         self.current = 0;
         self.drawn = None;
         self.follow = true;
         self.playing = false;
         self.run_seconds = None;
+        self.samples = None;
         self.message = None;
         self.planned_steps = self.settings.steps;
         let gpu = shared.gpu.clone();
         let settings = self.settings.clone();
         self.job = Some(Job::start(ctx, "sampling", move |job| {
-            sample_job(gpu, settings, request, job)
+            sample_job(gpu, settings, job)
         }));
     }
 
@@ -232,24 +268,63 @@ impl DenoiseView {
                     if info.classes.is_none() {
                         self.settings.class = None;
                     }
-                    self.settings.guidance = info.guidance;
+                    if self.model.as_ref().is_some_and(|m| m.path != info.path) {
+                        // another model: its own guidance until the slider moves
+                        self.settings.guidance = None;
+                    }
+                    self.settings.checkpoint = info.path.display().to_string();
                     self.model = Some(info);
                 }
                 Event::Message(DenoiseMessage::Frame(frame)) => {
+                    platform::announce(
+                        "denoise",
+                        &serde_json::json!({
+                            "status": "running",
+                            "step": frame.index + 1,
+                            "steps": self.planned_steps,
+                        })
+                        .to_string(),
+                    );
                     self.frames.push(frame);
                     if self.follow {
                         self.current = self.frames.len() - 1;
                     }
                 }
-                Event::Message(DenoiseMessage::Done { evaluations, seconds }) => {
+                Event::Message(DenoiseMessage::Done {
+                    evaluations,
+                    seconds,
+                    samples,
+                }) => {
                     self.run_seconds = Some(seconds);
                     self.message = Some(Ok(format!(
                         "{} images, {} network evaluations in {seconds:.1} s",
                         self.settings.count, evaluations
                     )));
+                    let step_ms: Vec<f64> = self.frames.iter().map(|f| f.seconds * 1e3).collect();
+                    platform::announce(
+                        "denoise",
+                        &serde_json::json!({
+                            "status": "done",
+                            "images": self.settings.count,
+                            "evaluations": evaluations,
+                            "seconds": seconds,
+                            "step_ms": step_ms,
+                        })
+                        .to_string(),
+                    );
+                    self.samples = Some(samples);
+                    if std::mem::take(&mut self.save_when_done) {
+                        self.save_samples(ctx);
+                    }
                 }
                 Event::Message(DenoiseMessage::Exported(text)) => self.message = Some(Ok(text)),
-                Event::Finished(Err(e)) => self.message = Some(Err(e)),
+                Event::Finished(Err(e)) => {
+                    platform::announce(
+                        "denoise",
+                        &serde_json::json!({ "status": "failed", "error": e }).to_string(),
+                    );
+                    self.message = Some(Err(e));
+                }
                 Event::Finished(Ok(())) => {}
             }
         }
@@ -323,6 +398,16 @@ impl DenoiseView {
                 .labelled_by(label.id);
             let can_export = !self.frames.is_empty() && !running && !is_running(&self.export);
             if ui
+                .add_enabled(
+                    can_export && self.samples.is_some(),
+                    egui::Button::new("Save samples PNG"),
+                )
+                .on_hover_text("the last run's images as the grid `wgdiff sample` writes")
+                .clicked()
+            {
+                self.save_samples(&ctx);
+            }
+            if ui
                 .add_enabled(can_export, egui::Button::new("Export PNGs + GIFs"))
                 .clicked()
             {
@@ -345,6 +430,14 @@ impl DenoiseView {
                 .clicked()
             {
                 self.load_info(&ctx, shared);
+            }
+            #[cfg(target_arch = "wasm32")]
+            if ui
+                .add_enabled(!self.is_running(), egui::Button::new("Open a file..."))
+                .on_hover_text("load a checkpoint from this computer (e.g. one `wgdiff train` wrote)")
+                .clicked()
+            {
+                self.open_file(&ctx, shared);
             }
         });
         match &self.model {
@@ -386,7 +479,14 @@ impl DenoiseView {
                             ui.selectable_value(&mut s.class, Some(c), c.to_string());
                         }
                     });
-                ui.add(egui::Slider::new(&mut s.guidance, 0.0..=8.0).text("guidance"));
+                let trained = self.model.as_ref().map_or(1.0, |m| m.guidance);
+                let mut guidance = s.guidance.unwrap_or(trained);
+                if ui
+                    .add(egui::Slider::new(&mut guidance, 0.0..=8.0).text("guidance"))
+                    .changed()
+                {
+                    s.guidance = Some(guidance);
+                }
             } else {
                 ui.label("unconditional model (no class or guidance)");
             }
@@ -449,18 +549,56 @@ impl DenoiseView {
         });
         let frame = &self.frames[self.current.min(last)];
         let levels = self.model.as_ref().map_or(1, |m| m.levels);
-        let mean = self.frames.iter().skip(1).map(|f| f.seconds).sum::<f64>() / last.max(1) as f64;
-        ui.label(format!(
-            "step {} of {}: t = {:.1}, skipped levels {} of {}, step time {:.0} ms (mean {:.0} ms over steps 2..{})",
+        let mut line = format!(
+            "step {} of {}: t = {:.1}, skipped levels {} of {}, step time {:.0} ms",
             frame.index + 1,
             self.planned_steps.max(self.frames.len()),
             frame.t,
             frame.skip,
             levels,
             frame.seconds * 1e3,
-            mean * 1e3,
-            self.frames.len()
+        );
+        if last > 0 {
+            // the first step compiles the kernels: left out of the mean
+            let mean = self.frames[1..].iter().map(|f| f.seconds).sum::<f64>() / last as f64;
+            line += &format!(" (mean {:.0} ms over steps 2..{})", mean * 1e3, self.frames.len());
+        }
+        ui.label(line);
+    }
+
+    /// Writes the last run's images to `<export folder>/samples.png` (a download in the page).
+    fn save_samples(&mut self, ctx: &egui::Context) {
+        let Some(samples) = self.samples.clone() else {
+            return;
+        };
+        let columns = grid_columns(self.settings.count);
+        let path = PathBuf::from(&self.export_dir).join("samples.png");
+        self.export = Some(Job::start(
+            ctx,
+            "save samples",
+            move |job: JobContext<DenoiseMessage>| async move {
+                save_samples(&samples, columns, &path).await?;
+                job.send(DenoiseMessage::Exported(format!(
+                    "samples saved: {}",
+                    path.display()
+                )));
+                Ok(())
+            },
         ));
+    }
+
+    /// Lets the user pick a checkpoint file (the page has no folders to type a path into)
+    /// and loads it.
+    #[cfg(target_arch = "wasm32")]
+    fn open_file(&mut self, ctx: &egui::Context, shared: &Shared) {
+        let gpu = shared.gpu.clone();
+        self.job = Some(Job::start(ctx, "open", move |job| async move {
+            if let Some(path) = platform::pick_file().await? {
+                let loaded = platform::load_model(&gpu, &path, None).await?;
+                job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
+            }
+            Ok(())
+        }));
     }
 
     fn start_export(&mut self, ctx: &egui::Context) {
@@ -491,15 +629,11 @@ impl DenoiseView {
 /// The sampling job: loads the model, samples with a per-step callback that waits for the
 /// step's device work, hands its x_t and x_0 (still on the device) to the view, and stops when
 /// cancelled.
-async fn sample_job(
-    gpu: Gpu,
-    settings: DenoiseSettings,
-    request: SampleRequest,
-    job: JobContext<DenoiseMessage>,
-) -> Result<()> {
+async fn sample_job(gpu: Gpu, settings: DenoiseSettings, job: JobContext<DenoiseMessage>) -> Result<()> {
     let path = PathBuf::from(&settings.checkpoint);
     let loaded = platform::load_model(&gpu, &path, settings.skip_type).await?;
     job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
+    let request = settings.request(&loaded)?;
     let started = Instant::now();
     let mut last = Instant::now();
     let mut on_step = |step: &Step| -> Result<()> {
@@ -516,7 +650,7 @@ async fn sample_job(
         job.check()
     };
     let net: &dyn DiffusionNet = loaded.net.as_ref();
-    let (_, evaluations) = sample_net(
+    let (samples, evaluations) = sample_net(
         &gpu,
         net,
         &loaded.state.model,
@@ -528,6 +662,7 @@ async fn sample_job(
     job.send(DenoiseMessage::Done {
         evaluations,
         seconds: started.elapsed().as_secs_f64(),
+        samples,
     });
     Ok(())
 }

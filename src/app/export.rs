@@ -1,5 +1,5 @@
-//! Exports of the denoise view: every recorded step's x_t and predicted x_0 grids as PNGs
-//! and both as animated GIFs, read back from the device once, at export time.
+//! Exports of the denoise view: the samples as a PNG grid, every recorded step's x_t and
+//! predicted x_0 grids as PNGs and both as animated GIFs, read back from the device at export.
 
 use super::platform;
 use crate::data::{grid_image, GridLayout};
@@ -60,6 +60,15 @@ async fn grid_picture(images: &Tensor, columns: usize) -> Result<RgbaImage> {
     Ok(grid_image(&images.to_vec_async().await?, shape, layout)?.to_rgba8())
 }
 
+/// Writes `images` as the PNG grid `wgdiff sample` writes (2x, `columns` wide) to `path` and
+/// hands it to the user.
+pub async fn save_samples(images: &Tensor, columns: usize, path: &Path) -> Result<()> {
+    let picture = grid_picture(images, columns).await?;
+    let png = png_bytes(picture.width(), picture.height(), picture.into_raw())?;
+    platform::write_file(path, &png)?;
+    platform::deliver(path)
+}
+
 /// Writes `step_NNNN_xt.png` / `step_NNNN_x0.png` for every step and `xt.gif` / `x0.gif` into
 /// `dir`; `progress(done, total)` after each step. Returns the files written.
 pub async fn export_frames(
@@ -77,7 +86,9 @@ pub async fn export_frames(
             let Some(tensor) = tensor else { continue };
             let picture = grid_picture(tensor, columns).await?;
             let png = png_bytes(picture.width(), picture.height(), picture.as_raw().clone())?;
-            platform::write_file(&dir.join(format!("step_{i:04}_{name}.png")), &png)?;
+            let path = dir.join(format!("step_{i:04}_{name}.png"));
+            platform::write_file(&path, &png)?;
+            platform::deliver(&path)?;
             frames.push(picture);
             written += 1;
         }
@@ -86,6 +97,7 @@ pub async fn export_frames(
     for (frames, name) in [(xt_frames, "xt.gif"), (x0_frames, "x0.gif")] {
         if !frames.is_empty() {
             platform::write_file(&dir.join(name), &gif_bytes(frames, 120)?)?;
+            platform::deliver(&dir.join(name))?;
             written += 1;
         }
     }

@@ -12,6 +12,7 @@ mod profile;
 mod skip;
 mod train;
 
+pub use denoise::DenoiseSettings;
 pub use frame_clock::{percentile, Activity, FrameClock, FrameSample};
 pub use grid_texture::{GridLayout, GridTexture};
 pub use jobs::{Event, Job, JobContext};
@@ -92,7 +93,12 @@ pub struct AppOptions {
     pub out: PathBuf,
     /// The view shown first.
     pub view: View,
-    /// Start that view's job (sampling, training, profiling, measuring) at once.
+    /// Settings of the first view (`key`, `value`), as a page address's query or
+    /// `wgdiff gui --set key=value` give them: the denoise view's [`DenoiseSettings::KEYS`],
+    /// the train view's [`TrainSettings::KEYS`].
+    pub settings: Vec<(String, String)>,
+    /// Start that view's job (sampling, training, profiling, measuring) at once; a denoise
+    /// run then saves its samples (`<out>/frames/samples.png`, a download in the page).
     pub autorun: bool,
     /// Write every frame's times to this CSV when the app closes.
     pub frame_log: Option<PathBuf>,
@@ -108,9 +114,14 @@ pub struct AppOptions {
 impl Default for AppOptions {
     fn default() -> Self {
         AppOptions {
-            checkpoint: crate::train::sample::DEFAULT_CHECKPOINT.into(),
+            // the page fetches the small export, not the resumable checkpoint
+            checkpoint: match cfg!(target_arch = "wasm32") {
+                true => crate::train::sample::DEFAULT_EXPORT.into(),
+                false => crate::train::sample::DEFAULT_CHECKPOINT.into(),
+            },
             out: "runs/app".into(),
             view: View::Denoise,
+            settings: Vec::new(),
             autorun: false,
             frame_log: None,
             screenshot: None,
@@ -165,6 +176,18 @@ impl WgdiffApp {
             shared,
             screenshot_taken: false,
         };
+        for (key, value) in &app.shared.options.settings {
+            match app.view {
+                View::Denoise => app.denoise.settings.set(key, value)?,
+                View::Train => app.train.settings.set(key, value)?,
+                view => {
+                    return Err(Error::Config(format!(
+                        "the {} view takes no settings (got `{key}`); the denoise and train views do",
+                        view.name()
+                    )))
+                }
+            }
+        }
         let ctx = &cc.egui_ctx;
         let autorun_sampling = app.shared.options.autorun && app.view == View::Denoise;
         if !autorun_sampling {
@@ -173,7 +196,10 @@ impl WgdiffApp {
         }
         if app.shared.options.autorun {
             match app.view {
-                View::Denoise => app.denoise.run(ctx, &app.shared),
+                View::Denoise => {
+                    app.denoise.save_when_done = true;
+                    app.denoise.run(ctx, &app.shared);
+                }
                 View::Skip => app.skip.measure(ctx, &app.shared),
                 View::Train => app.train.start(ctx, &app.shared, false),
                 View::Profile => app.profile.run(ctx, &app.shared),
@@ -316,6 +342,24 @@ impl eframe::App for WgdiffApp {
     }
 }
 
+/// A setting's value parsed from its text, or an error naming the setting.
+fn parse_setting<T: std::str::FromStr>(key: &str, value: &str) -> Result<T> {
+    value.parse().map_err(|_| {
+        Error::Config(format!(
+            "setting `{key}`: `{value}` is not a {}",
+            std::any::type_name::<T>()
+        ))
+    })
+}
+
+/// The error for a setting `view` does not have.
+fn unknown_setting(view: &str, key: &str, keys: &[&str]) -> Error {
+    Error::Config(format!(
+        "the {view} view has no setting `{key}`; it has {}",
+        keys.join(", ")
+    ))
+}
+
 /// A view's last message: its text, or an error in red (an empty line when there is none).
 fn message_label(ui: &mut egui::Ui, message: &Option<std::result::Result<String, String>>) {
     match message {
@@ -360,7 +404,7 @@ pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
         native,
         Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
     )
-    .map_err(|e| Error::Config(format!("the app could not open a window: {e}")))
+    .map_err(|e| Error::Config(format!("the app could not start: {e}")))
 }
 
 /// Starts the app in the page's `canvas` on `gpu`'s device (the browser's WebGPU); the page

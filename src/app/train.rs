@@ -3,7 +3,7 @@
 
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
-use super::{platform, Shared};
+use super::{parse_setting, platform, Shared};
 use crate::models::PRESETS;
 use crate::train::sample::grid_columns;
 use crate::train::{FidRecord, Precision, SkipTraining, TrainConfig};
@@ -28,7 +28,7 @@ pub enum TrainMessage {
     },
     /// One optimiser step: the step number after it, its loss and wall time, and the FLOPs of
     /// a step (counted by the profiler on the run's first step; None where the profiler cannot
-    /// run: a browser without timestamp queries inside passes).
+    /// run: a page whose WebGPU has no timestamp queries).
     Step {
         step: usize,
         loss: f32,
@@ -87,12 +87,47 @@ impl TrainSettings {
             ..TrainConfig::default()
         }
     }
+
+    /// The settings a page address or `wgdiff gui --set` may give.
+    pub const KEYS: [&'static str; 10] = [
+        "preset",
+        "data",
+        "batch",
+        "lr",
+        "steps",
+        "seed",
+        "sample-every",
+        "checkpoint-every",
+        "fid-every",
+        "out",
+    ];
+
+    /// Sets `key` (one of [`Self::KEYS`]) from its text.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        match key {
+            "preset" => {
+                crate::models::preset(value)?;
+                self.preset = value.to_string();
+            }
+            "data" => self.data = value.to_string(),
+            "batch" => self.batch = parse_setting(key, value)?,
+            "lr" => self.lr = parse_setting(key, value)?,
+            "steps" => self.steps = parse_setting(key, value)?,
+            "seed" => self.seed = parse_setting(key, value)?,
+            "sample-every" => self.sample_every = parse_setting(key, value)?,
+            "checkpoint-every" => self.checkpoint_every = parse_setting(key, value)?,
+            "fid-every" => self.fid_every = parse_setting(key, value)?,
+            "out" => self.out = value.to_string(),
+            _ => return Err(super::unknown_setting("train", key, &Self::KEYS)),
+        }
+        Ok(())
+    }
 }
 
 /// Runs (or, with `resume`, continues) training as `wgdiff train` does, one async step at a
 /// time: reports every step, writes grids, FID records and checkpoints on the configured
-/// steps; while `paused` it idles; when the job is cancelled it writes the checkpoint and ends
-/// (so `wgdiff train --resume` continues the run).
+/// steps; while `paused` it idles; when it ends or is cancelled it writes the checkpoint (so
+/// `wgdiff train --resume` continues the run) and hands it to the user (a download in a page).
 pub async fn run_training(
     gpu: Gpu,
     config: TrainConfig,
@@ -158,6 +193,7 @@ pub async fn run_training(
         }
     }
     platform::save_checkpoint(&trainer, &checkpoint).await?;
+    platform::deliver(&checkpoint)?;
     job.send(TrainMessage::Checkpoint(checkpoint.clone()));
     if trainer.finished() {
         let images = trainer.sample_grid_images().await?;
@@ -250,7 +286,7 @@ impl TrainView {
         }
         let config = self.settings.config();
         let from = resume.then(|| config.out.join("checkpoint.safetensors"));
-        if let Some(path) = from.as_ref().filter(|p| !p.exists()) {
+        if let Some(path) = from.as_ref().filter(|p| !platform::exists(p)) {
             self.message = Some(Err(format!(
                 "no checkpoint to resume at {}: start a run first",
                 path.display()
@@ -300,6 +336,17 @@ impl TrainView {
                     }
                     self.losses.push([step as f64, loss as f64]);
                     self.flops_per_step = flops;
+                    platform::announce(
+                        "train",
+                        &serde_json::json!({
+                            "status": "running",
+                            "step": step,
+                            "steps": self.planned,
+                            "loss": loss,
+                            "seconds": seconds,
+                        })
+                        .to_string(),
+                    );
                 }
                 Event::Message(TrainMessage::Grid { step, images }) => {
                     self.grid = Some((images, step));
@@ -315,8 +362,28 @@ impl TrainView {
                         format!("; `wgdiff train --resume {}` continues it", p.display())
                     });
                     self.message = Some(Ok(format!("stopped at step {}{last}", self.step())));
+                    let losses: Vec<f64> = self.losses.iter().map(|l| l[1]).collect();
+                    let step_seconds = &self.step_seconds;
+                    platform::announce(
+                        "train",
+                        &serde_json::json!({
+                            "status": "done",
+                            "step": self.step(),
+                            "batch": self.batch,
+                            "losses": losses,
+                            "step_seconds": step_seconds,
+                            "checkpoint": self.checkpoints.last(),
+                        })
+                        .to_string(),
+                    );
                 }
-                Event::Finished(Err(e)) => self.message = Some(Err(e)),
+                Event::Finished(Err(e)) => {
+                    platform::announce(
+                        "train",
+                        &serde_json::json!({ "status": "failed", "error": e }).to_string(),
+                    );
+                    self.message = Some(Err(e));
+                }
             }
         }
         if let Err(e) = self.draw_grid(shared) {

@@ -20,7 +20,13 @@ pub struct GuiArgs {
     /// View shown first: denoise, skip, train, profile or device
     #[arg(long, default_value = "denoise", value_parser = parse_view)]
     view: View,
-    /// Start the first view's job at once (sampling, measuring, training or profiling)
+    /// A setting of the first view, KEY=VALUE, repeatable. denoise: checkpoint, sampler, steps,
+    /// seed, count, class, guidance, skip-exponent; train: preset, data, batch, lr, steps, seed,
+    /// sample-every, checkpoint-every, fid-every, out (e.g. --view train --set preset=tiny)
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    settings: Vec<(String, String)>,
+    /// Start the first view's job at once (sampling, measuring, training or profiling); a
+    /// denoise run then saves its samples to <out>/frames/samples.png
     #[arg(long)]
     autorun: bool,
     /// Write every frame's interval and build time to this CSV when the app closes
@@ -36,6 +42,12 @@ pub struct GuiArgs {
     screenshot_after: f64,
 }
 
+fn parse_setting(text: &str) -> std::result::Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("`{text}` is not KEY=VALUE (e.g. steps=20)"))
+}
+
 fn parse_view(name: &str) -> std::result::Result<View, String> {
     name.parse().map_err(|e: wgdiff::Error| e.to_string())
 }
@@ -48,6 +60,7 @@ pub fn run(choice: AdapterChoice, args: GuiArgs) -> Result<()> {
         checkpoint: args.checkpoint,
         out: args.out,
         view: args.view,
+        settings: args.settings,
         autorun: args.autorun,
         frame_log: args.frame_log,
         screenshot: args.screenshot,

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod eval;
 pub mod experiment;
+pub mod export;
 #[cfg(feature = "gui")]
 pub mod gui;
 pub mod info;

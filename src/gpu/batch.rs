@@ -35,8 +35,12 @@ impl Batch {
         }
     }
 
-    fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
-        self.encoder.get_or_insert_with(|| {
+    /// The batch's open encoder in `slot` (a field, so the batch's other fields stay free).
+    fn encoder<'a>(
+        slot: &'a mut Option<wgpu::CommandEncoder>,
+        device: &wgpu::Device,
+    ) -> &'a mut wgpu::CommandEncoder {
+        slot.get_or_insert_with(|| {
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("wgdiff batch"),
             })
@@ -124,12 +128,16 @@ impl Batch {
             layout: &kernel.layout,
             entries: &entries,
         });
+        // Pass timing: this dispatch alone in a pass the device timestamps.
+        let pass_timed = self.profile.as_ref().is_some_and(|p| p.pass_writes().is_some());
+        if pass_timed {
+            self.end_pass();
+        }
         if self.pass.is_none() {
-            let pass = self
-                .encoder(device)
+            let pass = Self::encoder(&mut self.encoder, device)
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("wgdiff kernels"),
-                    timestamp_writes: None,
+                    timestamp_writes: self.profile.as_ref().and_then(Recording::pass_writes),
                 })
                 .forget_lifetime();
             self.pass = Some(pass);
@@ -145,6 +153,9 @@ impl Batch {
         if let Some(p) = &mut self.profile {
             p.end(pass, kernel, cost);
         }
+        if pass_timed {
+            self.end_pass();
+        }
         self.dispatches += 1;
     }
 
@@ -158,7 +169,7 @@ impl Batch {
         bytes: u64,
     ) {
         self.end_pass();
-        self.encoder(device)
+        Self::encoder(&mut self.encoder, device)
             .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 

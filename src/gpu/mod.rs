@@ -164,6 +164,16 @@ impl Gpu {
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
             sink.lock().unwrap().push(e.to_string());
         }));
+        // A lost device (driver reset, a browser reclaiming the GPU) fails every later
+        // readback with this message instead of a silent stop.
+        let sink = errors.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if reason != wgpu::DeviceLostReason::Destroyed {
+                sink.lock().unwrap().push(format!(
+                    "the GPU device was lost ({message}); restart wgdiff (in a browser: reload the page)"
+                ));
+            }
+        });
         let batch = Batch::new(&device, limits.min_uniform_buffer_offset_alignment);
         Ok(Gpu(Arc::new(GpuInner {
             instance,

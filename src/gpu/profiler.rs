@@ -1,5 +1,5 @@
-//! Per-dispatch profiler: device timestamps before and after every dispatch (or, without
-//! timestamp support, a sync and the wall clock around each one), summarised per op.
+//! Per-dispatch profiler: device timestamps before and after every dispatch (inside a pass,
+//! or a pass per dispatch; without timestamps, a sync and the wall clock), summarised per op.
 
 use super::{Gpu, Kernel};
 use crate::{Error, Result};
@@ -36,6 +36,10 @@ impl Cost {
 pub enum Timing {
     /// Timestamps the device writes before and after each dispatch.
     Device,
+    /// Each dispatch in a pass of its own whose beginning and end the device timestamps (the
+    /// adapter has TIMESTAMP_QUERY but not inside passes: a browser's WebGPU); includes the
+    /// pass's own cost.
+    Pass,
     /// Wall clock around each dispatch with a sync before and after (the adapter lacks
     /// TIMESTAMP_QUERY_INSIDE_PASSES); includes submit and wake-up overhead.
     Cpu,
@@ -96,9 +100,11 @@ impl Gpu {
 impl Profiler<'_> {
     /// How this device's dispatches would be timed.
     pub fn timing(&self) -> Timing {
-        let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
-        if self.gpu.features.contains(needed) {
+        let inside = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        if self.gpu.features.contains(inside) {
             Timing::Device
+        } else if self.gpu.features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            Timing::Pass
         } else {
             Timing::Cpu
         }
@@ -116,7 +122,7 @@ impl Profiler<'_> {
         #[cfg(target_arch = "wasm32")]
         if timing == Timing::Cpu {
             return Err(Error::Profiler(
-                "profiling on the web needs the TIMESTAMP_QUERY_INSIDE_PASSES feature, which this adapter lacks"
+                "profiling on the web needs the TIMESTAMP_QUERY feature (timestamp-query), which this adapter lacks"
                     .into(),
             ));
         }
@@ -214,6 +220,7 @@ struct Queries {
 
 /// A running profiler's state; lives in the batch so timestamps follow dispatch order.
 pub(super) struct Recording {
+    timing: Timing,
     queries: Option<Queries>,
     /// Dispatches timed in the current batch.
     open: Vec<Meta>,
@@ -229,7 +236,7 @@ const QUERIES: u32 = 2 * super::MAX_DISPATCHES;
 
 impl Recording {
     fn new(device: &wgpu::Device, queue: &wgpu::Queue, timing: Timing) -> Recording {
-        let queries = (timing == Timing::Device).then(|| Queries {
+        let queries = (timing != Timing::Cpu).then(|| Queries {
             set: device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("wgdiff profiler"),
                 ty: wgpu::QueryType::Timestamp,
@@ -244,6 +251,7 @@ impl Recording {
             period_ns: queue.get_timestamp_period() as f64,
         });
         Recording {
+            timing,
             queries,
             open: Vec::new(),
             pending: Vec::new(),
@@ -260,17 +268,32 @@ impl Recording {
         self.queries.is_none()
     }
 
+    /// Pass timing: the timestamps the next dispatch's own pass writes at its beginning and
+    /// end (None for the other timings).
+    pub(super) fn pass_writes(&self) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
+        let q = self.queries.as_ref().filter(|_| self.timing == Timing::Pass)?;
+        let first = 2 * self.open.len() as u32;
+        Some(wgpu::ComputePassTimestampWrites {
+            query_set: &q.set,
+            beginning_of_pass_write_index: Some(first),
+            end_of_pass_write_index: Some(first + 1),
+        })
+    }
+
     /// Device timing: the timestamp before a dispatch.
     pub(super) fn begin(&self, pass: &mut wgpu::ComputePass) {
-        if let Some(q) = &self.queries {
+        if let (Some(q), Timing::Device) = (&self.queries, self.timing) {
             pass.write_timestamp(&q.set, 2 * self.open.len() as u32);
         }
     }
 
-    /// Device timing: the timestamp after a dispatch.
+    /// Device or pass timing: the timestamp after a dispatch (pass timing: written when its
+    /// pass ends), and what the dispatch was.
     pub(super) fn end(&mut self, pass: &mut wgpu::ComputePass, kernel: &Kernel, cost: Option<Cost>) {
         if let Some(q) = &self.queries {
-            pass.write_timestamp(&q.set, 2 * self.open.len() as u32 + 1);
+            if self.timing == Timing::Device {
+                pass.write_timestamp(&q.set, 2 * self.open.len() as u32 + 1);
+            }
             self.open.push(Meta::new(kernel, cost));
         }
     }
@@ -382,11 +405,7 @@ impl Recording {
             });
         }
         Ok(Profile {
-            timing: if self.queries.is_some() {
-                Timing::Device
-            } else {
-                Timing::Cpu
-            },
+            timing: self.timing,
             records: self.records,
             wall_ns,
         })
@@ -492,6 +511,10 @@ impl Profile {
         }
         out += match self.timing {
             Timing::Device => "timing: device timestamps before and after every dispatch\n",
+            Timing::Pass => {
+                "timing: device timestamps at the beginning and end of a pass per dispatch (no \
+                 TIMESTAMP_QUERY_INSIDE_PASSES on this adapter): times include each pass's cost\n"
+            }
             Timing::Cpu => {
                 "timing: CPU wall clock per dispatch (no TIMESTAMP_QUERY_INSIDE_PASSES on this adapter): \
                  each dispatch is synced alone, so times include submit overhead\n"

@@ -103,7 +103,12 @@ pub fn pick(found: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<wgpu::A
 
 /// One line naming an adapter: name, backend and device type.
 pub fn describe(info: &wgpu::AdapterInfo) -> String {
-    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
+    // Browsers may keep the adapter's name to themselves (Chromium on SwiftShader does).
+    let name = match info.name.as_str() {
+        "" => "unnamed adapter",
+        name => name,
+    };
+    format!("{name} ({:?}, {:?})", info.backend, info.device_type)
 }
 
 fn no_adapter_message(choice: &AdapterChoice, found: &[String]) -> String {

@@ -240,6 +240,15 @@ impl Trainer {
         if let Some(steps) = steps {
             state.config.steps = steps;
         }
+        if is_sampling_export(ckpt) {
+            return Err(Error::Checkpoint {
+                path: origin.to_string(),
+                msg: "is an EMA-only export (`wgdiff export`): it samples, and `wgdiff train --init` \
+                      fine-tunes from it, but it has no weights or optimizer state to resume from; \
+                      resume the checkpoint it was exported from"
+                    .into(),
+            });
+        }
         let batcher = Batcher::from_state(data, state.batcher.clone())?;
         let trainer = Trainer::build(gpu, state, batcher)?;
         ckpt.restore("model.", &trainer.params, origin)?;
@@ -474,6 +483,34 @@ pub fn default_process(model: &ModelConfig) -> Process {
         ModelConfig::Mlp(_) => Process::vp_cosine_v(),
         ModelConfig::ScoreNet(_) => Process::ve(),
     }
+}
+
+/// What sampling needs of the `wgdiff train` checkpoint `ckpt`: its EMA weights, buffers and
+/// training state, without the raw weights and Adam's moments (a quarter of the file, for a
+/// web page or sharing). It samples, and fine-tunes with `--init`, like the checkpoint.
+pub fn sampling_export(ckpt: &Checkpoint, origin: &str) -> Result<Checkpoint> {
+    saved_state(ckpt, origin)?;
+    if !ckpt.tensors.keys().any(|name| name.starts_with("ema.")) {
+        return Err(Error::Checkpoint {
+            path: origin.to_string(),
+            msg: "has no EMA weights (ema.*) to export".into(),
+        });
+    }
+    let tensors = ckpt
+        .tensors
+        .iter()
+        .filter(|(name, _)| name.starts_with("ema.") || name.starts_with("buffer."))
+        .map(|(name, t)| (name.clone(), t.clone()))
+        .collect();
+    Ok(Checkpoint {
+        tensors,
+        meta: ckpt.meta.clone(),
+    })
+}
+
+/// Whether `ckpt` is a [`sampling_export`] (no raw weights).
+fn is_sampling_export(ckpt: &Checkpoint) -> bool {
+    !ckpt.tensors.keys().any(|name| name.starts_with("model."))
 }
 
 /// The training state stored in a `wgdiff train` checkpoint's metadata.

@@ -40,23 +40,34 @@ fn shipped_model() -> PathBuf {
 
 /// The app in a kittest harness that renders with the engine's device.
 fn harness(gpu: &Gpu, view: View, out: &Path) -> Harness<'static, WgdiffApp> {
-    let setup = WgpuSetup::Existing(WgpuSetupExisting {
-        instance: gpu.instance.clone(),
-        adapter: gpu.adapter.clone(),
-        device: gpu.device.clone(),
-        queue: gpu.queue.clone(),
-    });
     let options = AppOptions {
         checkpoint: shipped_model(),
         out: out.to_path_buf(),
         view,
         ..AppOptions::default()
     };
+    harness_with(gpu, options, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    })
+}
+
+/// The app that `open` makes from `options` in a kittest harness on the engine's device.
+fn harness_with(
+    gpu: &Gpu,
+    options: AppOptions,
+    open: impl FnOnce(&eframe::CreationContext, Gpu, AppOptions) -> WgdiffApp + 'static,
+) -> Harness<'static, WgdiffApp> {
+    let setup = WgpuSetup::Existing(WgpuSetupExisting {
+        instance: gpu.instance.clone(),
+        adapter: gpu.adapter.clone(),
+        device: gpu.device.clone(),
+        queue: gpu.queue.clone(),
+    });
     let gpu = gpu.clone();
     Harness::builder()
         .with_size([1280.0, 900.0])
         .wgpu_setup(setup)
-        .build_eframe(move |cc| WgdiffApp::new(cc, gpu, options).expect("the app opens"))
+        .build_eframe(move |cc| open(cc, gpu, options))
 }
 
 /// Steps the harness until `done` holds (panics after `secs` seconds).
@@ -350,4 +361,84 @@ fn device_view_lists_the_adapter_in_use() {
     let report = h.state().device.report.as_ref().unwrap();
     assert!(report.adapters.iter().any(|(a, _)| *a == report.chosen));
     assert!(h.query_by_label_contains("in use:").is_some());
+}
+
+#[test]
+fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("settings");
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let options = |view: View, settings: &[(&str, &str)]| AppOptions {
+        checkpoint: shipped_model(),
+        out: out.clone(),
+        view,
+        settings: pairs(settings),
+        ..AppOptions::default()
+    };
+    let denoise = options(
+        View::Denoise,
+        &[
+            ("steps", "7"),
+            ("seed", "3"),
+            ("guidance", "2.5"),
+            ("sampler", "ddim"),
+        ],
+    );
+    // (settings, what the error says)
+    let bad = [
+        (
+            View::Denoise,
+            ("bogus", "1"),
+            "the denoise view has no setting `bogus`; it has checkpoint, sampler",
+        ),
+        (
+            View::Denoise,
+            ("steps", "many"),
+            "setting `steps`: `many` is not a usize",
+        ),
+        (View::Train, ("preset", "huge"), "unknown model preset \"huge\""),
+        (
+            View::Profile,
+            ("steps", "2"),
+            "the profile view takes no settings",
+        ),
+    ];
+    let bad_options: Vec<AppOptions> = bad.iter().map(|(view, kv, _)| options(*view, &[*kv])).collect();
+    let errors = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    let harness = harness_with(gpu, denoise, move |cc, gpu, options| {
+        for options in bad_options {
+            let err = WgdiffApp::new(cc, gpu.clone(), options)
+                .err()
+                .expect("a bad setting fails");
+            seen.lock().unwrap().push(err.to_string());
+        }
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    let settings = &harness.state().denoise.settings;
+    assert_eq!((settings.steps, settings.seed), (7, 3));
+    assert_eq!(
+        (settings.guidance, settings.sampler.as_str()),
+        (Some(2.5), "ddim")
+    );
+    let errors = errors.lock().unwrap();
+    assert_eq!(errors.len(), bad.len());
+    for (err, (_, _, want)) in errors.iter().zip(bad) {
+        assert!(err.contains(want), "{err:?} should say {want:?}");
+    }
+
+    let train = options(
+        View::Train,
+        &[("preset", "tiny"), ("batch", "4"), ("sample-every", "0")],
+    );
+    let harness = harness_with(gpu, train, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    let settings = &harness.state().train.settings;
+    assert_eq!(
+        (settings.preset.as_str(), settings.batch, settings.sample_every),
+        ("tiny", 4, 0)
+    );
 }

@@ -1,6 +1,7 @@
 //! The per-dispatch profiler: one record per dispatch with op names, kernel labels and
-//! positive durations; nothing while off; the CPU-timing fallback; the report's sums; the
-//! library's profiled training and sampling steps, roofline points and measured ceilings.
+//! positive durations; nothing while off; pass timing (a browser's) and the CPU-timing
+//! fallback; the report's sums; the library's profiled training and sampling steps, roofline
+//! points and measured ceilings.
 
 use wgdiff::gpu::{KernelSpec, Profile, Record, Timing};
 use wgdiff::models::preset;
@@ -85,6 +86,19 @@ fn cpu_timing_fallback_without_timestamp_queries() {
     Tensor::zeros(&gpu, &[4], DType::F32).unwrap();
     let table = gpu.profiler().stop_blocking().unwrap().table();
     assert!(table.contains("CPU wall clock"), "{table}");
+}
+
+#[test]
+fn pass_timing_without_timestamps_inside_passes() {
+    // What a browser's WebGPU offers: timestamps only at the beginning and end of passes.
+    let gpu = own_gpu(
+        wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
+    );
+    check_records(&gpu, Timing::Pass);
+    gpu.profiler().start().unwrap();
+    Tensor::zeros(&gpu, &[4], DType::F32).unwrap();
+    let table = gpu.profiler().stop_blocking().unwrap().table();
+    assert!(table.contains("a pass per dispatch"), "{table}");
 }
 
 #[test]

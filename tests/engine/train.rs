@@ -561,3 +561,58 @@ fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
         "{err}"
     );
 }
+
+#[test]
+fn an_ema_export_samples_like_its_checkpoint_and_only_fine_tunes() {
+    let config = tiny_config("export", 2);
+    let mut trainer = Trainer::new(gpu(), config.clone()).unwrap();
+    for _ in 0..2 {
+        block_on(trainer.step()).unwrap();
+    }
+    let checkpoint = block_on(trainer.capture()).unwrap();
+    let export = wgdiff::train::sampling_export(&checkpoint, "captured").unwrap();
+    assert!(
+        export
+            .tensors
+            .keys()
+            .all(|n| n.starts_with("ema.") || n.starts_with("buffer.")),
+        "the export keeps EMA weights and buffers only: {:?}",
+        export.tensors.keys().collect::<Vec<_>>()
+    );
+    let bytes = |c: &Checkpoint| c.to_bytes().unwrap().len();
+    assert!(
+        bytes(&export) * 3 < bytes(&checkpoint),
+        "an export is about a quarter"
+    );
+
+    let export = Checkpoint::from_bytes(&export.to_bytes().unwrap(), "export").unwrap();
+    let request = wgdiff::train::SampleRequest {
+        sampler: "ddim".parse().unwrap(),
+        steps: Some(3),
+        count: 2,
+        seed: 7,
+        skip_exponent: 0.0,
+        class: None,
+        guidance: 1.0,
+    };
+    let draw = |ckpt: &Checkpoint| {
+        let model = TrainedModel::from_checkpoint(gpu(), ckpt, "test", None).unwrap();
+        let (images, _) = block_on(model.sampling().sample(gpu(), &request, None)).unwrap();
+        images.to_vec().unwrap()
+    };
+    assert_eq!(draw(&export), draw(&checkpoint), "the same samples");
+
+    let data =
+        Arc::new(wgdiff::data::mnist(Path::new(wgdiff::data::DEFAULT_MNIST_DIR), Split::Train).unwrap());
+    let err = Trainer::resume_with_data(gpu(), &export, "export", data.clone(), None)
+        .err()
+        .expect("an export cannot resume")
+        .to_string();
+    assert!(err.contains("EMA-only export") && err.contains("--init"), "{err}");
+    let fine_tune = TrainConfig {
+        init: Some("export".into()),
+        ..config
+    };
+    let mut tuned = Trainer::with_data(gpu(), fine_tune, data, Some(&export)).unwrap();
+    assert!(block_on(tuned.step()).unwrap().is_finite());
+}

@@ -1,6 +1,6 @@
-//! The app's one seam to the platform: where a job runs, how it waits, and files. Native
-//! (`native.rs`): threads, `std::fs`; the browser (`web.rs`): the page's event loop, fetch
-//! and downloads. What both share is written once here on top of them.
+//! The app's one seam to the platform: where a job runs, how it waits, files, announcements.
+//! Native (`native.rs`): threads, `std::fs`, stderr; the browser (`web.rs`): the page's event
+//! loop, files in memory, fetch, downloads. What both share is written once here on top of them.
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
@@ -8,9 +8,11 @@ mod native;
 mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{mnist_fid, read_file, sleep, spawn, write_file, JobSafe};
+pub use native::{announce, deliver, exists, mnist_fid, read_file, sleep, spawn, write_file, JobSafe};
 #[cfg(target_arch = "wasm32")]
-pub use web::{mnist_fid, read_file, sleep, spawn, write_file, JobSafe};
+pub use web::{
+    announce, deliver, exists, mnist_fid, pick_file, read_file, sleep, spawn, write_file, JobSafe,
+};
 
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataSource, Dataset, Split};

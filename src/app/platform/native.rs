@@ -1,5 +1,5 @@
-//! The app's platform on native: one thread per job (blocked on with pollster), `std::fs`,
-//! `Gpu::sync`.
+//! The app's platform on native: one thread per job (blocked on with pollster), files in
+//! `std::fs`, announcements on stderr.
 
 use crate::{Error, Gpu, Result};
 use std::future::Future;
@@ -39,9 +39,24 @@ pub async fn read_file(path: &Path) -> Result<Vec<u8>> {
     })
 }
 
+/// Whether there is a file at `path`.
+pub fn exists(path: &Path) -> bool {
+    path.is_file()
+}
+
 /// Writes `bytes` to `path` atomically (temp file + rename), creating its folder.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::checkpoint::write_atomic(path, bytes)
+}
+
+/// Hands the file at `path` to the user: on native it already is where they asked for it.
+pub fn deliver(_path: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Tells whoever drives the app what it did: `event: json` on stderr.
+pub fn announce(event: &str, json: &str) {
+    eprintln!("{event}: {json}");
 }
 
 /// MNIST-FID during training: the shipped classifier against `data`'s test split.

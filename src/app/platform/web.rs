@@ -1,9 +1,12 @@
 //! The app's platform in a web page: jobs are futures on the page's one thread
-//! (`spawn_local`), files are fetched from the page's site and written as downloads.
+//! (`spawn_local`); files live in the page's memory, fetched from its site or delivered as downloads.
 
 use crate::{Error, Gpu, Result};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
@@ -22,6 +25,12 @@ where
     Ok(())
 }
 
+thread_local! {
+    /// The page's files: what the app wrote (checkpoints, samples) and what the user opened,
+    /// by path; they last as long as the page.
+    static PAGE_FILES: RefCell<HashMap<PathBuf, Rc<[u8]>>> = RefCell::new(HashMap::new());
+}
+
 fn js_error(what: &str, e: JsValue) -> Error {
     Error::Io {
         what: what.to_string(),
@@ -31,6 +40,12 @@ fn js_error(what: &str, e: JsValue) -> Error {
 
 fn window() -> Result<web_sys::Window> {
     web_sys::window().ok_or_else(|| Error::Config("the app runs in a page with a window".into()))
+}
+
+fn document() -> Result<web_sys::Document> {
+    window()?
+        .document()
+        .ok_or_else(|| Error::Config("the page has no document".into()))
 }
 
 /// Pauses a job for `ms` milliseconds without blocking the page (a timer promise).
@@ -43,8 +58,12 @@ pub async fn sleep(ms: u64) {
     let _ = JsFuture::from(promise).await;
 }
 
-/// The bytes at `path`, an address relative to the page (the site serves `assets/`).
+/// The bytes of the page's file at `path`, else of the address `path` on the page's site
+/// (the site serves `assets/`).
 pub async fn read_file(path: &Path) -> Result<Vec<u8>> {
+    if let Some(bytes) = PAGE_FILES.with(|f| f.borrow().get(path).cloned()) {
+        return Ok(bytes.to_vec());
+    }
     let url = path.to_string_lossy().replace('\\', "/");
     let what = format!("fetching {url}");
     let response = JsFuture::from(window()?.fetch_with_str(&url))
@@ -67,19 +86,34 @@ pub async fn read_file(path: &Path) -> Result<Vec<u8>> {
     Ok(js_sys::Uint8Array::new(&buffer).to_vec())
 }
 
-/// Offers `bytes` as a download named after `path`'s file name.
+/// Whether the page has a file at `path` (one the app wrote or the user opened).
+pub fn exists(path: &Path) -> bool {
+    PAGE_FILES.with(|f| f.borrow().contains_key(path))
+}
+
+/// Keeps `bytes` as the page's file at `path` (read back by [`read_file`]; [`deliver`] hands
+/// it to the user).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    PAGE_FILES.with(|f| f.borrow_mut().insert(path.to_path_buf(), bytes.into()));
+    Ok(())
+}
+
+/// Hands the page's file at `path` to the user: a download named after its file name.
+pub fn deliver(path: &Path) -> Result<()> {
     let name = path
         .file_name()
         .map_or("wgdiff-download".into(), |n| n.to_string_lossy().into_owned());
     let what = format!("downloading {name}");
-    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
+    let bytes = PAGE_FILES
+        .with(|f| f.borrow().get(path).cloned())
+        .ok_or_else(|| Error::Io {
+            what: what.clone(),
+            reason: format!("the page has no file {}", path.display()),
+        })?;
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
     let blob = web_sys::Blob::new_with_u8_array_sequence(&parts).map_err(|e| js_error(&what, e))?;
     let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|e| js_error(&what, e))?;
-    let document = window()?
-        .document()
-        .ok_or_else(|| Error::Config("the page has no document".into()))?;
-    let anchor: web_sys::HtmlAnchorElement = document
+    let anchor: web_sys::HtmlAnchorElement = document()?
         .create_element("a")
         .map_err(|e| js_error(&what, e))?
         .dyn_into()
@@ -88,6 +122,44 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     anchor.set_download(&name);
     anchor.click();
     web_sys::Url::revoke_object_url(&url).map_err(|e| js_error(&what, e))
+}
+
+/// Asks the user for a checkpoint (the browser's file picker) and keeps it as the page's file
+/// `opened/<name>`; None when the user cancels.
+pub async fn pick_file() -> Result<Option<PathBuf>> {
+    let what = "opening a file";
+    let input: web_sys::HtmlInputElement = document()?
+        .create_element("input")
+        .map_err(|e| js_error(what, e))?
+        .dyn_into()
+        .map_err(|e| js_error(what, e.into()))?;
+    input.set_type("file");
+    input.set_accept(".safetensors");
+    // The picker ends with "change" (a file chosen) or "cancel".
+    let ended = js_sys::Promise::new(&mut |resolve, _| {
+        input.set_onchange(Some(&resolve));
+        input.set_oncancel(Some(&resolve));
+    });
+    input.click();
+    JsFuture::from(ended).await.map_err(|e| js_error(what, e))?;
+    let Some(file) = input.files().and_then(|files| files.get(0)) else {
+        return Ok(None);
+    };
+    let buffer = JsFuture::from(file.array_buffer())
+        .await
+        .map_err(|e| js_error(what, e))?;
+    let path = PathBuf::from("opened").join(file.name());
+    write_file(&path, &js_sys::Uint8Array::new(&buffer).to_vec())?;
+    Ok(Some(path))
+}
+
+/// Tells whoever drives the page what the app did: `event`'s latest `json` as the body's
+/// `data-wgdiff-<event>` attribute (a test waits on it), and on the console.
+pub fn announce(event: &str, json: &str) {
+    if let Some(body) = document().ok().and_then(|d| d.body()) {
+        let _ = body.set_attribute(&format!("data-wgdiff-{event}"), json);
+    }
+    web_sys::console::log_1(&format!("wgdiff {event}: {json}").into());
 }
 
 /// MNIST-FID during training needs the classifier and the test split's reference statistics,

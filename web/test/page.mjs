@@ -1,0 +1,171 @@
+// The wgdiff page end to end in headless Chromium on WebGPU (SwiftShader): a 20-step denoise
+// of the shipped model (completion, step timings, a canvas that is not blank, the same images
+// as native `wgdiff sample`), a short training run (the loss falls, the downloaded checkpoint
+// samples natively), and the explanation a browser without WebGPU gets.
+//   node web/test/page.mjs       (from the repository; web/test.sh builds the site first)
+// Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
+// for the screenshots and figures, default web/test/out), CHROMIUM (default /usr/bin/chromium).
+import { chromium } from "playwright-core";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { serve } from "../serve.mjs";
+
+const SITE = process.env.SITE ?? "web/dist";
+const WGDIFF = process.env.WGDIFF ?? "target/release/wgdiff";
+const SHOTS = process.env.SHOTS ?? "web/test/out";
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const MINUTES = 60_000;
+// Chromium's WebGPU on SwiftShader, headless, as root, on a machine without a network.
+const QUIET = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
+  "--no-first-run", "--disable-sync"];
+const WEBGPU = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
+  "--use-angle=swiftshader", "--enable-unsafe-swiftshader"];
+// The denoise both sides run: the shipped model, DDPM, 20 steps, seed 0, 16 images.
+const DENOISE = { sampler: "ddpm", steps: 20, seed: 0, count: 16 };
+// Browser vs native samples (8-bit grids): SwiftShader and lavapipe round differently (seen:
+// mean |diff| 0.01/255, max 1/255); a wrong kernel, seed or guidance changes most pixels by far
+// more. Allowed: a mean of 1/255, and 0.1% of the pixels off by more than 16/255.
+const MEAN_TOLERANCE = 1 / 255;
+const PIXEL_TOLERANCE = 16 / 255;
+const FAR_SHARE = 0.001;
+
+fs.mkdirSync(SHOTS, { recursive: true });
+const log = (...a) => console.log("page test:", ...a);
+function fail(message) {
+  throw new Error(message);
+}
+
+/** The page's latest announcement of `event` (data-wgdiff-<event>) once `done(it)` holds. */
+async function announcement(page, event, done, timeout) {
+  const handle = await page.waitForFunction(
+    ([event, done]) => {
+      const body = document.body;
+      const state = body.dataset.wgdiff;
+      if (state === "failed" || state === "no-webgpu") return { page: state, text: body.innerText };
+      const json = body.getAttribute(`data-wgdiff-${event}`);
+      if (!json) return null;
+      const it = JSON.parse(json);
+      return it.status === "failed" || new Function("it", `return ${done}`)(it) ? it : null;
+    },
+    [event, done],
+    { timeout, polling: 250 },
+  );
+  const it = await handle.jsonValue();
+  if (it.page) fail(`the page ${it.page}: ${it.text}`);
+  if (it.status === "failed") fail(`${event} failed in the page: ${it.error}`);
+  return it;
+}
+
+/** Grey levels (0..1) of PNG files, decoded by the page. */
+async function pixels(page, ...files) {
+  const urls = files.map((f) => `data:image/png;base64,${fs.readFileSync(f).toString("base64")}`);
+  return page.evaluate(async (urls) => {
+    const out = [];
+    for (const url of urls) {
+      const bitmap = await createImageBitmap(await (await fetch(url)).blob());
+      const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+      const context = canvas.getContext("2d");
+      context.drawImage(bitmap, 0, 0);
+      const rgba = context.getImageData(0, 0, bitmap.width, bitmap.height).data;
+      const grey = [];
+      for (let i = 0; i < rgba.length; i += 4) grey.push(rgba[i] / 255);
+      out.push({ width: bitmap.width, height: bitmap.height, grey });
+    }
+    return out;
+  }, urls);
+}
+
+function spread(grey) {
+  const mean = grey.reduce((a, b) => a + b, 0) / grey.length;
+  return Math.sqrt(grey.reduce((a, b) => a + (b - mean) ** 2, 0) / grey.length);
+}
+
+const server = await serve(SITE);
+const site = `http://127.0.0.1:${server.address().port}/`;
+log(`serving ${SITE} at ${site}`);
+const figures = {};
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, ...WEBGPU] });
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, acceptDownloads: true });
+  const page = await context.newPage();
+  page.on("pageerror", (e) => log("page error:", String(e)));
+
+  // 1. Denoise: completion with step timings, a drawn canvas, the samples' download.
+  const query = new URLSearchParams({ view: "denoise", autorun: "1", ...DENOISE });
+  const samplesDownload = page.waitForEvent("download", { timeout: 15 * MINUTES });
+  await page.goto(site + "?" + query);
+  await announcement(page, "denoise", `it.step >= ${DENOISE.steps / 2}`, 15 * MINUTES);
+  await page.screenshot({ path: path.join(SHOTS, "web-denoise.png") });
+  const denoise = await announcement(page, "denoise", `it.status === "done"`, 15 * MINUTES);
+  const ms = denoise.step_ms;
+  if (ms.length !== DENOISE.steps || !ms.every((t) => t > 0 && Number.isFinite(t)))
+    fail(`the page reported step times ${JSON.stringify(ms)}, not ${DENOISE.steps} positive ones`);
+  const sorted = ms.slice(1).sort((a, b) => a - b);
+  figures.denoise_step_ms_median = sorted[Math.floor(sorted.length / 2)];
+  figures.denoise_seconds = denoise.seconds;
+  log(`denoise done: ${denoise.seconds.toFixed(1)} s, median step ${figures.denoise_step_ms_median.toFixed(0)} ms`);
+  const canvasShot = path.join(SHOTS, "web-denoise-canvas.png");
+  await page.locator("canvas").screenshot({ path: canvasShot });
+  const pagePng = path.join(SHOTS, "web-samples.png");
+  await (await samplesDownload).saveAs(pagePng);
+
+  // 2. The same images as native `wgdiff sample`.
+  const nativePng = path.join(SHOTS, "native-samples.png");
+  execFileSync(WGDIFF, ["sample", "--sampler", DENOISE.sampler, "--steps", `${DENOISE.steps}`,
+    "--seed", `${DENOISE.seed}`, "--count", `${DENOISE.count}`, "--out", nativePng], { stdio: "inherit" });
+  const [canvas, web, native] = await pixels(page, canvasShot, pagePng, nativePng);
+  if (spread(canvas.grey) < 0.05) fail(`the canvas is blank (grey spread ${spread(canvas.grey).toFixed(3)})`);
+  if (spread(web.grey) < 0.1) fail(`the page's samples are blank (grey spread ${spread(web.grey).toFixed(3)})`);
+  if (web.width !== native.width || web.height !== native.height)
+    fail(`page samples ${web.width}x${web.height} vs native ${native.width}x${native.height}`);
+  const diffs = web.grey.map((g, i) => Math.abs(g - native.grey[i]));
+  const mean = diffs.reduce((a, b) => a + b, 0) / diffs.length;
+  const far = diffs.filter((d) => d > PIXEL_TOLERANCE).length / diffs.length;
+  Object.assign(figures, { samples_mean_abs_diff: mean, samples_far_share: far, samples_max_abs_diff: Math.max(...diffs) });
+  log(`page vs native samples: mean |diff| ${(mean * 255).toFixed(2)}/255, ${(far * 100).toFixed(2)}% of pixels off by more than ${PIXEL_TOLERANCE * 255}/255, max ${(figures.samples_max_abs_diff * 255).toFixed(0)}/255`);
+  if (mean > MEAN_TOLERANCE || far > FAR_SHARE)
+    fail(`the page's samples differ from native: mean ${(mean * 255).toFixed(2)}/255 (allowed ${MEAN_TOLERANCE * 255}), ${(far * 100).toFixed(2)}% far pixels (allowed ${FAR_SHARE * 100}%)`);
+
+  // 3. Training in the page: the loss falls, the checkpoint downloads and samples natively.
+  const train = new URLSearchParams({ view: "train", autorun: "1", preset: "tiny", steps: "20",
+    batch: "8", lr: "0.003", "sample-every": "0", "checkpoint-every": "0" });
+  const checkpointDownload = page.waitForEvent("download", { timeout: 15 * MINUTES });
+  await page.goto(site + "?" + train);
+  const trained = await announcement(page, "train", `it.status === "done"`, 15 * MINUTES);
+  await page.waitForTimeout(1500); // the final sample grid
+  await page.screenshot({ path: path.join(SHOTS, "web-train.png") });
+  const losses = trained.losses;
+  const avg = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const [first, last] = [avg(losses.slice(0, 4)), avg(losses.slice(-4))];
+  const steps = trained.step_seconds.slice().sort((a, b) => a - b);
+  figures.train_img_per_s = trained.batch / steps[Math.floor(steps.length / 2)];
+  log(`training: ${losses.length} steps, loss ${first.toFixed(4)} -> ${last.toFixed(4)} (first/last 4), ${figures.train_img_per_s.toFixed(2)} img/s`);
+  if (losses.length !== 20 || !(last < 0.8 * first)) fail(`the loss did not fall: ${JSON.stringify(losses)}`);
+  const checkpoint = path.join(SHOTS, "page-checkpoint.safetensors");
+  await (await checkpointDownload).saveAs(checkpoint);
+  execFileSync(WGDIFF, ["sample", "--checkpoint", checkpoint, "--steps", "4", "--count", "4",
+    "--out", path.join(SHOTS, "page-checkpoint-samples.png")], { stdio: "inherit" });
+  await context.close();
+} finally {
+  await browser.close();
+}
+
+// 4. A browser without WebGPU gets the explanation, not the app.
+const plain = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, "--disable-features=WebGPU"] });
+try {
+  const page = await plain.newPage({ viewport: { width: 1000, height: 500 } });
+  await page.goto(site);
+  await page.waitForFunction(() => document.body.dataset.wgdiff, null, { timeout: MINUTES });
+  const state = await page.evaluate(() => document.body.dataset.wgdiff);
+  const text = await page.locator("#notice").innerText();
+  await page.screenshot({ path: path.join(SHOTS, "web-no-webgpu.png") });
+  if (state !== "no-webgpu" || !text.includes("wgdiff needs WebGPU") || !text.includes("--enable-unsafe-webgpu"))
+    fail(`without WebGPU the page said "${state}": ${text}`);
+  log("without WebGPU: the explanation shows");
+} finally {
+  await plain.close();
+  server.close();
+}
+fs.writeFileSync(path.join(SHOTS, "figures.json"), JSON.stringify(figures, null, 2) + "\n");
+log("passed;", JSON.stringify(figures));
