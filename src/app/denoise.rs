@@ -319,6 +319,7 @@ impl DenoiseView {
                 }
                 Event::Message(DenoiseMessage::Exported(text)) => self.message = Some(Ok(text)),
                 Event::Finished(Err(e)) => {
+                    self.save_when_done = false;
                     platform::announce(
                         "denoise",
                         &serde_json::json!({ "status": "failed", "error": e }).to_string(),
