@@ -1,7 +1,7 @@
 // Implicit-GEMM conv2d weight gradient (the tiled implementation's backward for weights):
 // per group g, dW_g^T [K4, Cout_g] = X_col [K4, N*P] x dY_g^T [N*P, Cout_g] without a column
 // matrix. The input arrives zero-padded (the geometry has padding 0), so gathers need no
-// bounds checks. The pixel reduction q = n*P + p is split in S slices (z = g * S + s), each
+// bounds checks. The pixel reduction q = n*P + p is split in p.slices slices (z = g * slices + s), each
 // writing a partial sum the caller adds up. A workgroup owns C output channels (dY reads are
 // workgroup-uniform) and W*R kernel offsets, R per invocation interleaved across lanes (input
 // gathers per lane), as the forward kernel. Output: partial[s][g*cout_g + co][k], k padded to K4.
@@ -13,7 +13,7 @@
 
 @compute @workgroup_size({{W}})
 fn conv_weight_grad_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let slices = {{S}}u;
+    let slices = p.slices;
     let z = wid.z + p.part_base;
     let g = z / slices;
     let s = z % slices;

@@ -66,16 +66,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Time every kernel dispatch of a training step, per op (a table, --json, a Chrome trace, a roofline PNG)
+    /// Time every kernel dispatch of a training or sampling step, per op (a table, --json, a Chrome trace, a roofline PNG)
     Profile {
-        /// What to run: unet (a model preset's training step), resblocks, mlp or matmul [default: unet]
+        /// What to run: unet (a model preset's training step), sample (its network call without
+        /// gradients, one sampling step), resblocks, mlp or matmul [default: unet]
         workload: Option<Workload>,
-        /// Model preset of the unet workload
+        /// Model preset of the unet and sample workloads
         #[arg(long, default_value = "mnist")]
         preset: String,
-        /// Batch of the unet workload
-        #[arg(long, default_value_t = 64)]
-        batch: usize,
+        /// Images per step of the unet and sample workloads [default: 64 for unet, 16 for sample]
+        #[arg(long)]
+        batch: Option<usize>,
         /// Profiled steps (after one unprofiled warm-up step)
         #[arg(long, default_value_t = 3)]
         steps: usize,
@@ -131,15 +132,19 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             json,
             trace,
             roofline,
-        } => commands::profile::run(
-            choice,
-            workload.unwrap_or(Workload::DEFAULT),
-            &ModelSetup { preset, batch },
-            steps,
-            json,
-            trace.as_deref(),
-            roofline.as_deref(),
-        ),
+        } => {
+            let workload = workload.unwrap_or(Workload::DEFAULT);
+            let batch = batch.unwrap_or(workload.default_batch());
+            commands::profile::run(
+                choice,
+                workload,
+                &ModelSetup { preset, batch },
+                steps,
+                json,
+                trace.as_deref(),
+                roofline.as_deref(),
+            )
+        }
         Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
         Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),
         Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),

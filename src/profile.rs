@@ -6,7 +6,7 @@ use crate::models::{DiffusionNet, ModelConfig};
 use crate::nn::{AttentionBlock, Mlp, ResBlock};
 use crate::ops::random::Rng;
 use crate::optim::{Adam, AdamConfig};
-use crate::{DType, Error, Gpu, Result};
+use crate::{DType, Error, Gpu, Result, Tensor};
 
 /// Records one step's GPU work (the device runs it later).
 type Step<'a> = Box<dyn FnMut() -> Result<()> + 'a>;
@@ -26,6 +26,9 @@ pub enum Workload {
     /// A training step of a model preset (default `mnist`, batch 64; see [`ModelSetup`]), as
     /// [`profile_training_step`] runs it.
     UNet,
+    /// One sampling step's network call of a model preset (default `mnist`, batch 16): the
+    /// forward without gradients at a mid-range time, as [`profile_sampling_step`] runs it.
+    Sample,
 }
 
 impl Workload {
@@ -33,8 +36,9 @@ impl Workload {
     pub const DEFAULT: Workload = Workload::UNet;
 
     /// Every workload with its name on the command line.
-    pub const ALL: [(&'static str, Workload); 4] = [
+    pub const ALL: [(&'static str, Workload); 5] = [
         ("unet", Workload::UNet),
+        ("sample", Workload::Sample),
         ("resblocks", Workload::ResBlocks),
         ("mlp", Workload::Mlp),
         ("matmul", Workload::Matmul),
@@ -54,10 +58,24 @@ impl Workload {
             Workload::Mlp => "2-64-64-1 tanh MLP on 256 points: forward, MSE, backward, Adam step",
             Workload::Matmul => "512x512 @ 512x512 matmul: forward, sum, backward",
             Workload::UNet => "a model preset's training step: forward, MSE, backward, Adam step",
+            Workload::Sample => "a model preset's network call without gradients (one sampling step)",
             Workload::ResBlocks => {
                 "ResBlock 32x32, attention (4 heads) at 16x16, ResBlock; 64 channels, batch 16: forward, MSE, backward, Adam step"
             }
         }
+    }
+
+    /// Images per step when the user names none: a training batch, or a sampling grid of 16.
+    pub fn default_batch(self) -> usize {
+        match self {
+            Workload::Sample => 16,
+            _ => 64,
+        }
+    }
+
+    /// True when the step runs a model preset (`--preset`, `--batch` apply).
+    pub fn uses_model(self) -> bool {
+        matches!(self, Workload::UNet | Workload::Sample)
     }
 
     /// Builds the model and data; the returned closure records one step on `gpu`.
@@ -102,6 +120,12 @@ impl Workload {
                 }))
             }
             Workload::UNet => training_step(gpu, &crate::models::preset(&model.preset)?, model.batch),
+            Workload::Sample => {
+                let config = crate::models::preset(&model.preset)?;
+                let net = config.build(gpu, 0)?;
+                let forward = move |x: &Tensor, t: &[f32]| net.forward(x, t, None, 0);
+                sampling_step(gpu, forward, &config, model.batch)
+            }
             Workload::Matmul => {
                 let a = rng
                     .normal(gpu, &[512, 512], 0.0, 1.0, DType::F32)?
@@ -119,7 +143,7 @@ impl Workload {
     }
 }
 
-/// The model the `unet` workload trains.
+/// The model the `unet` workload trains and the `sample` workload calls.
 pub struct ModelSetup {
     /// Model preset (`wgdiff model`).
     pub preset: String,
@@ -226,6 +250,27 @@ pub async fn profile_training_step(gpu: &Gpu, model: &ModelConfig, batch: usize)
     only(profile_steps(gpu, &mut *step, 1).await?)
 }
 
+/// A network call `forward(x, t)` (no gradients) on `batch` random [C, H, W] images of
+/// `model`'s shape at one mid-range time.
+fn sampling_step<'a>(
+    gpu: &Gpu,
+    forward: impl Fn(&Tensor, &[f32]) -> Result<Tensor> + 'a,
+    model: &ModelConfig,
+    batch: usize,
+) -> Result<Step<'a>> {
+    check_batch(batch)?;
+    let [c, h, w] = model.image_shape();
+    let x = Rng::new(0).normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
+    let t = match model {
+        ModelConfig::UNet(_) | ModelConfig::Mlp(_) => vec![500.0; batch],
+        ModelConfig::ScoreNet(_) => vec![0.5; batch],
+    };
+    Ok(Box::new(move || {
+        let _no_grad = crate::no_grad();
+        forward(&x, &t).map(drop)
+    }))
+}
+
 /// One warm-up and one profiled call of `net` (no gradients) on `batch` random
 /// [C, H, W] images of `model`'s shape at one mid-range time, skipping the `skip` deepest
 /// levels. The summed `flops` of the records are the FLOPs of one network evaluation.
@@ -236,16 +281,7 @@ pub async fn profile_sampling_step(
     batch: usize,
     skip: usize,
 ) -> Result<Profile> {
-    check_batch(batch)?;
-    let [c, h, w] = model.image_shape();
-    let x = Rng::new(0).normal(gpu, &[batch, c, h, w], 0.0, 1.0, DType::F32)?;
-    let t = match model {
-        ModelConfig::UNet(_) | ModelConfig::Mlp(_) => vec![500.0; batch],
-        ModelConfig::ScoreNet(_) => vec![0.5; batch],
-    };
-    let mut step = || {
-        let _no_grad = crate::no_grad();
-        net.forward(&x, &t, None, skip).map(drop)
-    };
-    only(profile_steps(gpu, &mut step, 1).await?)
+    let forward = |x: &Tensor, t: &[f32]| net.forward(x, t, None, skip);
+    let mut step = sampling_step(gpu, forward, model, batch)?;
+    only(profile_steps(gpu, &mut *step, 1).await?)
 }

@@ -1,10 +1,10 @@
-//! Reverse-mode autograd: every op that has a tracked input records a node (its inputs and a
-//! backward closure); `backward` walks them in reverse topological order.
+//! Reverse-mode autograd: every op that has a tracked input records a node (links to its
+//! inputs and a backward closure); `backward` walks them in reverse topological order.
 
 use crate::{Error, Result, Tensor};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Maps the gradient of an op's output to gradients of its inputs (None: input needs none).
 #[cfg(not(target_arch = "wasm32"))]
@@ -13,11 +13,54 @@ pub type BackwardFn = Box<dyn Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send 
 #[cfg(target_arch = "wasm32")]
 pub type BackwardFn = Box<dyn Fn(&Tensor) -> Result<Vec<Option<Tensor>>>>;
 
-/// How a tensor was made.
+/// How a tensor was made: the op, links to its inputs (not the inputs' data: what the
+/// backward needs, the closure captures) and the backward closure, which runs once.
 pub struct Node {
     pub op: &'static str,
-    pub inputs: Vec<Tensor>,
-    pub backward: BackwardFn,
+    pub inputs: Vec<Arc<GradLink>>,
+    backward: Mutex<Option<BackwardFn>>,
+}
+
+impl Node {
+    pub(crate) fn new(op: &'static str, inputs: &[Tensor], backward: BackwardFn) -> Node {
+        Node {
+            op,
+            inputs: inputs.iter().map(|t| t.0.link.clone()).collect(),
+            backward: Mutex::new(Some(backward)),
+        }
+    }
+}
+
+/// A tensor's place in the graph, shared by its handles: whether gradients flow through it,
+/// the node that made it (None for a leaf) and, for a leaf, its accumulated gradient.
+pub struct GradLink {
+    pub(crate) tracked: bool,
+    shape: Vec<usize>,
+    pub(crate) node: Option<Node>,
+    pub(crate) grad: Mutex<Option<Tensor>>,
+}
+
+impl GradLink {
+    pub(crate) fn untracked(shape: &[usize]) -> Arc<GradLink> {
+        GradLink::new(false, shape, None)
+    }
+
+    pub(crate) fn leaf(shape: &[usize]) -> Arc<GradLink> {
+        GradLink::new(true, shape, None)
+    }
+
+    pub(crate) fn node(shape: &[usize], node: Node) -> Arc<GradLink> {
+        GradLink::new(true, shape, Some(node))
+    }
+
+    fn new(tracked: bool, shape: &[usize], node: Option<Node>) -> Arc<GradLink> {
+        Arc::new(GradLink {
+            tracked,
+            shape: shape.to_vec(),
+            node,
+            grad: Mutex::new(None),
+        })
+    }
 }
 
 thread_local! {
@@ -53,12 +96,14 @@ impl Drop for NoGradGuard {
     }
 }
 
-fn key(t: &Tensor) -> *const () {
-    Arc::as_ptr(&t.0) as *const ()
+fn key(link: &Arc<GradLink>) -> *const GradLink {
+    Arc::as_ptr(link)
 }
 
 /// Back-propagates from a one-element `loss`: adds d(loss)/d(leaf) into every tracked
-/// leaf's `grad` (so several calls accumulate gradients across micro-batches).
+/// leaf's `grad` (so several calls accumulate gradients across micro-batches). Each node's
+/// saved tensors are freed as soon as its backward has run, so a graph is back-propagated
+/// once; run the forward again for another backward.
 pub fn backward(loss: &Tensor) -> Result<()> {
     if loss.numel() != 1 {
         return Err(Error::Autograd(format!(
@@ -84,64 +129,73 @@ pub fn backward_from(output: &Tensor, grad: &Tensor) -> Result<()> {
             output.shape()
         )));
     }
-    let order = topological_order(output);
+    let root = output.0.link.clone();
+    let mut order = topological_order(&root);
     let _guard = no_grad();
-    let mut grads: HashMap<*const (), Tensor> = HashMap::new();
-    grads.insert(key(output), grad.detach());
-    for t in order.iter().rev() {
-        let Some(g) = grads.remove(&key(t)) else { continue };
-        match &t.0.node {
-            None => {
-                let total = match t.grad() {
-                    Some(prev) => prev.add(&g)?,
-                    None => g,
-                };
-                t.set_grad(Some(total));
+    let mut grads: HashMap<*const GradLink, Tensor> = HashMap::new();
+    grads.insert(key(&root), grad.detach());
+    while let Some(link) = order.pop() {
+        let Some(g) = grads.remove(&key(&link)) else {
+            continue;
+        };
+        let Some(node) = &link.node else {
+            let mut slot = link.grad.lock().unwrap();
+            let total = match slot.take() {
+                Some(prev) => prev.add(&g)?,
+                None => g,
+            };
+            *slot = Some(total);
+            continue;
+        };
+        // Taken, not borrowed: the closure and the tensors it saved are freed once it has run.
+        let backward = node.backward.lock().unwrap().take().ok_or_else(|| {
+            Error::Autograd(format!(
+                "backward ran through this graph already (at {}): each backward frees what the forward saved; run the forward again",
+                node.op
+            ))
+        })?;
+        let input_grads = backward(&g)?;
+        drop(backward);
+        for (input, ig) in node.inputs.iter().zip(input_grads) {
+            let Some(ig) = ig else { continue };
+            if !input.tracked {
+                continue;
             }
-            Some(node) => {
-                let input_grads = (node.backward)(&g)?;
-                for (input, ig) in node.inputs.iter().zip(input_grads) {
-                    let Some(ig) = ig else { continue };
-                    if !input.tracks_grad() {
-                        continue;
-                    }
-                    if ig.shape() != input.shape() {
-                        return Err(Error::Autograd(format!(
-                            "backward of {} gave a gradient of shape {:?} for an input of shape {:?}",
-                            node.op,
-                            ig.shape(),
-                            input.shape()
-                        )));
-                    }
-                    let entry = match grads.remove(&key(input)) {
-                        Some(prev) => prev.add(&ig)?,
-                        None => ig,
-                    };
-                    grads.insert(key(input), entry);
-                }
+            if ig.shape() != input.shape {
+                return Err(Error::Autograd(format!(
+                    "backward of {} gave a gradient of shape {:?} for an input of shape {:?}",
+                    node.op,
+                    ig.shape(),
+                    input.shape
+                )));
             }
+            let entry = match grads.remove(&key(input)) {
+                Some(prev) => prev.add(&ig)?,
+                None => ig,
+            };
+            grads.insert(key(input), entry);
         }
     }
     Ok(())
 }
 
-/// Tracked tensors reachable from `root`, each after all of its inputs.
-fn topological_order(root: &Tensor) -> Vec<Tensor> {
+/// Tracked links reachable from `root`, each after all of its inputs.
+fn topological_order(root: &Arc<GradLink>) -> Vec<Arc<GradLink>> {
     let mut order = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut stack = vec![(root.clone(), false)];
-    while let Some((t, expanded)) = stack.pop() {
+    while let Some((link, expanded)) = stack.pop() {
         if expanded {
-            order.push(t);
+            order.push(link);
             continue;
         }
-        if !seen.insert(key(&t)) {
+        if !seen.insert(key(&link)) {
             continue;
         }
-        stack.push((t.clone(), true));
-        if let Some(node) = &t.0.node {
+        stack.push((link.clone(), true));
+        if let Some(node) = &link.node {
             for input in &node.inputs {
-                if input.tracks_grad() && !seen.contains(&key(input)) {
+                if input.tracked && !seen.contains(&key(input)) {
                     stack.push((input.clone(), false));
                 }
             }

@@ -39,7 +39,7 @@ pub fn run(
     log(format!(
         "workload: {} ({}), 1 warm-up step, {} profiled",
         workload.name(),
-        if workload == Workload::UNet {
+        if workload.uses_model() {
             format!(
                 "{}: preset {}, batch {}",
                 workload.describe(),

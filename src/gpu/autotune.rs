@@ -96,9 +96,13 @@ impl Autotuner {
 }
 
 /// Times every candidate 3 times, round-robin so machine noise hits all alike, after a
-/// warm-up run each (which also compiles its pipeline); returns the lowest median.
+/// warm-up run each (which also compiles its pipeline); returns the lowest median. Then
+/// releases what the candidates made: their pipelines (on a CPU driver each compiled kernel
+/// holds megabytes of JIT state, and only the winner runs again, compiled anew on its next use)
+/// and the pool's idle buffers (scratch outputs in size classes the work may never use again).
 #[cfg(not(target_arch = "wasm32"))]
 fn measure(gpu: &super::Gpu, candidates: usize, run: impl Fn(usize) -> Result<()>) -> Result<Option<usize>> {
+    let compiled_before = gpu.0.pipelines.keys();
     for c in 0..candidates {
         run(c)?;
     }
@@ -112,6 +116,8 @@ fn measure(gpu: &super::Gpu, candidates: usize, run: impl Fn(usize) -> Result<()
             t.push(start.elapsed().as_secs_f64());
         }
     }
+    gpu.0.pipelines.retain(&compiled_before);
+    gpu.pool().trim();
     let medians = times.iter().map(|t| crate::median::median(t));
     Ok(medians
         .enumerate()

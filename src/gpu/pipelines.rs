@@ -294,6 +294,16 @@ impl PipelineCache {
     pub(crate) fn len(&self) -> usize {
         self.kernels.lock().unwrap().len()
     }
+
+    /// The keys of the compiled pipelines.
+    pub(crate) fn keys(&self) -> std::collections::HashSet<String> {
+        self.kernels.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// Drops every pipeline whose key is not in `keep` (a later use compiles it again).
+    pub(crate) fn retain(&self, keep: &std::collections::HashSet<String>) {
+        self.kernels.lock().unwrap().retain(|k, _| keep.contains(k));
+    }
 }
 
 #[cfg(test)]

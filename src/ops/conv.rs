@@ -217,8 +217,8 @@ impl ConvGeometry {
         ConvGeometry { n, ..*self }
     }
 
-    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `part_base` 0.
-    fn params(&self) -> [u32; 21] {
+    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `slices` 1, `part_base` 0.
+    fn params(&self) -> [u32; 22] {
         let o = &self.opts;
         [
             self.n,
@@ -241,6 +241,7 @@ impl ConvGeometry {
             self.cout_g(),
             self.k(),
             self.k4(),
+            1,
             0,
         ]
         .map(|v| v as u32)
@@ -668,7 +669,6 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
             ("R", rows.to_string()),
             ("C", cols.to_string()),
             ("W", lanes.to_string()),
-            ("S", slices.to_string()),
             ("C4", "1".into()),
         ],
         2,
@@ -680,9 +680,11 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
         geo.cout_g().div_ceil(cols) as u32,
         (geo.opts.groups * slices) as u32,
     ];
+    let mut params = geo.params();
+    params[20] = slices as u32;
     gpu.dispatch_parts(
         &kernel,
-        &geo.params(),
+        &params,
         &[x.buffer(), dy.buffer()],
         &[partial.buffer()],
         groups,

@@ -328,11 +328,17 @@ impl Tensor {
             flat_groups(gpu, n),
             Cost::memory(op.names()[0], self.byte_len() + other.byte_len() + out.byte_len()),
         );
-        let (a, b) = (self.clone(), other.clone());
+        // Sums and differences need no inputs in their backward: only shapes are kept, so the
+        // inputs' buffers are freed as soon as nothing else holds them.
+        let saved = match op {
+            Binary::Add | Binary::Sub => None,
+            _ => Some((self.clone(), other.clone())),
+        };
+        let grads_for = [self, other].map(|t| t.tracks_grad().then(|| t.shape().to_vec()));
         Ok(out.with_grad_fn(
             "binary",
             vec![self.clone(), other.clone()],
-            Box::new(move |g| binary_backward(&a, &b, g, op, &params)),
+            Box::new(move |g| binary_backward(saved.as_ref(), &grads_for, g, op, &params)),
         ))
     }
 
@@ -387,16 +393,21 @@ fn unary_backward(x: &Tensor, g: &Tensor, op: Unary) -> Result<Tensor> {
 }
 
 fn binary_backward(
-    a: &Tensor,
-    b: &Tensor,
+    saved: Option<&(Tensor, Tensor)>,
+    grads_for: &[Option<Vec<usize>>; 2],
     g: &Tensor,
     op: Binary,
     params: &[u32],
 ) -> Result<Vec<Option<Tensor>>> {
-    let (ga_full, gb_full) = match op {
-        Binary::Add => (g.clone(), g.clone()),
-        Binary::Sub => (g.clone(), g.neg()?),
-        _ => {
+    let (ga_full, gb_full) = match (op, saved) {
+        (Binary::Add, _) => (g.clone(), g.clone()),
+        (Binary::Sub, _) => (g.clone(), g.neg()?),
+        (_, None) => {
+            return Err(Error::Autograd(format!(
+                "internal: the backward of {op:?} needs its saved inputs"
+            )))
+        }
+        (_, Some((a, b))) => {
             let gpu = a.gpu();
             let ga = Tensor::empty(gpu, g.shape(), g.dtype())?;
             let gb = Tensor::empty(gpu, g.shape(), g.dtype())?;
@@ -420,12 +431,9 @@ fn binary_backward(
             (ga, gb)
         }
     };
+    let [a_shape, b_shape] = grads_for;
     Ok(vec![
-        a.tracks_grad()
-            .then(|| ga_full.sum_to_shape(a.shape()))
-            .transpose()?,
-        b.tracks_grad()
-            .then(|| gb_full.sum_to_shape(b.shape()))
-            .transpose()?,
+        a_shape.as_ref().map(|s| ga_full.sum_to_shape(s)).transpose()?,
+        b_shape.as_ref().map(|s| gb_full.sum_to_shape(s)).transpose()?,
     ])
 }

@@ -1,11 +1,11 @@
 //! Tensor: a contiguous, row-major array on the device with a shape and a dtype (f32 or f16),
 //! plus the autograd links (its gradient, and the op that made it).
 
-use crate::autograd::{self, Node};
+use crate::autograd::{self, GradLink, Node};
 use crate::gpu::{Gpu, PooledBuffer};
 use crate::{Error, Result};
 use half::f16;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,9 +41,9 @@ pub(crate) struct TensorData {
     pub(crate) buffer: Arc<PooledBuffer>,
     pub(crate) shape: Vec<usize>,
     pub(crate) dtype: DType,
-    pub(crate) requires_grad: bool,
-    pub(crate) node: Option<Node>,
-    pub(crate) grad: Mutex<Option<Tensor>>,
+    /// The tensor's place in the autograd graph. Graph nodes hold these links, not tensors,
+    /// so a forward's intermediate buffers are freed unless a backward closure keeps them.
+    pub(crate) link: Arc<GradLink>,
 }
 
 /// Number of elements of a shape.
@@ -77,9 +77,7 @@ impl Tensor {
             buffer,
             shape: shape.to_vec(),
             dtype,
-            requires_grad: false,
-            node: None,
-            grad: Mutex::new(None),
+            link: GradLink::untracked(shape),
         }))
     }
 
@@ -136,9 +134,7 @@ impl Tensor {
             buffer: self.0.buffer.clone(),
             shape: self.0.shape.clone(),
             dtype: self.0.dtype,
-            requires_grad: true,
-            node: None,
-            grad: Mutex::new(None),
+            link: GradLink::leaf(&self.0.shape),
         }))
     }
 
@@ -176,40 +172,35 @@ impl Tensor {
         if !autograd::grad_enabled() || !inputs.iter().any(|t| t.tracks_grad()) {
             return self;
         }
+        let link = GradLink::node(self.shape(), Node::new(op, &inputs, backward));
         let data = Arc::try_unwrap(self.0).unwrap_or_else(|arc| TensorData {
             gpu: arc.gpu.clone(),
             buffer: arc.buffer.clone(),
             shape: arc.shape.clone(),
             dtype: arc.dtype,
-            requires_grad: false,
-            node: None,
-            grad: Mutex::new(None),
+            link: GradLink::untracked(&arc.shape),
         });
-        Tensor(Arc::new(TensorData {
-            requires_grad: true,
-            node: Some(Node { op, inputs, backward }),
-            ..data
-        }))
+        Tensor(Arc::new(TensorData { link, ..data }))
     }
 
     /// True when gradients flow to or through this tensor.
     pub fn tracks_grad(&self) -> bool {
-        self.0.requires_grad
+        self.0.link.tracked
     }
 
     /// True for a tensor made by an op (not a leaf).
     pub fn is_leaf(&self) -> bool {
-        self.0.node.is_none()
+        self.0.link.node.is_none()
     }
 
     /// Accumulated gradient of a leaf after `backward`.
     pub fn grad(&self) -> Option<Tensor> {
-        self.0.grad.lock().unwrap().clone()
+        self.0.link.grad.lock().unwrap().clone()
     }
 
     /// Replaces the accumulated gradient.
     pub fn set_grad(&self, grad: Option<Tensor>) {
-        *self.0.grad.lock().unwrap() = grad;
+        *self.0.link.grad.lock().unwrap() = grad;
     }
 
     /// Clears the accumulated gradient.

@@ -1,7 +1,8 @@
-//! The tape: gradient accumulation, no_grad, shared subexpressions, error messages.
+//! The tape: gradient accumulation, no_grad, shared subexpressions, error messages, and
+//! what the graph keeps alive (its own device, so the pool's byte counts are this test's).
 
 use crate::common::*;
-use wgdiff::{DType, Tensor};
+use wgdiff::{AdapterChoice, DType, Gpu, Tensor};
 
 #[test]
 fn gradients_accumulate_across_backward_calls() {
@@ -86,4 +87,67 @@ fn backward_from_seeds_the_given_output_gradient() {
     let wrong = upload(&[2], &[1.0, 1.0], DType::F32);
     let err = wgdiff::backward_from(&y, &wrong).unwrap_err().to_string();
     assert!(err.contains("[2]") && err.contains("[3]"), "{err}");
+}
+
+/// Device bytes the pool lends out now.
+fn live_bytes(gpu: &Gpu) -> u64 {
+    gpu.pool().stats().live_bytes
+}
+
+#[test]
+fn the_graph_keeps_only_what_backward_needs_and_frees_it_as_it_runs() {
+    let gpu = Gpu::new_blocking(AdapterChoice::default()).unwrap();
+    let n = 4096;
+    let mut r = rng();
+    let mut values = || {
+        normal_vec(&mut r, n)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect::<Vec<f32>>()
+    };
+    let w = Tensor::from_f32(&gpu, &[n], &values()).unwrap().requires_grad();
+    let c = Tensor::from_f32(&gpu, &[n], &values()).unwrap();
+    let before = live_bytes(&gpu);
+    let one_tensor = live_bytes(&gpu) / 2; // w and c, one size class each
+
+    // Sums need no inputs in their backward: a chain of ten holds its output alone.
+    let mut h = w.add(&c).unwrap();
+    for _ in 0..9 {
+        h = h.add(&c).unwrap();
+    }
+    assert_eq!(
+        live_bytes(&gpu) - before,
+        one_tensor,
+        "a chain of adds kept its intermediates"
+    );
+
+    // exp saves its input (the product, an intermediate): alive until the backward has run.
+    let loss = w
+        .mul(&c)
+        .unwrap()
+        .exp()
+        .unwrap()
+        .add(&h)
+        .unwrap()
+        .sum_all()
+        .unwrap();
+    let with_graph = live_bytes(&gpu);
+    assert!(
+        with_graph - before >= 2 * one_tensor,
+        "the product saved for exp's backward"
+    );
+    wgdiff::backward(&loss).unwrap();
+    w.zero_grad();
+    drop(h);
+    let after = live_bytes(&gpu);
+    assert!(
+        after - before < one_tensor,
+        "after the backward the graph still holds {} bytes (the loss is {} bytes)",
+        after - before,
+        loss.byte_len()
+    );
+
+    // The saved tensors are gone, so the same graph cannot be back-propagated again.
+    let err = wgdiff::backward(&loss).unwrap_err().to_string();
+    assert!(err.contains("run the forward again"), "{err}");
 }
