@@ -93,6 +93,7 @@ pub struct SampleArgs {
 }
 
 pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
+    wgdiff::data::check_grid_output(&args.out)?;
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.count)?;
     let started = std::time::Instant::now();

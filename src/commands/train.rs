@@ -1,4 +1,4 @@
-//! `wgdiff train`: trains a diffusion model (defaults: the MNIST U-Net on assets/mnist) with a
+//! `wgdiff train`: trains a diffusion model (defaults: the speed-run MLP on assets/mnist) with a
 //! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
 
 use anyhow::{Context, Result};
@@ -10,6 +10,7 @@ use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::gpu::describe;
 use wgdiff::models::SkipType;
 use wgdiff::train::fid::best_fid;
+use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::sample::write_grid;
 use wgdiff::train::{default_process, FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
 use wgdiff::Gpu;
@@ -65,9 +66,14 @@ pub struct TrainArgs {
     /// Seed of weights, batches, timesteps and noise [default: 0]
     #[arg(long)]
     seed: Option<u64>,
-    /// Output folder for checkpoint.safetensors, config.json and sample grids [default: runs/mnist]
+    /// Output folder for checkpoint.safetensors, config.json and sample grids [default: runs/mnist,
+    /// or runs/mnist-2, -3, ... when it holds an earlier run]
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Overwrite the run already in --out (without it, a folder holding another run's
+    /// checkpoint is refused)
+    #[arg(long)]
+    force: bool,
     /// Write a sample grid every N steps (0 = only at the end) [default: 0]
     #[arg(long)]
     sample_every: Option<usize>,
@@ -228,6 +234,21 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         if let Some(out) = &args.out {
             trainer.state.config.out = out.clone();
         }
+        trainer.state.config.validate()?;
+    }
+    let requested = trainer.state.config.out.clone();
+    let how = match (&args.resume, &args.out) {
+        (None, None) if requested == TrainConfig::default().out => OutRequest::Default,
+        _ => OutRequest::Chosen { force: args.force },
+    };
+    let folder = run_folder(&requested, how, args.resume.as_deref())?;
+    if folder != requested {
+        eprintln!(
+            "{} holds an earlier run; this one writes to {} (--out DIR chooses, --force overwrites)",
+            requested.display(),
+            folder.display()
+        );
+        trainer.state.config.out = folder;
     }
     let c = trainer.state.config.clone();
     let params: usize = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();

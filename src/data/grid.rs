@@ -88,6 +88,36 @@ pub fn grid_image(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Resu
     })
 }
 
+/// Checks, before any work, that a grid may be written to `path`: a `.png` name, and nothing
+/// there but an earlier PNG (never a checkpoint, a folder or a device given by mistake).
+pub fn check_grid_output(path: &Path) -> Result<()> {
+    check_replaceable_png(path).map_err(|reason| Error::Io {
+        what: path.display().to_string(),
+        reason,
+    })
+}
+
+fn check_replaceable_png(path: &Path) -> std::result::Result<(), String> {
+    let is_png_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    if !is_png_name {
+        return Err("grids are PNG images: give the output a .png name".into());
+    }
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(()); // nothing there yet
+    };
+    let mut head = [0u8; 8];
+    let holds_png = meta.is_file()
+        && std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .is_ok()
+        && head == *b"\x89PNG\r\n\x1a\n";
+    if holds_png {
+        Ok(())
+    } else {
+        Err("exists and is not a PNG image (a checkpoint or other input?); it is left as it is: choose another output name".into())
+    }
+}
+
 /// Writes [`grid_image`] as a PNG to `path`, creating its folder; the file is written to
 /// `<path>.tmp` first and renamed, so readers never see half a picture.
 pub fn save_grid(
@@ -101,6 +131,7 @@ pub fn save_grid(
         what: path.display().to_string(),
         reason,
     };
+    check_replaceable_png(path).map_err(fail)?;
     let picture = grid_image(images, shape, layout)?;
     let mut png = Vec::new();
     picture

@@ -261,6 +261,21 @@ impl TrainConfig {
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return bad(format!("lr must be a positive number, got {}", self.lr));
         }
+        if self.epochs == Some(0) {
+            return bad("epochs must be at least 1 (or leave it out and give steps)".into());
+        }
+        if !(self.max_minutes >= 0.0 && self.max_minutes.is_finite()) {
+            return bad(format!(
+                "max_minutes must be a finite number of minutes >= 0 (0: no time limit), got {}",
+                self.max_minutes
+            ));
+        }
+        if !(self.max_grad_norm >= 0.0 && self.max_grad_norm.is_finite()) {
+            return bad(format!(
+                "max_grad_norm must be a finite norm >= 0 (0: no clipping), got {}",
+                self.max_grad_norm
+            ));
+        }
         if !(0.0..1.0).contains(&self.ema_decay) {
             return bad(format!("ema_decay must be in [0, 1), got {}", self.ema_decay));
         }

@@ -4,6 +4,8 @@
 pub mod config;
 pub mod fid;
 pub mod quality;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod run_dir;
 pub mod sample;
 pub mod speedup;
 
@@ -238,6 +240,15 @@ impl Trainer {
     ) -> Result<Trainer> {
         let mut state = saved_state(ckpt, origin)?;
         if let Some(steps) = steps {
+            if steps <= state.step {
+                return Err(Error::Config(format!(
+                    "{origin} is at step {}; --steps is the step count to reach, so a resume needs more than {} \
+                     (e.g. --steps {})",
+                    state.step,
+                    state.step,
+                    state.step + 100
+                )));
+            }
             state.config.steps = steps;
         }
         if is_sampling_export(ckpt) {

@@ -1,6 +1,6 @@
 //! The `wgdiff` binary: `info` without a Vulkan driver fails cleanly, `bench --json` rows are
 //! well formed, `profile --trace` writes a Chrome trace and `--roofline` a PNG, train -> sample
-//! writes its files.
+//! writes its files, outputs never replace inputs or earlier runs, bad settings fail first.
 
 use std::process::Command;
 
@@ -261,6 +261,140 @@ fn train_then_sample_write_checkpoint_grids_and_frames() {
         !bad.status.success() && stderr.contains("/nonexistent.safetensors"),
         "{stderr}"
     );
+}
+
+#[test]
+fn outputs_never_replace_inputs_or_earlier_runs_and_bad_settings_fail_first() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-outputs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mnist = format!("mnist:{}/assets/mnist", env!("CARGO_MANIFEST_DIR"));
+    let call = |cwd: &std::path::Path, args: &[&str]| {
+        std::fs::create_dir_all(cwd).unwrap();
+        let out = wgdiff()
+            .args(args)
+            .current_dir(cwd)
+            .env("WGDIFF_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        (out.status.success(), stderr)
+    };
+    let tiny = [
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--batch",
+        "4",
+        "--grid-images",
+        "1",
+        "--grid-steps",
+        "1",
+    ];
+    let run = dir.join("run");
+    let train_into = |folder: &std::path::Path, extra: &[&str]| {
+        let args = [
+            &tiny[..],
+            &["--data", &mnist, "--out", folder.to_str().unwrap()],
+            extra,
+        ]
+        .concat();
+        call(&dir, &args)
+    };
+    let (ok, log) = train_into(&run, &[]);
+    assert!(ok, "{log}");
+    let checkpoint = run.join("checkpoint.safetensors");
+    let saved = std::fs::read(&checkpoint).unwrap();
+
+    // A chosen folder holding a run is refused without --force, and kept.
+    let (ok, log) = train_into(&run, &["--seed", "5"]);
+    assert!(
+        !ok && log.contains("already holds a run") && log.contains("--force"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read(&checkpoint).unwrap(),
+        saved,
+        "the earlier run's checkpoint changed"
+    );
+    let (ok, log) = train_into(&run, &["--seed", "5", "--force"]);
+    assert!(ok, "{log}");
+    assert_ne!(
+        std::fs::read(&checkpoint).unwrap(),
+        saved,
+        "--force did not overwrite"
+    );
+
+    // The default folder moves on to a numbered one.
+    let work = dir.join("work");
+    std::fs::create_dir_all(work.join("runs/mnist")).unwrap();
+    std::fs::copy(&checkpoint, work.join("runs/mnist/checkpoint.safetensors")).unwrap();
+    let (ok, log) = call(&work, &[&tiny[..], &["--data", &mnist]].concat());
+    assert!(ok && log.contains("runs/mnist-2"), "{log}");
+    assert!(work.join("runs/mnist-2/checkpoint.safetensors").exists());
+
+    // A grid never replaces a checkpoint or any file that is not a PNG, and is only PNG.
+    let sample = |out: &std::path::Path| {
+        let args = [
+            "sample",
+            "--checkpoint",
+            checkpoint.to_str().unwrap(),
+            "--count",
+            "1",
+            "--steps",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        call(&dir, &args)
+    };
+    let before = std::fs::read(&checkpoint).unwrap();
+    let (ok, log) = sample(&checkpoint);
+    assert!(!ok && log.contains(".png"), "{log}");
+    assert_eq!(std::fs::read(&checkpoint).unwrap(), before);
+    let (ok, log) = sample(&dir.join("grid.jpg"));
+    assert!(
+        !ok && log.contains(".png") && !dir.join("grid.jpg").exists(),
+        "{log}"
+    );
+    let notes = dir.join("notes.png");
+    std::fs::write(&notes, "my notes").unwrap();
+    let (ok, log) = sample(&notes);
+    assert!(!ok && log.contains("not a PNG"), "{log}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes");
+    let (ok, log) = sample(&dir.join("grid.png"));
+    assert!(ok, "{log}");
+    let (ok, log) = sample(&dir.join("grid.png"));
+    assert!(ok, "an earlier grid is replaced: {log}");
+
+    // Settings a run cannot use fail before the first step, naming the setting.
+    let (ok, log) = call(
+        &dir,
+        &["train", "--resume", checkpoint.to_str().unwrap(), "--steps", "1"],
+    );
+    assert!(
+        !ok && log.contains("at step 2") && log.contains("more than 2"),
+        "{log}"
+    );
+    for (flag, value, name) in [
+        ("--max-minutes", "inf", "max_minutes"),
+        ("--max-minutes", "NaN", "max_minutes"),
+        ("--max-minutes=-1", "", "max_minutes"),
+        ("--max-grad-norm", "NaN", "max_grad_norm"),
+        ("--max-grad-norm=-1", "", "max_grad_norm"),
+    ] {
+        let fresh = dir.join("never");
+        let mut args = vec![flag];
+        if !value.is_empty() {
+            args.push(value);
+        }
+        let (ok, log) = train_into(&fresh, &args);
+        assert!(!ok && log.contains(name), "{flag} {value}: {log}");
+        assert!(!fresh.exists(), "{flag} {value} made its output folder");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
