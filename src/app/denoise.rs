@@ -85,7 +85,11 @@ impl DenoiseSettings {
             seed: self.seed,
             skip_exponent: self.skip_exponent,
             class: self.class,
-            guidance: self.guidance.unwrap_or_else(|| model.state.default_guidance()),
+            // a guidance set for a conditional model does not carry over to an unconditional one
+            guidance: match model.state.model.classes() {
+                Some(_) => self.guidance.unwrap_or_else(|| model.state.default_guidance()),
+                None => 1.0,
+            },
         })
     }
 

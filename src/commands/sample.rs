@@ -64,7 +64,7 @@ impl SamplingArgs {
             self.eta,
             self.spacing,
         )?;
-        Ok(SampleRequest {
+        let request = SampleRequest {
             sampler,
             steps,
             count,
@@ -72,7 +72,9 @@ impl SamplingArgs {
             skip_exponent: self.skip_exponent,
             class: self.class,
             guidance: self.guidance.unwrap_or_else(|| model.state.default_guidance()),
-        })
+        };
+        request.validate(&model.state.model)?;
+        Ok(request)
     }
 }
 

@@ -261,6 +261,12 @@ impl TrainConfig {
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return bad(format!("lr must be a positive number, got {}", self.lr));
         }
+        if self.grid_images == 0 || self.grid_steps == 0 {
+            return bad(format!(
+                "grid_images and grid_steps must be at least 1 (every run ends with a sample grid), got {} and {}",
+                self.grid_images, self.grid_steps
+            ));
+        }
         if self.epochs == Some(0) {
             return bad("epochs must be at least 1 (or leave it out and give steps)".into());
         }

@@ -159,7 +159,12 @@ impl Trainer {
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
         let mut config = config;
         if let Some(epochs) = config.epochs {
-            config.steps = epochs * batcher.batches_per_epoch();
+            config.steps = epochs.checked_mul(batcher.batches_per_epoch()).ok_or_else(|| {
+                Error::Config(format!(
+                    "{epochs} epochs of {} batches is more steps than can be counted; ask for fewer epochs",
+                    batcher.batches_per_epoch()
+                ))
+            })?;
         }
         let state = TrainState {
             scaler: (config.precision == Precision::F16).then(LossScaler::default),

@@ -39,6 +39,42 @@ pub struct SampleRequest {
     pub guidance: f32,
 }
 
+impl SampleRequest {
+    /// Checks the request against the model it will sample, naming the value and the fix.
+    pub fn validate(&self, model: &ModelConfig) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if self.count == 0 {
+            return bad("the image count must be at least 1".into());
+        }
+        if self.steps == Some(0) {
+            return bad("sampler steps must be at least 1".into());
+        }
+        if !(self.skip_exponent >= 0.0 && self.skip_exponent.is_finite()) {
+            return bad(format!(
+                "the skip exponent c must be a finite number >= 0 (0: never skip levels), got {}",
+                self.skip_exponent
+            ));
+        }
+        if !(0.0..=MAX_GUIDANCE).contains(&self.guidance) {
+            return bad(format!(
+                "the guidance scale must be between 0 and {MAX_GUIDANCE} (1: plain conditional, 2-4: sharper digits), got {}",
+                self.guidance
+            ));
+        }
+        if model.classes().is_none() && self.guidance != 1.0 {
+            return bad(format!(
+                "guidance {} needs a class-conditional model; this one was trained without labels (leave out --guidance)",
+                self.guidance
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The largest classifier-free guidance scale a request may ask for: far past it every
+/// pixel saturates.
+pub const MAX_GUIDANCE: f32 = 50.0;
+
 /// Sampler steps of [`default_sampler`] (in `wgdiff sample` and the training grids).
 pub const DEFAULT_SAMPLER_STEPS: usize = 50;
 
@@ -186,6 +222,7 @@ pub async fn sample_net<'s>(
     request: &SampleRequest,
     on_step: Option<&'s mut OnStep<'s>>,
 ) -> Result<(Tensor, usize)> {
+    request.validate(model)?;
     let _g = crate::no_grad();
     let [c, h, w] = model.image_shape();
     let n = request.count;

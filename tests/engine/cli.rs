@@ -394,6 +394,27 @@ fn outputs_never_replace_inputs_or_earlier_runs_and_bad_settings_fail_first() {
         assert!(!ok && log.contains(name), "{flag} {value}: {log}");
         assert!(!fresh.exists(), "{flag} {value} made its output folder");
     }
+    for (flag, value, name) in [
+        ("--grid-images", "0", "grid_images"),
+        ("--grid-steps", "0", "grid_steps"),
+        ("--epochs", "18446744073709551615", "fewer epochs"),
+    ] {
+        let fresh = dir.join("never");
+        let args = [
+            "train",
+            "--preset",
+            "tiny",
+            "--data",
+            &mnist,
+            "--out",
+            fresh.to_str().unwrap(),
+            flag,
+            value,
+        ];
+        let (ok, log) = call(&dir, &args);
+        assert!(!ok && log.contains(name), "{flag} {value}: {log}");
+        assert!(!fresh.exists(), "{flag} {value} made its output folder");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -616,3 +616,74 @@ fn an_ema_export_samples_like_its_checkpoint_and_only_fine_tunes() {
     let mut tuned = Trainer::with_data(gpu(), fine_tune, data, Some(&export)).unwrap();
     assert!(block_on(tuned.step()).unwrap().is_finite());
 }
+
+#[test]
+fn sample_requests_a_model_cannot_honour_are_refused_by_name() {
+    let unconditional = wgdiff::models::preset("tiny").unwrap();
+    let conditional = wgdiff::models::preset("mnist-mlp").unwrap();
+    assert!(conditional.classes().is_some() && unconditional.classes().is_none());
+    let ok = wgdiff::train::SampleRequest {
+        sampler: "ddpm".parse().unwrap(),
+        steps: Some(3),
+        count: 2,
+        seed: 0,
+        skip_exponent: 2.0,
+        class: None,
+        guidance: 1.0,
+    };
+    ok.validate(&unconditional).unwrap();
+    wgdiff::train::SampleRequest {
+        guidance: 3.0,
+        ..ok.clone()
+    }
+    .validate(&conditional)
+    .unwrap();
+    let refused = |request: wgdiff::train::SampleRequest, model: &ModelConfig, names: &str| {
+        let err = request.validate(model).unwrap_err().to_string();
+        assert!(err.contains(names), "{request:?}: {err}");
+    };
+    for guidance in [f32::INFINITY, f32::NAN, 1e30, -1.0] {
+        refused(
+            wgdiff::train::SampleRequest {
+                guidance,
+                ..ok.clone()
+            },
+            &conditional,
+            "guidance scale",
+        );
+    }
+    refused(
+        wgdiff::train::SampleRequest {
+            guidance: 2.0,
+            ..ok.clone()
+        },
+        &unconditional,
+        "class-conditional",
+    );
+    for skip_exponent in [-1.0, f32::NAN, f32::INFINITY] {
+        refused(
+            wgdiff::train::SampleRequest {
+                skip_exponent,
+                ..ok.clone()
+            },
+            &unconditional,
+            "skip exponent",
+        );
+    }
+    refused(
+        wgdiff::train::SampleRequest {
+            count: 0,
+            ..ok.clone()
+        },
+        &unconditional,
+        "count",
+    );
+    refused(
+        wgdiff::train::SampleRequest {
+            steps: Some(0),
+            ..ok.clone()
+        },
+        &unconditional,
+        "steps",
+    );
+}
