@@ -157,7 +157,8 @@ fn checkpoint_error(path: &str, msg: String) -> Error {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so
-/// readers see the old file or the new one, never half of one; creates missing folders.
+/// readers see the old file or the new one, never half of one; creates missing folders. A
+/// failed write removes its temporary file, and temporaries of killed writers are removed.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
@@ -168,12 +169,50 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io_error)?;
     }
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let mut file = std::fs::File::create(&tmp).map_err(io_error)?;
-    file.write_all(bytes)
-        .and_then(|_| file.sync_all())
-        .map_err(io_error)?;
-    std::fs::rename(&tmp, path).map_err(io_error)
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    remove_stale_temporaries(path, &name);
+    let tmp = path.with_file_name(format!("{name}.tmp{}", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        // a full disk or a failed rename must not leave the partial copy holding the space
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io_error)
+}
+
+/// Removes `<name>.tmp<PID>` files beside `path` left by writers that were killed (their
+/// process no longer exists). Only where `/proc` tells which processes live (Linux).
+fn remove_stale_temporaries(path: &std::path::Path, name: &str) {
+    let proc_fs = std::path::Path::new("/proc");
+    if !proc_fs.join("self").exists() {
+        return;
+    }
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir.to_path_buf(),
+        None => std::path::PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let prefix = format!("{name}.tmp");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file_name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let dead = pid
+            .parse::<u32>()
+            .is_ok_and(|pid| !proc_fs.join(pid.to_string()).exists());
+        if dead {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }

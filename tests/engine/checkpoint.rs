@@ -108,3 +108,33 @@ fn corrupt_foreign_and_mismatched_checkpoints_give_clear_errors() {
         .to_string();
     assert!(msg.contains("ema.head.weight"), "{msg}");
 }
+
+#[test]
+fn atomic_writes_leave_no_temporary_files_behind() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-atomic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("checkpoint.safetensors");
+    // A writer killed at the rename left its temporary (no process has this id: pids stop
+    // at 2^22 on Linux); a live writer's temporary (ours) is not touched by others.
+    let stale = dir.join("checkpoint.safetensors.tmp4294967295");
+    std::fs::write(&stale, b"half a checkpoint").unwrap();
+    wgdiff::checkpoint::write_atomic(&path, b"new").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"new");
+    assert!(!stale.exists(), "the killed writer's temporary is still there");
+
+    // A write that fails at the rename (a folder is in the way) removes its temporary.
+    let blocked = dir.join("blocked.safetensors");
+    std::fs::create_dir_all(blocked.join("inside")).unwrap();
+    let err = wgdiff::checkpoint::write_atomic(&blocked, b"data")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("blocked.safetensors"), "{err}");
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
