@@ -118,8 +118,10 @@ impl Checkpoint {
     }
 
     /// Copies the stored tensors `prefix + name` into the device tensors `named`, checking that
-    /// every one exists with the right shape; `origin` names the checkpoint in errors.
+    /// every one exists with the right shape and finite values; `origin` names the checkpoint in errors.
     pub fn restore(&self, prefix: &str, named: &[(String, Tensor)], origin: &str) -> Result<()> {
+        // Every tensor is checked before any is written, so a refused checkpoint changes nothing.
+        let mut sources = Vec::with_capacity(named.len());
         for (name, t) in named {
             let key = format!("{prefix}{name}");
             let stored = self.tensors.get(&key).ok_or_else(|| {
@@ -138,6 +140,21 @@ impl Checkpoint {
                     ),
                 ));
             }
+            let broken = stored.data.iter().filter(|v| !v.is_finite()).count();
+            if broken > 0 {
+                return Err(checkpoint_error(
+                    origin,
+                    format!(
+                        "tensor {key} holds {broken} NaN or infinite values of {}: the run had diverged when it \
+                         was written, and it would sample black or saturated images; use an earlier checkpoint \
+                         (best.safetensors, a copy) or train again with a lower --lr",
+                        stored.data.len()
+                    ),
+                ));
+            }
+            sources.push(stored);
+        }
+        for ((_, t), stored) in named.iter().zip(sources) {
             let upload = Tensor::from_f32(t.gpu(), &stored.shape, &stored.data)?;
             t.copy_from(&if t.dtype() == DType::F32 {
                 upload

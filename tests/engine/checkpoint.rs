@@ -138,3 +138,29 @@ fn atomic_writes_leave_no_temporary_files_behind() {
     assert!(left.is_empty(), "temporaries left: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn checkpoints_with_nan_or_infinite_weights_are_refused_at_load() {
+    let named = named_random(4);
+    for bad in [f32::NAN, f32::INFINITY] {
+        let mut ckpt = pollster::block_on(Checkpoint::capture(&named, serde_json::json!({}))).unwrap();
+        ckpt.tensors.get_mut("conv.bias").unwrap().data[2] = bad;
+        let target = named_random(5);
+        let before: Vec<Vec<f32>> = target.iter().map(|(_, t)| t.to_vec().unwrap()).collect();
+        let msg = ckpt
+            .restore("", &target, "diverged.safetensors")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("diverged.safetensors")
+                && msg.contains("conv.bias")
+                && msg.contains("1 NaN or infinite"),
+            "{msg}"
+        );
+        assert_eq!(
+            target[1].1.to_vec().unwrap(),
+            before,
+            "a refused tensor was written"
+        );
+    }
+}
