@@ -19,7 +19,10 @@ use wgdiff::{AdapterChoice, Gpu};
 
 /// Opens the device with kernel choices remembered across runs in the user's cache folder.
 pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
-    let gpu = Gpu::new_blocking(choice)?;
+    let gpu = Gpu::new_blocking(choice.clone())?;
+    if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.or_env()) {
+        eprintln!("{warning}");
+    }
     if let Some(path) = wgdiff::gpu::tuning_cache_path(&gpu.info) {
         gpu.tuner().use_cache_file(path);
     }

@@ -14,7 +14,7 @@ pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
 pub use report::DeviceReport;
-pub use select::{describe, rank, AdapterChoice};
+pub use select::{describe, rank, slow_fallback_warning, AdapterChoice};
 
 use crate::{Error, Result};
 use batch::Batch;

@@ -123,10 +123,40 @@ fn no_adapter_message(choice: &AdapterChoice, found: &[String]) -> String {
     } else {
         format!("found: {}", found.join("; "))
     };
-    format!(
-        "{wanted} ({seen}).\nFix: install a Vulkan driver; on a machine without a GPU, Debian/Ubuntu's \
-         software Vulkan works: `sudo apt-get install mesa-vulkan-drivers`. Or choose another \
-         backend/adapter with --backend/--adapter or WGPU_BACKEND/WGPU_ADAPTER_NAME \
-         (`wgdiff info` lists what this machine has)."
-    )
+    let fix = if !found.is_empty() {
+        // Adapters exist; the choice ruled them all out.
+        "Fix: choose one of the adapters found with --adapter <part of its name> and/or --backend \
+         (or WGPU_ADAPTER_NAME / WGPU_BACKEND), or leave both out to take the best one"
+            .to_string()
+    } else if let Some(backend) = choice
+        .backend
+        .as_deref()
+        .filter(|b| !b.eq_ignore_ascii_case("vulkan"))
+    {
+        format!(
+            "Fix: the {backend} backend has no adapter on this machine (Metal runs on macOS, DX12 on Windows, \
+             GL needs an OpenGL driver); leave out --backend (and WGPU_BACKEND) to take the best available, \
+             or install a Vulkan driver: on a machine without a GPU, `sudo apt-get install mesa-vulkan-drivers`"
+        )
+    } else {
+        "Fix: install a Vulkan driver; on a machine without a GPU, Debian/Ubuntu's software Vulkan works: \
+         `sudo apt-get install mesa-vulkan-drivers`. Or choose another backend/adapter with --backend/--adapter \
+         or WGPU_BACKEND/WGPU_ADAPTER_NAME"
+            .to_string()
+    };
+    format!("{wanted} ({seen}).\n{fix} (`wgdiff info` lists what this machine has).")
+}
+
+/// A warning when the adapter chosen without being asked for is the OpenGL one: wgpu's GL
+/// backend is a slow fallback for compute (a tiny training step can take a minute and a
+/// half), taken only because no Vulkan, Metal or DX12 adapter was found.
+pub fn slow_fallback_warning(info: &wgpu::AdapterInfo, choice: &AdapterChoice) -> Option<String> {
+    (info.backend == wgpu::Backend::Gl && choice.backend.is_none()).then(|| {
+        format!(
+            "warning: running on {} because no Vulkan, Metal or DX12 adapter was found; it is a slow \
+             fallback for compute. Install a Vulkan driver (without a GPU: `sudo apt-get install \
+             mesa-vulkan-drivers`), or pass --backend gl to choose it knowingly",
+            describe(info)
+        )
+    })
 }

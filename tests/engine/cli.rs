@@ -28,6 +28,44 @@ fn info_without_a_vulkan_driver_names_the_fix() {
 }
 
 #[test]
+fn adapter_errors_and_the_gl_fallback_say_what_to_do() {
+    let out = wgdiff()
+        .args(["info", "--adapter", "nosuchgpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("choose one of the adapters found") && !stderr.contains("install a Vulkan driver"),
+        "{stderr}"
+    );
+    // Without a Vulkan driver wgpu falls back to GL: said, not silent.
+    let out = wgdiff()
+        .args([
+            "bench",
+            "matmul",
+            "--shapes",
+            "8x8x8",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--variants",
+            "naive",
+        ])
+        .env("VK_DRIVER_FILES", "/nonexistent.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent.json")
+        .env_remove("WGPU_BACKEND")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("slow") && stderr.contains("mesa-vulkan-drivers"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn info_lists_the_chosen_adapter() {
     let out = wgdiff().arg("info").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
