@@ -59,10 +59,11 @@ fn adapter_errors_and_the_gl_fallback_say_what_to_do() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("slow") && stderr.contains("mesa-vulkan-drivers"),
-        "{stderr}"
-    );
+    // (a machine without an OpenGL driver gets the no-adapter error instead, same fix)
+    assert!(stderr.contains("mesa-vulkan-drivers"), "{stderr}");
+    if out.status.success() {
+        assert!(stderr.contains("slow fallback"), "{stderr}");
+    }
 }
 
 #[test]
