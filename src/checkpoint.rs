@@ -207,6 +207,7 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
 
 /// Removes `<name>.tmp<PID>` files beside `path` left by writers that were killed (their
 /// process no longer exists). Only where `/proc` tells which processes live (Linux).
+#[cfg(not(target_arch = "wasm32"))]
 fn remove_stale_temporaries(path: &std::path::Path, name: &str) {
     let proc_fs = std::path::Path::new("/proc");
     if !proc_fs.join("self").exists() {
