@@ -150,6 +150,12 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
+    if let Some(n @ 0..=1) = args.reference_images {
+        bail!(
+            "--reference-images {n}: the reference statistics need at least 2 images of the split (leave it out \
+             to use all of them)"
+        );
+    }
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.samples)?;
     let data = args.data.parse::<DataSource>()?.load(args.split)?;

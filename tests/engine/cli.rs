@@ -409,6 +409,11 @@ fn outputs_never_replace_inputs_or_earlier_runs_and_bad_settings_fail_first() {
     assert!(ok, "an earlier grid is replaced: {log}");
 
     // Settings a run cannot use fail before the first step, naming the setting.
+    let (ok, log) = call(&dir, &["eval", "--reference-images", "0", "--samples", "2"]);
+    assert!(
+        !ok && log.contains("--reference-images 0") && log.contains("at least 2"),
+        "{log}"
+    );
     let (ok, log) = call(
         &dir,
         &["train", "--resume", checkpoint.to_str().unwrap(), "--steps", "1"],
