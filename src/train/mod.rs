@@ -531,6 +531,15 @@ fn is_sampling_export(ckpt: &Checkpoint) -> bool {
 
 /// The training state stored in a `wgdiff train` checkpoint's metadata.
 pub(crate) fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState> {
+    if ckpt.meta.get("kind").and_then(|k| k.as_str()) == Some(crate::classifier::CHECKPOINT_KIND) {
+        return Err(Error::Checkpoint {
+            path: origin.to_string(),
+            msg: "is an MNIST-FID classifier (`wgdiff train-classifier`), not a diffusion model: it scores \
+                  samples (`wgdiff eval --classifier`); give sample, train or the app a checkpoint of \
+                  `wgdiff train`"
+                .into(),
+        });
+    }
     serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
         path: origin.to_string(),
         msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),

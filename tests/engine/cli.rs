@@ -408,6 +408,27 @@ fn outputs_never_replace_inputs_or_earlier_runs_and_bad_settings_fail_first() {
     let (ok, log) = sample(&dir.join("grid.png"));
     assert!(ok, "an earlier grid is replaced: {log}");
 
+    // The MNIST-FID classifier is not a diffusion model: said so, not "unknown field".
+    let classifier = format!(
+        "{}/assets/models/mnist-classifier.safetensors",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let grid = dir.join("from-classifier.png");
+    let (ok, log) = call(
+        &dir,
+        &[
+            "sample",
+            "--checkpoint",
+            &classifier,
+            "--out",
+            grid.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        !ok && log.contains("classifier") && log.contains("wgdiff eval --classifier"),
+        "{log}"
+    );
+
     // Settings a run cannot use fail before the first step, naming the setting.
     let (ok, log) = call(&dir, &["eval", "--reference-images", "0", "--samples", "2"]);
     assert!(
