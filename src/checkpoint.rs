@@ -205,6 +205,15 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     written.map_err(io_error)
 }
 
+/// True when both paths name the same existing file (an output that would replace an input).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// Removes `<name>.tmp<PID>` files beside `path` left by writers that were killed (their
 /// process no longer exists). Only where `/proc` tells which processes live (Linux).
 #[cfg(not(target_arch = "wasm32"))]

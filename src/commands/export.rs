@@ -23,11 +23,7 @@ pub fn run(args: ExportArgs) -> Result<()> {
     if args.out.extension().is_none_or(|e| e != "safetensors") {
         bail!("--out {}: an export is a .safetensors file", args.out.display());
     }
-    let same = |a: &PathBuf, b: &PathBuf| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same(&args.checkpoint, &args.out) {
+    if wgdiff::checkpoint::same_file(&args.checkpoint, &args.out) {
         bail!(
             "--out {} is the checkpoint itself; export to another file (the export cannot resume training)",
             args.out.display()

@@ -138,6 +138,9 @@ pub struct ConvGeometry {
     pub ow: usize,
 }
 
+/// Index of `slices` in the `Conv` uniform: the weight gradient's split-K slice count.
+const SLICES_PARAM: usize = 20;
+
 impl ConvGeometry {
     /// Geometry of `conv2d(x [N,Cin,H,W], w [Cout,Cin/groups,KH,KW])`, checked.
     pub fn new(x: &[usize], w: &[usize], opts: ConvOptions) -> Result<ConvGeometry> {
@@ -217,7 +220,8 @@ impl ConvGeometry {
         ConvGeometry { n, ..*self }
     }
 
-    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `slices` 1, `part_base` 0.
+    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `slices` ([`SLICES_PARAM`]) 1,
+    /// `part_base` 0.
     fn params(&self) -> [u32; 22] {
         let o = &self.opts;
         [
@@ -681,7 +685,7 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
         (geo.opts.groups * slices) as u32,
     ];
     let mut params = geo.params();
-    params[20] = slices as u32;
+    params[SLICES_PARAM] = slices as u32;
     gpu.dispatch_parts(
         &kernel,
         &params,

@@ -213,6 +213,17 @@ impl Default for TrainConfig {
     }
 }
 
+/// A setting that must be a finite number >= 0, where 0 means `zero_means`: an error naming
+/// `name`, the value and what 0 does otherwise (so inf and NaN never pass as "off").
+pub(crate) fn check_finite_nonnegative(name: &str, value: f32, zero_means: &str) -> Result<()> {
+    if value >= 0.0 && value.is_finite() {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "{name} must be a finite number >= 0 (0: {zero_means}), got {value}"
+    )))
+}
+
 impl TrainConfig {
     /// Reads a TOML file (any subset of the fields; the rest keep their defaults).
     #[cfg(not(target_arch = "wasm32"))]
@@ -270,18 +281,8 @@ impl TrainConfig {
         if self.epochs == Some(0) {
             return bad("epochs must be at least 1 (or leave it out and give steps)".into());
         }
-        if !(self.max_minutes >= 0.0 && self.max_minutes.is_finite()) {
-            return bad(format!(
-                "max_minutes must be a finite number of minutes >= 0 (0: no time limit), got {}",
-                self.max_minutes
-            ));
-        }
-        if !(self.max_grad_norm >= 0.0 && self.max_grad_norm.is_finite()) {
-            return bad(format!(
-                "max_grad_norm must be a finite norm >= 0 (0: no clipping), got {}",
-                self.max_grad_norm
-            ));
-        }
+        check_finite_nonnegative("max_minutes", self.max_minutes, "no time limit")?;
+        check_finite_nonnegative("max_grad_norm", self.max_grad_norm, "no clipping")?;
         if !(0.0..1.0).contains(&self.ema_decay) {
             return bad(format!("ema_decay must be in [0, 1), got {}", self.ema_decay));
         }

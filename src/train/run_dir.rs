@@ -1,6 +1,7 @@
 //! The folder a training run writes to: an earlier run's checkpoint there is never replaced
 //! silently (a default folder moves on to a numbered one; a chosen one needs `force`).
 
+use crate::checkpoint::same_file;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -47,13 +48,5 @@ pub fn run_folder(requested: &Path, how: OutRequest, resuming: Option<&Path>) ->
                 .find(|folder| !holds_other_run(folder))
                 .ok_or_else(|| Error::Config("no free run folder".into()))
         }
-    }
-}
-
-/// True when both paths name the same existing file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
     }
 }

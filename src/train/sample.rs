@@ -49,12 +49,11 @@ impl SampleRequest {
         if self.steps == Some(0) {
             return bad("sampler steps must be at least 1".into());
         }
-        if !(self.skip_exponent >= 0.0 && self.skip_exponent.is_finite()) {
-            return bad(format!(
-                "the skip exponent c must be a finite number >= 0 (0: never skip levels), got {}",
-                self.skip_exponent
-            ));
-        }
+        super::config::check_finite_nonnegative(
+            "the skip exponent c",
+            self.skip_exponent,
+            "never skip levels",
+        )?;
         if !(0.0..=MAX_GUIDANCE).contains(&self.guidance) {
             return bad(format!(
                 "the guidance scale must be between 0 and {MAX_GUIDANCE} (1: plain conditional, 2-4: sharper digits), got {}",
