@@ -1,7 +1,7 @@
 //! MNIST and Fashion-MNIST in the IDX format, raw or gzipped: `load_idx` checks the magic, the
 //! dimensions and the exact size of both files; `mnist` finds a split's two files in a folder.
 
-use super::read::FileBytes;
+use super::read::{check_host_memory, DataStream};
 use super::{Dataset, Split};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -52,14 +52,17 @@ impl IdxKind {
 
 const REDOWNLOAD: &str = "the file is truncated — download it again";
 
-/// Checks an IDX file of `kind` and returns its dims and its data bytes.
-fn idx_payload<'a>(file: &'a FileBytes, path: &Path, kind: IdxKind) -> Result<(Vec<usize>, &'a [u8])> {
-    let bytes = &file.bytes;
+/// Reads an IDX file of `kind` from `stream`: the header first, then, after checking the size
+/// it promises against the file's size (raw) or deflate's bound (gzip) and the free memory,
+/// exactly that many bytes. Returns the dims and the data bytes.
+fn read_idx(mut stream: DataStream, path: &Path, kind: IdxKind) -> Result<(Vec<usize>, Vec<u8>)> {
     let header_len = 4 + 4 * kind.ndims();
+    let header = stream.read_up_to(header_len as u64);
+    let bytes = &header.bytes;
     if bytes.len() < 4 {
         let msg = format!(
             "expected an IDX file (at least {header_len} bytes), {}; {REDOWNLOAD}",
-            file.found()
+            header.found(0)
         );
         return Err(Error::data(path, msg));
     }
@@ -84,7 +87,7 @@ fn idx_payload<'a>(file: &'a FileBytes, path: &Path, kind: IdxKind) -> Result<(V
     if bytes.len() < header_len {
         let msg = format!(
             "expected a {header_len}-byte IDX header, {}; {REDOWNLOAD}",
-            file.found()
+            header.found(0)
         );
         return Err(Error::data(path, msg));
     }
@@ -92,58 +95,87 @@ fn idx_payload<'a>(file: &'a FileBytes, path: &Path, kind: IdxKind) -> Result<(V
         .chunks_exact(4)
         .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize)
         .collect();
-    let expected = dims
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .and_then(|n| n.checked_add(header_len));
-    let Some(expected) = expected else {
+    let payload = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+    let Some(payload) = payload.filter(|p| p.checked_add(header_len as u64).is_some()) else {
         let msg = format!(
             "the IDX dimensions {dims:?} are impossibly large; the file is damaged — download it again"
         );
         return Err(Error::data(path, msg));
     };
-    if bytes.len() != expected {
-        let problem = if bytes.len() < expected {
+    let expected = payload + header_len as u64;
+    let size_error = |found: String, problem: String| {
+        let msg = format!(
+            "expected {expected} bytes of IDX data ({}), {found}; {problem}",
+            kind.describe(&dims)
+        );
+        Error::data(path, msg)
+    };
+    if !stream.gzipped() && stream.stored_len() != expected {
+        let stored = stream.stored_len();
+        let problem = if stored < expected {
             REDOWNLOAD.to_string()
         } else {
             format!(
                 "the file has {} bytes too many — it is not a valid IDX file; download it again",
-                bytes.len() - expected
+                stored - expected
             )
         };
-        let msg = format!(
-            "expected {expected} bytes of IDX data ({}), {}; {problem}",
-            kind.describe(&dims),
-            file.found()
-        );
-        return Err(Error::data(path, msg));
+        return Err(size_error(format!("found {stored} bytes"), problem));
     }
-    file.check_stream(path)?;
-    Ok((dims, &bytes[header_len..]))
+    if expected > stream.max_len() {
+        let found = format!(
+            "found a gzip file of {} bytes, which inflates to at most {} bytes",
+            stream.stored_len(),
+            stream.max_len()
+        );
+        let problem = "the file is truncated or its header is damaged — download it again";
+        return Err(size_error(found, problem.into()));
+    }
+    check_host_memory(path, &kind.describe(&dims), payload)?;
+    let data = stream.read_up_to(payload);
+    if data.bytes.len() as u64 != payload || stream.has_more() {
+        let found = if data.bytes.len() as u64 == payload {
+            format!("found more than {expected} bytes after decompressing")
+        } else {
+            data.found(header_len)
+        };
+        let problem = if (data.bytes.len() as u64) < payload {
+            REDOWNLOAD.to_string()
+        } else {
+            "the file holds more than its header says — it is not a valid IDX file; download it again"
+                .to_string()
+        };
+        return Err(size_error(found, problem));
+    }
+    stream.check_stream(path)?;
+    Ok((dims, data.bytes))
 }
 
 /// Loads an IDX images file (magic 0x00000803: N x H x W bytes) and its labels file (magic
 /// 0x00000801: N bytes), each raw or gzipped (recognised by the gzip magic, not the name).
 /// The dataset has one channel, is named after the images file, and has `max label + 1` classes.
+/// Header sizes are checked against the file sizes before anything else is read.
 pub fn load_idx(images_path: impl AsRef<Path>, labels_path: impl AsRef<Path>) -> Result<Dataset> {
     let (images_path, labels_path) = (images_path.as_ref(), labels_path.as_ref());
-    let images = FileBytes::read(images_path)?;
-    let labels = FileBytes::read(labels_path)?;
-    idx_dataset((images_path, &images), (labels_path, &labels))
+    let images = read_idx(DataStream::open(images_path)?, images_path, IdxKind::Images)?;
+    let labels = read_idx(DataStream::open(labels_path)?, labels_path, IdxKind::Labels)?;
+    idx_dataset((images_path, images), (labels_path, labels))
 }
 
 /// [`load_idx`] on the files' bytes as read or fetched (the browser has no files); the names
 /// are the files' paths or addresses, used in the dataset's name and in errors.
 pub fn idx_from_bytes(images: (&Path, Vec<u8>), labels: (&Path, Vec<u8>)) -> Result<Dataset> {
-    let images_file = FileBytes::decode(images.1);
-    let labels_file = FileBytes::decode(labels.1);
-    idx_dataset((images.0, &images_file), (labels.0, &labels_file))
+    let image_data = read_idx(DataStream::from_bytes(&images.1), images.0, IdxKind::Images)?;
+    let label_data = read_idx(DataStream::from_bytes(&labels.1), labels.0, IdxKind::Labels)?;
+    idx_dataset((images.0, image_data), (labels.0, label_data))
 }
 
-fn idx_dataset(images: (&Path, &FileBytes), labels: (&Path, &FileBytes)) -> Result<Dataset> {
-    let (images_path, labels_path) = (images.0, labels.0);
-    let (dims, pixels) = idx_payload(images.1, images_path, IdxKind::Images)?;
-    let (label_dims, labels) = idx_payload(labels.1, labels_path, IdxKind::Labels)?;
+type IdxData<'a> = (&'a Path, (Vec<usize>, Vec<u8>));
+
+fn idx_dataset(
+    (images_path, (dims, pixels)): IdxData,
+    (labels_path, (label_dims, labels)): IdxData,
+) -> Result<Dataset> {
     if dims[0] != label_dims[0] {
         let msg = format!(
             "holds {} images but {} holds {} labels; pass the labels file of the same split",
@@ -157,7 +189,7 @@ fn idx_dataset(images: (&Path, &FileBytes), labels: (&Path, &FileBytes)) -> Resu
     let classes = labels.iter().max().map_or(1, |&m| m as usize + 1);
     Dataset::from_pixels(
         images_path.display().to_string(),
-        pixels,
+        &pixels,
         labels,
         [1, dims[1], dims[2]],
         classes,

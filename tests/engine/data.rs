@@ -180,6 +180,74 @@ fn truncated_raw_idx_names_the_file_and_sizes() {
     );
 }
 
+/// A gzip bomb: a header promising 3 labels, then 64 MiB of zeros (64 KiB compressed). Before
+/// header-bounded reads, all of it was inflated before the size check.
+#[test]
+fn idx_gzip_inflation_stops_at_what_the_header_promises() {
+    let dir = temp_dir("gzip-bomb");
+    let (images, labels) = write_small_idx(&dir);
+    let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(&idx_bytes(0x801, &[3], &[2, 0, 1])).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    (0..64).for_each(|_| encoder.write_all(&zeros).unwrap());
+    std::fs::write(&labels, encoder.finish().unwrap()).unwrap();
+    let msg = message(load_idx(&images, &labels));
+    assert_mentions(
+        &msg,
+        &[
+            "labels.idx1",
+            "expected 11 bytes",
+            "3 labels",
+            "more than",
+            "not a valid IDX file",
+        ],
+    );
+    // A header promising more than a gzip of this size can inflate to is refused unread.
+    let tiny = gzip(&idx_bytes(0x803, &[60_000, 280, 280], &[1, 2, 3]));
+    std::fs::write(&images, &tiny).unwrap();
+    let msg = message(load_idx(&images, &labels));
+    assert_mentions(
+        &msg,
+        &[
+            "images.idx3",
+            "60000 images of 280x280",
+            "inflates to at most",
+            "download it again",
+        ],
+    );
+}
+
+/// A 16 GiB sparse raw file whose header says 3 images: refused from its size, unread (before,
+/// the loader read all 16 GiB first).
+#[test]
+fn raw_idx_sizes_are_checked_before_reading() {
+    let dir = temp_dir("sparse-raw");
+    let (images, labels) = write_small_idx(&dir);
+    let file = std::fs::OpenOptions::new().write(true).open(&images).unwrap();
+    file.set_len(16 << 30).unwrap();
+    drop(file);
+    let msg = message(load_idx(&images, &labels));
+    assert_mentions(
+        &msg,
+        &[
+            "images.idx3",
+            "expected 76 bytes",
+            "found 17179869184 bytes",
+            "bytes too many",
+        ],
+    );
+    // A header whose images would not fit in the free memory is refused with the figure.
+    std::fs::write(&images, idx_bytes(0x803, &[4_000_000, 1000, 1000], &[])).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&images).unwrap();
+    file.set_len(16 + 4_000_000_000_000).unwrap();
+    drop(file);
+    let msg = message(load_idx(&images, &labels));
+    assert_mentions(
+        &msg,
+        &["images.idx3", "4000000 images of 1000x1000", "GiB", "free"],
+    );
+}
+
 #[test]
 fn wrong_idx_magic_says_which_file_and_magic() {
     let dir = temp_dir("magic");
