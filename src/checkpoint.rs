@@ -117,6 +117,26 @@ impl Checkpoint {
         Checkpoint::from_bytes(&bytes, &path.display().to_string())
     }
 
+    /// Runs `build`, which makes the model (and state) this checkpoint's metadata describes,
+    /// with device allocations capped near what the file's tensors hold: metadata edited or
+    /// damaged to describe a far larger model is refused before it allocates gigabytes.
+    pub fn build_within_size<T>(&self, origin: &str, build: impl FnOnce() -> Result<T>) -> Result<T> {
+        /// Room for what building allocates besides the stored tensors (scratch, batches).
+        const SLACK: u64 = 64 << 20;
+        let stored: u64 = self.tensors.values().map(|t| 4 * t.data.len() as u64).sum();
+        crate::gpu::with_alloc_budget(2 * stored + SLACK, build).map_err(|e| match e {
+            Error::OverBudget { what, bytes, .. } => checkpoint_error(
+                origin,
+                format!(
+                    "its metadata describes a model larger than the tensors it holds ({what} needs {bytes} \
+                     bytes; all its tensors hold {stored} bytes): the metadata was edited or damaged — use \
+                     another checkpoint"
+                ),
+            ),
+            other => other,
+        })
+    }
+
     /// Copies the stored tensors `prefix + name` into the device tensors `named`, checking that
     /// every one exists with the right shape and finite values; `origin` names the checkpoint in errors.
     pub fn restore(&self, prefix: &str, named: &[(String, Tensor)], origin: &str) -> Result<()> {

@@ -18,6 +18,10 @@ pub enum Error {
     /// A buffer larger than the device allows for one binding.
     #[error("{what} needs {bytes} bytes but this device allows at most {limit} bytes per storage binding; use smaller batches or shapes")]
     TooLarge { what: String, bytes: u64, limit: u64 },
+    /// An allocation beyond the budget set by [`crate::gpu::with_alloc_budget`] (e.g. a model
+    /// whose checkpoint metadata describes far more weights than the file holds).
+    #[error("{what} needs {bytes} bytes, beyond the {budget} bytes allowed for this work")]
+    OverBudget { what: String, bytes: u64, budget: u64 },
     /// Reading a buffer back from the device failed.
     #[error("reading back {what} failed: {reason}")]
     Readback { what: String, reason: String },

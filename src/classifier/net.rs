@@ -227,7 +227,7 @@ impl Classifier {
                 serde_json::from_value(c)
                     .map_err(|e| error(format!("its classifier config does not parse: {e}")))
             })?;
-        let mut net = Classifier::new(gpu, config, 0)?;
+        let mut net = ckpt.build_within_size(origin, || Classifier::new(gpu, config, 0))?;
         let named = net.named_params();
         for (name, t) in &named {
             match ckpt.tensors.get(name) {

@@ -258,6 +258,7 @@ impl Gpu {
                 limit,
             });
         }
+        charge_alloc_budget(bytes, what)?;
         Ok(self.pool.take(&self.device, bytes))
     }
 
@@ -511,4 +512,35 @@ impl Gpu {
         staging.unmap();
         Ok(data)
     }
+}
+
+thread_local! {
+    /// Bytes this thread may still allocate on any device, when a budget is set.
+    static ALLOC_BUDGET: std::cell::Cell<Option<(u64, u64)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's device allocations capped at `budget` bytes in all (each
+/// [`Gpu::alloc`] counts its size, reused pooled buffers too); an allocation past it fails
+/// with [`Error::OverBudget`] before anything is allocated. Used where a file's metadata says
+/// how much to build, so a damaged or hostile file cannot make it allocate gigabytes.
+pub fn with_alloc_budget<T>(budget: u64, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let outer = ALLOC_BUDGET.with(|b| b.replace(Some((budget, budget))));
+    let result = f();
+    ALLOC_BUDGET.with(|b| b.set(outer));
+    result
+}
+
+fn charge_alloc_budget(bytes: u64, what: &str) -> Result<()> {
+    ALLOC_BUDGET.with(|b| match b.get() {
+        Some((left, budget)) if bytes > left => Err(Error::OverBudget {
+            what: what.to_string(),
+            bytes,
+            budget,
+        }),
+        Some((left, budget)) => {
+            b.set(Some((left - bytes, budget)));
+            Ok(())
+        }
+        None => Ok(()),
+    })
 }

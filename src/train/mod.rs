@@ -266,7 +266,7 @@ impl Trainer {
             });
         }
         let batcher = Batcher::from_state(data, state.batcher.clone())?;
-        let trainer = Trainer::build(gpu, state, batcher)?;
+        let trainer = ckpt.build_within_size(origin, || Trainer::build(gpu, state, batcher))?;
         ckpt.restore("model.", &trainer.params, origin)?;
         let names: Vec<String> = trainer.params.iter().map(|(n, _)| n.clone()).collect();
         let named = |prefix: &str, ts: Vec<Tensor>| -> Vec<(String, Tensor)> {

@@ -182,7 +182,7 @@ impl TrainedModel {
         if let Some(skip_type) = skip_type {
             state.model = state.model.with_skip_type(skip_type)?;
         }
-        let net = state.model.build(gpu, 0)?;
+        let net = ckpt.build_within_size(origin, || state.model.build(gpu, 0))?;
         let params: Vec<(String, Tensor)> = net
             .named_params()
             .into_iter()

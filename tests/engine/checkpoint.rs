@@ -161,3 +161,27 @@ fn checkpoints_with_nan_or_infinite_weights_are_refused_at_load() {
         assert_eq!(after, before, "a refused checkpoint changed the model");
     }
 }
+
+/// A 2.3 MB checkpoint whose metadata was edited to say `base_channels: 128` (a 64x larger
+/// U-Net): refused from its size before the model is built (it used to allocate gigabytes first).
+#[test]
+fn metadata_describing_a_larger_model_than_the_tensors_is_refused_before_allocating() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/models/mnist-small-ema.safetensors"
+    );
+    let mut ckpt = Checkpoint::load(std::path::Path::new(path)).unwrap();
+    assert!(wgdiff::train::TrainedModel::from_checkpoint(gpu(), &ckpt, "shipped", None).is_ok());
+    ckpt.meta["model"]["base_channels"] = serde_json::json!(128);
+    let msg = wgdiff::train::TrainedModel::from_checkpoint(gpu(), &ckpt, "edited.safetensors", None)
+        .err()
+        .expect("an error")
+        .to_string();
+    for part in [
+        "edited.safetensors",
+        "larger than the tensors it holds",
+        "edited or damaged",
+    ] {
+        assert!(msg.contains(part), "{msg:?} does not mention {part:?}");
+    }
+}
