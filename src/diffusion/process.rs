@@ -34,6 +34,10 @@ impl std::str::FromStr for Objective {
     }
 }
 
+/// The most timesteps (VP) or noise levels (NCSN) a process may have: DDPM uses 1000, and the
+/// precomputed tables stay small.
+pub const MAX_DISCRETE_TIMES: usize = 100_000;
+
 /// A forward noising process; it goes into checkpoint configs.
 ///
 /// Network time inputs (what `DiffusionNet::forward` receives as `t`):
@@ -134,6 +138,15 @@ impl Process {
 
     /// Checks the settings and precomputes the marginals.
     pub fn marginals(&self) -> Result<Marginals> {
+        if let Process::Vp { steps: n, .. } | Process::Ncsn { levels: n, .. } = *self {
+            if n > MAX_DISCRETE_TIMES {
+                return Err(Error::Diffusion(format!(
+                    "the {} process has {n} timesteps; at most {MAX_DISCRETE_TIMES} are supported (DDPM \
+                     uses 1000)",
+                    self.name()
+                )));
+            }
+        }
         let kind = match *self {
             Process::Vp {
                 schedule,

@@ -18,6 +18,7 @@ mod elementwise;
 mod eval;
 mod exact;
 mod experiment;
+mod fuzz;
 mod inception;
 mod ladder;
 mod layout;
