@@ -6,13 +6,16 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::gpu::describe;
 use wgdiff::models::SkipType;
 use wgdiff::train::fid::best_fid;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::sample::write_grid;
-use wgdiff::train::{default_process, FidTracker, Precision, SkipTraining, TrainConfig, Trainer};
+use wgdiff::train::{
+    default_process, FidTracker, Precision, ResumeChanges, SkipTraining, TrainConfig, Trainer, KEPT_ON_RESUME,
+};
 use wgdiff::Gpu;
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
@@ -21,7 +24,9 @@ pub struct TrainArgs {
     /// TOML file with any of the settings below (flags given here win)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Continue the run saved in this checkpoint (its settings; --steps, --max-minutes and --out may change)
+    /// Continue the run saved in this checkpoint with its settings; --steps, --lr, --warmup,
+    /// --max-grad-norm, --max-minutes, --out, --checkpoint-every, --sample-every, --grid-images
+    /// and --grid-steps may change (e.g. a lower --lr after divergence); other flags are refused
     #[arg(long, value_name = "CHECKPOINT")]
     resume: Option<PathBuf>,
     /// Fine-tune: start from the EMA weights of this checkpoint, with its model (--preset is
@@ -138,6 +143,53 @@ fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> 
 }
 
 impl TrainArgs {
+    /// What `--resume` changes: the flags a resumed run may take.
+    fn resume_changes(&self) -> ResumeChanges {
+        ResumeChanges {
+            steps: self.steps,
+            lr: self.lr,
+            warmup: self.warmup,
+            max_grad_norm: self.max_grad_norm,
+            max_minutes: self.max_minutes,
+            out: self.out.clone(),
+            checkpoint_every: self.checkpoint_every,
+            sample_every: self.sample_every,
+            grid_images: self.grid_images,
+            grid_steps: self.grid_steps,
+        }
+    }
+
+    /// Errors naming the first flag given with `--resume` that a resumed run cannot change.
+    fn check_resume_flags(&self) -> Result<()> {
+        let given = [
+            ("--config", self.config.is_some()),
+            ("--preset", self.preset.is_some()),
+            ("--objective", self.objective.is_some()),
+            ("--schedule", self.schedule.is_some()),
+            ("--data", self.data.is_some()),
+            ("--epochs", self.epochs.is_some()),
+            ("--batch", self.batch.is_some()),
+            ("--ema-decay", self.ema_decay.is_some()),
+            ("--seed", self.seed.is_some()),
+            ("--flip", self.flip),
+            ("--class-dropout", self.class_dropout.is_some()),
+            ("--min-snr-gamma", self.min_snr_gamma.is_some()),
+            ("--skip-training", self.skip_training.is_some()),
+            ("--skip-type", self.skip_type.is_some()),
+            ("--precision", self.precision.is_some()),
+            ("--fid-every", self.fid_every.is_some()),
+            ("--fid-samples", self.fid_samples.is_some()),
+            ("--fid-steps", self.fid_steps.is_some()),
+        ];
+        match given.iter().find(|(_, is_given)| *is_given) {
+            Some((flag, _)) => anyhow::bail!(
+                "{flag} cannot change when resuming: a resumed run continues with the checkpoint's {KEPT_ON_RESUME}; \
+                 leave {flag} out, or start a new run from the checkpoint's weights with --init CHECKPOINT"
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// The run's settings: defaults, then the config file, then these flags.
     fn config(&self) -> Result<TrainConfig> {
         let mut c = match &self.config {
@@ -220,22 +272,46 @@ fn write_sample_grid(trainer: &Trainer, path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// Set by Ctrl-C or SIGTERM: the loop writes a checkpoint after the current step and exits.
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Exit status after a Ctrl-C or SIGTERM (128 + SIGINT, as shells report an interrupted command).
+const INTERRUPTED_STATUS: i32 = 130;
+
+/// Makes Ctrl-C and SIGTERM request a stop; a second one while the checkpoint is being written
+/// ends the process at once.
+fn stop_on_signals() -> Result<()> {
+    ctrlc::set_handler(|| {
+        if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(INTERRUPTED_STATUS);
+        }
+    })
+    .context("cannot install the Ctrl-C/SIGTERM handler")
+}
+
 /// Runs (or resumes) training to the configured step count, then writes the final grid and
-/// checkpoint.
+/// checkpoint. Ctrl-C or SIGTERM writes the checkpoint after the current step and exits with
+/// status 130.
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
+    stop_on_signals()?;
     let mut trainer = match &args.resume {
-        Some(path) => Trainer::resume(gpu, path, args.steps)?,
+        Some(path) => {
+            args.check_resume_flags()?;
+            let trainer = Trainer::resume(gpu, path, &args.resume_changes())?;
+            let changed = match trainer.resume_changes.as_slice() {
+                [] => "nothing".to_string(),
+                lines => lines.join(", "),
+            };
+            eprintln!(
+                "resuming {} at step {}: from the checkpoint: {KEPT_ON_RESUME}, the weights, optimiser, EMA \
+                 and data order; from flags: {changed}",
+                path.display(),
+                trainer.state.step
+            );
+            trainer
+        }
         None => Trainer::new(gpu, args.config()?)?,
     };
-    if args.resume.is_some() {
-        if let Some(minutes) = args.max_minutes {
-            trainer.state.config.max_minutes = minutes;
-        }
-        if let Some(out) = &args.out {
-            trainer.state.config.out = out.clone();
-        }
-        trainer.state.config.validate()?;
-    }
     let requested = trainer.state.config.out.clone();
     let how = match (&args.resume, &args.out) {
         (None, None) if requested == TrainConfig::default().out => OutRequest::Default,
@@ -295,6 +371,17 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let first_step = trainer.state.step;
     while !trainer.finished() {
+        if STOP_REQUESTED.load(Ordering::SeqCst) {
+            bar.abandon();
+            block_on(trainer.save(&checkpoint))?;
+            eprintln!(
+                "stopped by a signal at step {}; checkpoint: {} (`wgdiff train --resume {}` continues)",
+                trainer.state.step,
+                checkpoint.display(),
+                checkpoint.display()
+            );
+            std::process::exit(INTERRUPTED_STATUS);
+        }
         if trainer.out_of_time() {
             let message = format!(
                 "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",

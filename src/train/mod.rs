@@ -4,6 +4,7 @@
 pub mod config;
 pub mod fid;
 pub mod quality;
+pub mod resume;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod run_dir;
 pub mod sample;
@@ -11,6 +12,7 @@ pub mod speedup;
 
 pub use config::{Precision, SkipTraining, TrainConfig, CFG_GUIDANCE};
 pub use fid::{FidRecord, FidTracker};
+pub use resume::{ResumeChanges, KEPT_ON_RESUME};
 pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::Checkpoint;
@@ -77,6 +79,8 @@ pub struct Trainer {
     label_dropout: Option<f32>,
     /// `state.train_seconds` when this run began: its `max_minutes` budget counts from here.
     budget_start: f64,
+    /// What a resume changed ("setting old -> new"), for the shells to report; empty otherwise.
+    pub resume_changes: Vec<String>,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -225,13 +229,13 @@ impl Trainer {
     }
 
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
-    /// position); `steps` raises the target step count when given.
+    /// position) with `changes` applied (the step target, lr, warm-up, clipping, outputs).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn resume(gpu: &Gpu, checkpoint: &Path, steps: Option<usize>) -> Result<Trainer> {
+    pub fn resume(gpu: &Gpu, checkpoint: &Path, changes: &ResumeChanges) -> Result<Trainer> {
         let ckpt = Checkpoint::load(checkpoint)?;
         let origin = checkpoint.display().to_string();
         let data = Arc::new(load_data(&saved_state(&ckpt, &origin)?.config.data)?);
-        Trainer::resume_with_data(gpu, &ckpt, &origin, data, steps)
+        Trainer::resume_with_data(gpu, &ckpt, &origin, data, changes)
     }
 
     /// [`Trainer::resume`] from a checkpoint already read (`origin` names it in errors) on its
@@ -241,21 +245,10 @@ impl Trainer {
         ckpt: &Checkpoint,
         origin: &str,
         data: Arc<Dataset>,
-        steps: Option<usize>,
+        changes: &ResumeChanges,
     ) -> Result<Trainer> {
         let mut state = saved_state(ckpt, origin)?;
-        if let Some(steps) = steps {
-            if steps <= state.step {
-                return Err(Error::Config(format!(
-                    "{origin} is at step {}; --steps is the step count to reach, so a resume needs more than {} \
-                     (e.g. --steps {})",
-                    state.step,
-                    state.step,
-                    state.step + 100
-                )));
-            }
-            state.config.steps = steps;
-        }
+        let resume_changes = changes.apply(&mut state.config, state.step, origin)?;
         if is_sampling_export(ckpt) {
             return Err(Error::Checkpoint {
                 path: origin.to_string(),
@@ -283,6 +276,7 @@ impl Trainer {
         ckpt.restore("adam.v.", &named("", v), origin)?;
         ckpt.restore("buffer.", &trainer.net.named_buffers(), origin)?;
         let mut trainer = trainer;
+        trainer.resume_changes = resume_changes;
         let skipped = trainer.state.scaler.as_ref().map_or(0, |s| s.skipped);
         trainer.adam.set_steps(trainer.state.step as u32 - skipped);
         Ok(trainer)
@@ -333,6 +327,7 @@ impl Trainer {
             batcher,
             classes,
             label_dropout,
+            resume_changes: Vec::new(),
         })
     }
 
@@ -483,11 +478,82 @@ impl Trainer {
         Checkpoint::capture(&named, meta).await
     }
 
-    /// Writes the checkpoint to `path` atomically (temp file + rename).
+    /// Writes the checkpoint to `path` atomically (temp file + rename), unless the run has
+    /// diverged (non-finite or blown-up weights, see [`divergence`]): then nothing is written,
+    /// the good checkpoint already at `path` is also copied to [`last_good_path`], and the
+    /// error says how to resume it.
     #[cfg(not(target_arch = "wasm32"))]
     pub async fn save(&self, path: &Path) -> Result<()> {
-        self.capture().await?.save(path)
+        let ckpt = self.capture().await?;
+        match divergence(&ckpt) {
+            None => ckpt.save(path),
+            Some(problem) => Err(self.diverged(path, &problem)),
+        }
     }
+
+    /// The error of a diverged run's save, after keeping the last good checkpoint.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn diverged(&self, path: &Path, problem: &str) -> Error {
+        let c = &self.state.config;
+        let head = format!(
+            "at step {}, {problem}: the run has diverged, so {} was not overwritten",
+            self.state.step,
+            path.display()
+        );
+        let lower_lr = format!("--lr {:e}", c.lr / 10.0);
+        let Ok(good) = std::fs::read(path) else {
+            return Error::Training(format!(
+                "{head}; no good checkpoint was written before. Train again with a lower learning rate \
+                 ({lower_lr}) or gradient clipping (--max-grad-norm 1)"
+            ));
+        };
+        let good_step = Checkpoint::from_bytes(&good, "")
+            .ok()
+            .and_then(|ckpt| ckpt.meta.get("step").and_then(|s| s.as_u64()));
+        let keep = last_good_path(path);
+        let kept = match crate::checkpoint::write_atomic(&keep, &good) {
+            Ok(()) => format!(" and as {}", keep.display()),
+            Err(e) => format!(" (copying it to {} failed: {e})", keep.display()),
+        };
+        Error::Training(format!(
+            "{head}; the last good checkpoint{} is kept there{kept}. Resume it with a lower learning rate: \
+             `wgdiff train --resume {} {lower_lr}` (or add --max-grad-norm 1)",
+            good_step.map(|s| format!(" (step {s})")).unwrap_or_default(),
+            keep.display()
+        ))
+    }
+}
+
+/// Largest |weight| of a healthy network: past it a run has blown up even while every value is
+/// still finite (Adam can carry diverging weights up to 3e38).
+pub const DIVERGED_WEIGHT: f32 = 1e6;
+
+/// Why the weights or EMA weights of a training checkpoint show a diverged run (a tensor with
+/// NaN/infinite values or |w| > [`DIVERGED_WEIGHT`]), or None when they are healthy.
+pub fn divergence(ckpt: &Checkpoint) -> Option<String> {
+    let weights = ckpt
+        .tensors
+        .iter()
+        .filter(|(name, _)| name.starts_with("model.") || name.starts_with("ema."));
+    for (name, t) in weights {
+        let broken = t.data.iter().filter(|v| !v.is_finite()).count();
+        if broken > 0 {
+            return Some(format!("tensor {name} holds {broken} NaN or infinite values"));
+        }
+        let largest = t.data.iter().fold(0f32, |m, v| m.max(v.abs()));
+        if largest > DIVERGED_WEIGHT {
+            return Some(format!(
+                "tensor {name} reached |w| = {largest:e} (healthy weights stay below {DIVERGED_WEIGHT:e})"
+            ));
+        }
+    }
+    None
+}
+
+/// Where a diverged run keeps its last good checkpoint: `last-good.safetensors` beside it.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn last_good_path(checkpoint: &Path) -> std::path::PathBuf {
+    checkpoint.with_file_name("last-good.safetensors")
 }
 
 /// The process a model is trained with by default: DDPM (VP, linear betas, eps) for U-Nets,

@@ -266,7 +266,7 @@ fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
     let app = h.state();
     let checkpoint = out.join("stopped/checkpoint.safetensors");
     assert_eq!(app.train.checkpoints.last(), Some(&checkpoint));
-    let resumed = Trainer::resume(gpu, &checkpoint, None).expect("the checkpoint resumes");
+    let resumed = Trainer::resume(gpu, &checkpoint, &Default::default()).expect("the checkpoint resumes");
     assert_eq!(resumed.state.step, app.train.losses.len());
 }
 

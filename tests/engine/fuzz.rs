@@ -423,7 +423,13 @@ fn fuzz_checkpoint(budget: Budget) {
         };
         let ckpt = Checkpoint::from_bytes(&bytes, "fuzzed.safetensors")?;
         TrainedModel::from_checkpoint(gpu(), &ckpt, "fuzzed.safetensors", None)?;
-        Trainer::resume_with_data(gpu(), &ckpt, "fuzzed.safetensors", data.clone(), None)
+        Trainer::resume_with_data(
+            gpu(),
+            &ckpt,
+            "fuzzed.safetensors",
+            data.clone(),
+            &Default::default(),
+        )
     });
 }
 

@@ -280,7 +280,8 @@ fn runs_from_bytes_match_runs_from_files() {
     let bytes = block_on(in_memory.capture()).unwrap().to_bytes().unwrap();
     let checkpoint = Checkpoint::from_bytes(&bytes, "captured").unwrap();
     let data = Arc::new(from_files);
-    let mut resumed = Trainer::resume_with_data(gpu(), &checkpoint, "captured", data, None).unwrap();
+    let mut resumed =
+        Trainer::resume_with_data(gpu(), &checkpoint, "captured", data, &Default::default()).unwrap();
     assert_eq!(resumed.state.step, 3);
     let (want, got) = (
         block_on(from_disk.step()).unwrap(),
@@ -309,7 +310,7 @@ fn resume_repeats(precision: Precision) {
         .map(|(_, t)| t.to_vec().unwrap())
         .collect();
 
-    let mut resumed = Trainer::resume(gpu(), &checkpoint, None).unwrap();
+    let mut resumed = Trainer::resume(gpu(), &checkpoint, &Default::default()).unwrap();
     assert_eq!(resumed.state.step, 3);
     assert_eq!(resumed.state.config.precision, precision);
     let loss = block_on(resumed.step()).unwrap();
@@ -335,7 +336,10 @@ fn broken_checkpoints_and_settings_give_clear_errors() {
     block_on(trainer.save(&path)).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
-    let msg = Trainer::resume(gpu(), &path, None).err().unwrap().to_string();
+    let msg = Trainer::resume(gpu(), &path, &Default::default())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         msg.contains("cut.safetensors") && msg.contains("truncated or corrupt"),
         "{msg}"
@@ -604,7 +608,7 @@ fn an_ema_export_samples_like_its_checkpoint_and_only_fine_tunes() {
 
     let data =
         Arc::new(wgdiff::data::mnist(Path::new(wgdiff::data::DEFAULT_MNIST_DIR), Split::Train).unwrap());
-    let err = Trainer::resume_with_data(gpu(), &export, "export", data.clone(), None)
+    let err = Trainer::resume_with_data(gpu(), &export, "export", data.clone(), &Default::default())
         .err()
         .expect("an export cannot resume")
         .to_string();

@@ -18,7 +18,7 @@ use crate::checkpoint::Checkpoint;
 use crate::data::{DataSource, Dataset, Split};
 use crate::models::SkipType;
 use crate::train::sample::DEFAULT_CHECKPOINT;
-use crate::train::{TrainConfig, TrainedModel, Trainer};
+use crate::train::{ResumeChanges, TrainConfig, TrainedModel, Trainer};
 use crate::{Error, Gpu, Result};
 use std::path::Path;
 use std::sync::Arc;
@@ -90,7 +90,16 @@ pub async fn start_training(gpu: &Gpu, config: TrainConfig, resume: Option<&Path
             let origin = path.display().to_string();
             let saved_data = crate::train::saved_state(&ckpt, &origin)?.config.data;
             let data = training_data(&saved_data).await?;
-            Trainer::resume_with_data(gpu, &ckpt, &origin, data, Some(config.steps))
+            Trainer::resume_with_data(
+                gpu,
+                &ckpt,
+                &origin,
+                data,
+                &ResumeChanges {
+                    steps: Some(config.steps),
+                    ..ResumeChanges::default()
+                },
+            )
         }
         None => {
             let init = match &config.init {
