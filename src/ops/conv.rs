@@ -363,8 +363,8 @@ impl ConvGeometry {
 }
 
 impl Tensor {
-    /// conv2d(x, w) + bias of x [N, Cin, H, W] and w [Cout, Cin/groups, KH, KW] (PyTorch's
-    /// layout; `bias` [Cout] or None), with the `auto` implementation ([`ConvImpl::Auto`]).
+    /// conv2d(x, w) + bias of x `[N, Cin, H, W]` and w `[Cout, Cin/groups, KH, KW]` (PyTorch's
+    /// layout; `bias` `[Cout]` or None), with the `auto` implementation ([`ConvImpl::Auto`]).
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: ConvOptions) -> Result<Tensor> {
         self.conv2d_with(weight, bias, opts, ConvImpl::Auto)
     }
