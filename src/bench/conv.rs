@@ -11,10 +11,22 @@ use crate::{DType, Gpu, Result};
 /// (input shape, weight shape, options) of the default shapes.
 pub fn default_shapes() -> Vec<([usize; 4], [usize; 4], ConvOptions)> {
     vec![
-        ([16, 64, 32, 32], [64, 64, 3, 3], ConvOptions::new(1, 1, 1, 1)),
-        ([16, 128, 16, 16], [128, 128, 3, 3], ConvOptions::new(1, 1, 1, 1)),
-        ([16, 128, 16, 16], [256, 128, 1, 1], ConvOptions::new(1, 0, 1, 1)),
-        ([16, 64, 32, 32], [64, 1, 7, 7], ConvOptions::new(1, 3, 1, 64)),
+        (
+            [16, 64, 32, 32],
+            [64, 64, 3, 3],
+            ConvOptions::default().padding(1),
+        ),
+        (
+            [16, 128, 16, 16],
+            [128, 128, 3, 3],
+            ConvOptions::default().padding(1),
+        ),
+        ([16, 128, 16, 16], [256, 128, 1, 1], ConvOptions::default()),
+        (
+            [16, 64, 32, 32],
+            [64, 1, 7, 7],
+            ConvOptions::default().padding(3).groups(64),
+        ),
     ]
 }
 
@@ -55,7 +67,7 @@ pub fn run(
                     pass: Some("forward".into()),
                     flops: geo.flops(),
                     bytes,
-                    run: Box::new(move || x.conv2d(&w, None, opts, imp).map(drop)),
+                    run: Box::new(move || x.conv2d_with(&w, None, opts, imp).map(drop)),
                 });
             }
             if passes != Passes::Forward {
@@ -67,7 +79,7 @@ pub fn run(
                     flops: 3.0 * geo.flops(),
                     bytes: 3.0 * bytes,
                     run: Box::new(move || {
-                        let y = x.conv2d(&w, None, opts, imp)?;
+                        let y = x.conv2d_with(&w, None, opts, imp)?;
                         let resolved = crate::ops::conv::resolve(&x, &w, &geo, imp)?;
                         conv_input_grad(&dy, &w, &geo, resolved)?;
                         conv_weight_grad(&x, &dy, &geo, resolved)?;

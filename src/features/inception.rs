@@ -40,7 +40,8 @@ struct ConvBn {
 
 impl ConvBn {
     fn forward(&self, x: &Tensor, imp: ConvImpl) -> Result<Tensor> {
-        x.conv2d(&self.weight, Some(&self.bias), self.opts, imp)?.relu()
+        x.conv2d_with(&self.weight, Some(&self.bias), self.opts, imp)?
+            .relu()
     }
 }
 
@@ -507,11 +508,9 @@ impl Weights<'_> {
         Ok(ConvBn {
             weight: Tensor::from_f32(self.gpu, &shape, &weight)?,
             bias: Tensor::from_f32(self.gpu, &[cout], &bias)?,
-            opts: ConvOptions {
-                stride: (stride, stride),
-                padding,
-                ..ConvOptions::default()
-            },
+            opts: ConvOptions::default()
+                .stride(stride)
+                .padding_hw(padding.0, padding.1),
         })
     }
 

@@ -1,47 +1,70 @@
 //! Kernel choice by measurement: the first time a (family, rounded shape) key is seen,
-//! every candidate is timed on the device and the fastest is remembered.
+//! every candidate is timed on the device and the fastest is remembered (or, in deterministic
+//! mode, a fixed rule picks it).
 
 use crate::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Remembers the label of the measured winner for each key, optionally in a JSON file so
 /// later runs skip the measurement (native only).
+///
+/// **Deterministic mode** ([`Autotuner::set_deterministic`], or [`super::Gpu::set_deterministic`]
+/// for a device's tuner): every choice is the caller's `fallback` candidate, the fixed rule each
+/// family documents (and the choice the browser makes, where nothing may be timed), so two runs
+/// with the same adapter, driver and shapes pick the same kernels and give bit-identical results.
+/// Nothing is timed, and measured choices (this run's or the cache file's) are neither used nor
+/// recorded, so the cache file is not written; pinned choices ([`Autotuner::set`]) still apply.
 #[derive(Default)]
 pub struct Autotuner {
     choices: Mutex<BTreeMap<String, String>>,
+    pinned: Mutex<BTreeMap<String, String>>,
     cache_file: Mutex<Option<PathBuf>>,
+    deterministic: AtomicBool,
 }
 
 impl Autotuner {
-    /// The remembered winner for `key` if it is one of `labels`.
-    fn lookup(&self, key: &str, labels: &[String]) -> Option<usize> {
-        let choices = self.choices.lock().unwrap();
-        let label = choices.get(key)?;
+    /// The label `map` holds for `key` if it is one of `labels`.
+    fn lookup(map: &Mutex<BTreeMap<String, String>>, key: &str, labels: &[String]) -> Option<usize> {
+        let map = map.lock().unwrap();
+        let label = map.get(key)?;
         labels.iter().position(|l| l == label)
     }
 
-    /// Forces a choice (benchmarks and tests that pin a variant).
+    /// Pins a choice (benchmarks and tests that force a variant): it wins over measured and
+    /// cached choices, applies in deterministic mode too, and is not saved to the cache file.
     pub fn set(&self, key: &str, label: &str) {
-        self.choices
+        self.pinned
             .lock()
             .unwrap()
             .insert(key.to_string(), label.to_string());
     }
 
-    /// All remembered choices as (key, label of the winner), sorted by key.
+    /// Deterministic mode on or off (see [`Autotuner`]): while on, [`Autotuner::choose`]
+    /// returns its `fallback` (or a pinned choice) without timing anything or touching the
+    /// remembered choices and the cache file. Turning it off restores measurement.
+    pub fn set_deterministic(&self, on: bool) {
+        self.deterministic.store(on, Ordering::Relaxed);
+    }
+
+    /// True in deterministic mode.
+    pub fn is_deterministic(&self) -> bool {
+        self.deterministic.load(Ordering::Relaxed)
+    }
+
+    /// All remembered choices (measured, loaded from the cache file, or pinned) as (key,
+    /// label of the winner), sorted by key; a pin replaces a measured choice of its key.
     pub fn snapshot(&self) -> Vec<(String, String)> {
-        self.choices
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        let mut all = self.choices.lock().unwrap().clone();
+        all.extend(self.pinned.lock().unwrap().clone());
+        all.into_iter().collect()
     }
 
     /// Loads earlier choices from `path` (a missing or unreadable file starts empty) and
-    /// saves every new choice there (written to a temporary file, then renamed).
+    /// saves every new measured choice there (written to a temporary file, then renamed).
+    /// In deterministic mode the loaded choices are not used and nothing is saved.
     pub fn use_cache_file(&self, path: PathBuf) {
         if let Ok(text) = std::fs::read_to_string(&path) {
             if let Ok(saved) = serde_json::from_str::<BTreeMap<String, String>>(&text) {
@@ -71,7 +94,8 @@ impl Autotuner {
     }
 
     /// Index of the fastest candidate (named by `labels`) as timed by `run(i)`, measured
-    /// the first time `key` is seen; `fallback` where timing is unavailable (the web).
+    /// the first time `key` is seen; `fallback` where timing is unavailable (the web) and in
+    /// deterministic mode. A pinned choice ([`Autotuner::set`]) wins in both modes.
     /// `run` must record work on `gpu` without reading it back.
     pub fn choose(
         &self,
@@ -81,7 +105,13 @@ impl Autotuner {
         fallback: usize,
         run: impl Fn(usize) -> Result<()>,
     ) -> Result<usize> {
-        if let Some(c) = self.lookup(key, labels) {
+        if let Some(c) = Self::lookup(&self.pinned, key, labels) {
+            return Ok(c);
+        }
+        if self.is_deterministic() {
+            return Ok(fallback);
+        }
+        if let Some(c) = Self::lookup(&self.choices, key, labels) {
             return Ok(c);
         }
         let best = if labels.len() == 1 {
@@ -89,7 +119,10 @@ impl Autotuner {
         } else {
             measure(gpu, labels.len(), run)?.unwrap_or(fallback)
         };
-        self.set(key, &labels[best]);
+        self.choices
+            .lock()
+            .unwrap()
+            .insert(key.to_string(), labels[best].clone());
         self.save()?;
         Ok(best)
     }

@@ -231,6 +231,29 @@ impl Gpu {
         &self.pool
     }
 
+    /// Deterministic mode for this device (off by default): every kernel choice the autotuner
+    /// would time (conv implementation and tile, matmul tile, reduction and norm forms) is
+    /// instead the fixed rule of its family, the one the browser uses:
+    /// - `auto` convs: [`crate::ops::conv::untimed_conv_impl`] (direct when
+    ///   Cin/groups x Cout/groups <= 16, tiled otherwise);
+    /// - conv and matmul tiles: the first of [`crate::ops::matmul::BlockShape::candidates`];
+    /// - reductions and norms: on CPU adapters the first available form (one row per
+    ///   invocation where a row fits the loop budget), on GPUs the last (one row per
+    ///   workgroup; subgroup reduction where supported).
+    ///
+    /// So two runs with the same adapter, driver and shapes give bit-identical results. The
+    /// autotune cache file is neither read nor written for these choices, and pinned choices
+    /// ([`Autotuner::set`]) still apply. Per device, so other devices (and tests sharing
+    /// another device) keep measuring.
+    pub fn set_deterministic(&self, on: bool) {
+        self.tuner.set_deterministic(on);
+    }
+
+    /// True in deterministic mode ([`Gpu::set_deterministic`]).
+    pub fn is_deterministic(&self) -> bool {
+        self.tuner.is_deterministic()
+    }
+
     /// Per-shape kernel choices made by measurement.
     pub fn tuner(&self) -> &Autotuner {
         &self.tuner

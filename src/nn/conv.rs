@@ -57,7 +57,10 @@ impl Conv2d {
         Ok(Conv2d {
             weight,
             bias,
-            opts: ConvOptions::new(stride, padding, 1, groups),
+            opts: ConvOptions::default()
+                .stride(stride)
+                .padding(padding)
+                .groups(groups),
             imp: ConvImpl::Auto,
         })
     }
@@ -70,7 +73,7 @@ impl Conv2d {
     /// The convolution of `x` in its dtype (parameters cast at use).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (weight, bias) = cast_params(&self.weight, self.bias.as_ref(), x)?;
-        x.conv2d(&weight, bias.as_ref(), self.opts, self.imp)
+        x.conv2d_with(&weight, bias.as_ref(), self.opts, self.imp)
     }
 
     pub fn params(&self) -> Vec<Tensor> {
@@ -108,7 +111,7 @@ impl ConvTranspose2d {
         Ok(ConvTranspose2d {
             weight,
             bias,
-            opts: ConvOptions::new(stride, 0, 1, groups),
+            opts: ConvOptions::default().stride(stride).groups(groups),
             output_padding,
         })
     }
@@ -136,11 +139,20 @@ impl ConvTranspose2d {
         self.weight.shape()[1] * self.opts.groups
     }
 
-    /// Output [N, Cout, OH, OW] for an input [N, Cin, H, W]: (H - 1) * stride + K + output_padding.
+    /// Output [N, Cout, OH, OW] for an input [N, Cin, H, W]: along each axis
+    /// (H - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1 (of that axis's
+    /// stride, padding, dilation and kernel size; 0 when the padding leaves nothing).
     pub fn output_shape(&self, shape: &[usize]) -> Vec<usize> {
-        let k = self.weight.shape()[2];
-        let size = |i: usize| i.saturating_sub(1) * self.opts.stride.0 + k + self.output_padding;
-        vec![shape[0], self.cout(), size(shape[2]), size(shape[3])]
+        let (o, w) = (&self.opts, self.weight.shape());
+        let size = |i: usize, k: usize, s: usize, p: usize, d: usize| {
+            (i.saturating_sub(1) * s + d * (k - 1) + self.output_padding + 1).saturating_sub(2 * p)
+        };
+        vec![
+            shape[0],
+            self.cout(),
+            size(shape[2], w[2], o.stride.0, o.padding.0, o.dilation.0),
+            size(shape[3], w[3], o.stride.1, o.padding.1, o.dilation.1),
+        ]
     }
 }
 

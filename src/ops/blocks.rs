@@ -154,6 +154,11 @@ pub fn convnext_block_unfused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> 
     })
 }
 
+/// The block's depthwise 7x7 conv on `channels` channels (padding 3 keeps the size).
+fn depthwise_7x7(channels: usize) -> ConvOptions {
+    ConvOptions::default().padding(3).groups(channels)
+}
+
 /// The unfused block with the channel LayerNorm `norm(z, gamma, beta, eps)`.
 fn convnext_block_composed(
     x: &Tensor,
@@ -163,16 +168,11 @@ fn convnext_block_composed(
     p.check(x)?;
     let c = x.shape()[1];
     let pointwise = ConvOptions::default();
-    let z = x.conv2d(
-        &p.dw_weight,
-        Some(&p.dw_bias),
-        ConvOptions::new(1, 3, 1, c),
-        ConvImpl::Auto,
-    )?;
+    let z = x.conv2d(&p.dw_weight, Some(&p.dw_bias), depthwise_7x7(c))?;
     norm(&z, &p.gamma, &p.beta, p.eps)?
-        .conv2d(&p.w1, Some(&p.b1), pointwise, ConvImpl::Auto)?
+        .conv2d(&p.w1, Some(&p.b1), pointwise)?
         .gelu()?
-        .conv2d(&p.w2, Some(&p.b2), pointwise, ConvImpl::Auto)?
+        .conv2d(&p.w2, Some(&p.b2), pointwise)?
         .add(x)
 }
 
@@ -308,7 +308,7 @@ fn convnext_fused_backward(
         .collect();
     let c = x.shape()[1];
     let z_again = leaves[0]
-        .conv2d(&leaves[1], Some(&leaves[2]), ConvOptions::new(1, 3, 1, c), conv)?
+        .conv2d_with(&leaves[1], Some(&leaves[2]), depthwise_7x7(c), conv)?
         .layer_norm_channels(&leaves[3], &leaves[4], eps)?;
     crate::backward_from(&z_again, &d_z)?;
     let _no_grad = crate::no_grad();
@@ -351,7 +351,7 @@ pub fn resblock_norm_act_conv_unfused(
         .mul(&nc11(scale)?.add_scalar(1.0)?)?
         .add(&nc11(shift)?)?
         .silu()?
-        .conv2d(weight, bias, opts, ConvImpl::Auto)
+        .conv2d(weight, bias, opts)
 }
 
 /// [`resblock_norm_act_conv_unfused`] with GroupNorm + FiLM + SiLU as the one fused kernel
@@ -368,5 +368,5 @@ pub fn resblock_norm_act_conv_fused(
     eps: f32,
 ) -> Result<Tensor> {
     x.group_norm_scale_shift_silu(groups, gamma, beta, scale, shift, eps)?
-        .conv2d(weight, bias, opts, ConvImpl::Auto)
+        .conv2d(weight, bias, opts)
 }

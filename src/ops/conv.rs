@@ -19,7 +19,9 @@ pub enum ConvImpl {
     /// Direct loops sharing weights across a workgroup, for grouped/depthwise and
     /// small-channel convs; backward by gather kernels.
     Direct,
-    /// Fastest of im2col, tiled and direct for this shape, measured once and remembered.
+    /// Fastest of im2col, tiled and direct for this shape, measured once and remembered;
+    /// without timing (the web, [`crate::Gpu::set_deterministic`]) the fixed rule
+    /// [`untimed_conv_impl`]. On a thread with a live [`use_conv_impl`] guard, the guard's.
     Auto,
 }
 
@@ -91,12 +93,18 @@ pub fn auto_conv_impl() -> ConvImpl {
     AUTO_REPLACEMENT.with(|r| r.get())
 }
 
-/// Stride, padding, dilation and groups of a convolution.
+/// Stride, padding, dilation (each as (height, width)) and groups of a convolution; build
+/// with named settings from the default (stride 1, padding 0, dilation 1, one group):
+/// `ConvOptions::default().stride(2).padding(1)`, `.stride_hw(2, 1).padding_hw(1, 0)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvOptions {
+    /// Step between output pixels along (height, width).
     pub stride: (usize, usize),
+    /// Zeros added on both sides along (height, width).
     pub padding: (usize, usize),
+    /// Step between kernel taps along (height, width).
     pub dilation: (usize, usize),
+    /// Channel groups: input and output channels split into `groups` independent convs.
     pub groups: usize,
 }
 
@@ -112,14 +120,55 @@ impl Default for ConvOptions {
 }
 
 impl ConvOptions {
-    /// Square stride/padding/dilation.
-    pub fn new(stride: usize, padding: usize, dilation: usize, groups: usize) -> ConvOptions {
+    /// The same stride along height and width.
+    #[must_use]
+    pub fn stride(self, both: usize) -> ConvOptions {
+        self.stride_hw(both, both)
+    }
+
+    /// Stride `h` along the height and `w` along the width.
+    #[must_use]
+    pub fn stride_hw(self, h: usize, w: usize) -> ConvOptions {
         ConvOptions {
-            stride: (stride, stride),
-            padding: (padding, padding),
-            dilation: (dilation, dilation),
-            groups,
+            stride: (h, w),
+            ..self
         }
+    }
+
+    /// The same zero padding on all four sides.
+    #[must_use]
+    pub fn padding(self, both: usize) -> ConvOptions {
+        self.padding_hw(both, both)
+    }
+
+    /// `h` zero rows above and below, `w` zero columns left and right.
+    #[must_use]
+    pub fn padding_hw(self, h: usize, w: usize) -> ConvOptions {
+        ConvOptions {
+            padding: (h, w),
+            ..self
+        }
+    }
+
+    /// The same dilation along height and width.
+    #[must_use]
+    pub fn dilation(self, both: usize) -> ConvOptions {
+        self.dilation_hw(both, both)
+    }
+
+    /// Dilation `h` along the height and `w` along the width.
+    #[must_use]
+    pub fn dilation_hw(self, h: usize, w: usize) -> ConvOptions {
+        ConvOptions {
+            dilation: (h, w),
+            ..self
+        }
+    }
+
+    /// `groups` channel groups (the channel count for a depthwise conv).
+    #[must_use]
+    pub fn groups(self, groups: usize) -> ConvOptions {
+        ConvOptions { groups, ..self }
     }
 }
 
@@ -155,7 +204,10 @@ impl ConvGeometry {
             return Err(bad(format!("input {x:?} and weight {w:?} do not fit groups={g} (need Cin = groups * weight dim 1, Cout divisible by groups)")));
         }
         if opts.stride.0 == 0 || opts.stride.1 == 0 || opts.dilation.0 == 0 || opts.dilation.1 == 0 {
-            return Err(bad("stride and dilation must be at least 1".into()));
+            return Err(bad(format!(
+                "stride {:?} and dilation {:?} must be at least 1 along both axes",
+                opts.stride, opts.dilation
+            )));
         }
         let span = |size: usize, k: usize, s: usize, p: usize, d: usize| {
             let eff = d * (k - 1) + 1;
@@ -311,8 +363,15 @@ impl ConvGeometry {
 }
 
 impl Tensor {
-    /// conv2d(x, w) + bias with the implementation `imp` (see [`ConvImpl`]).
-    pub fn conv2d(
+    /// conv2d(x, w) + bias of x `[N, Cin, H, W]` and w `[Cout, Cin/groups, KH, KW]` (PyTorch's
+    /// layout; `bias` `[Cout]` or None), with the `auto` implementation ([`ConvImpl::Auto`]).
+    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: ConvOptions) -> Result<Tensor> {
+        self.conv2d_with(weight, bias, opts, ConvImpl::Auto)
+    }
+
+    /// [`Tensor::conv2d`] with the implementation `imp` (benchmarks and tests that pin one);
+    /// every implementation handles every stride, padding, dilation and group count.
+    pub fn conv2d_with(
         &self,
         weight: &Tensor,
         bias: Option<&Tensor>,
@@ -324,7 +383,7 @@ impl Tensor {
         if needs_f32_fallback(self.gpu(), self.dtype()) {
             let (x, w) = (self.to_dtype(DType::F32)?, weight.to_dtype(DType::F32)?);
             let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
-            return x.conv2d(&w, b.as_ref(), opts, imp)?.to_dtype(DType::F16);
+            return x.conv2d_with(&w, b.as_ref(), opts, imp)?.to_dtype(DType::F16);
         }
         check_bias(bias, geo.cout, self.dtype())?;
         let imp = resolve(self, weight, &geo, imp)?;
@@ -362,7 +421,9 @@ impl Tensor {
     }
 
     /// Transposed convolution: x [N, Cin, H, W], w [Cin, Cout/groups, KH, KW] (PyTorch layout);
-    /// output size (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1.
+    /// output size (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1 along each
+    /// axis, `output_padding` as (height, width). Implementation `auto`: see
+    /// [`Tensor::conv_transpose2d_with`].
     pub fn conv_transpose2d(
         &self,
         weight: &Tensor,
@@ -370,12 +431,27 @@ impl Tensor {
         opts: ConvOptions,
         output_padding: (usize, usize),
     ) -> Result<Tensor> {
+        self.conv_transpose2d_with(weight, bias, opts, output_padding, ConvImpl::Auto)
+    }
+
+    /// [`Tensor::conv_transpose2d`] with the implementation `imp`, which runs the transposed
+    /// conv as the input gradient of a conv (and its backward as that conv's forward and
+    /// weight gradient). `Auto` is the live [`use_conv_impl`] guard's implementation, else a
+    /// fixed rule (never timed): direct when Cin/groups x Cout/groups <= 16, else im2col.
+    pub fn conv_transpose2d_with(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        opts: ConvOptions,
+        output_padding: (usize, usize),
+        imp: ConvImpl,
+    ) -> Result<Tensor> {
         super::check_same_dtype("conv_transpose2d", self, weight)?;
         if needs_f32_fallback(self.gpu(), self.dtype()) {
             let (x, w) = (self.to_dtype(DType::F32)?, weight.to_dtype(DType::F32)?);
             let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
             return x
-                .conv_transpose2d(&w, b.as_ref(), opts, output_padding)?
+                .conv_transpose2d_with(&w, b.as_ref(), opts, output_padding, imp)?
                 .to_dtype(DType::F16);
         }
         let bad = |msg: String| Error::shape("conv_transpose2d", msg);
@@ -420,24 +496,32 @@ impl Tensor {
                 opts.padding
             )));
         };
-        // The transposed conv is the input gradient of conv2d(out -> x) with weight w.
+        // The transposed conv is the input gradient of conv2d(out -> x) with weight w. An output
+        // padding of a stride or more (allowed below the dilation) makes that conv's output
+        // longer than x: x gets that many zero rows/columns at the end, which add nothing.
+        let extra = (output_padding.0 / opts.stride.0, output_padding.1 / opts.stride.1);
+        let x_in = match extra {
+            (0, 0) => self.clone(),
+            (eh, ew) => self.pad(&[(0, 0), (0, 0), (0, eh), (0, ew)])?,
+        };
         let geo = ConvGeometry::new(&[x[0], w[1] * opts.groups, oh, ow], w, opts)?;
-        if (geo.oh, geo.ow) != (x[2], x[3]) {
+        if (geo.oh, geo.ow) != (x[2] + extra.0, x[3] + extra.1) {
             return Err(bad(format!("internal size mismatch for input {x:?}")));
         }
-        let imp = if geo.cin_g() * geo.cout_g() <= 16 {
-            ConvImpl::Direct
-        } else {
-            ConvImpl::Im2col
+        let imp = match (imp, auto_conv_impl()) {
+            (ConvImpl::Auto, ConvImpl::Auto) if geo.cin_g() * geo.cout_g() <= 16 => ConvImpl::Direct,
+            (ConvImpl::Auto, ConvImpl::Auto) => ConvImpl::Im2col,
+            (ConvImpl::Auto, guarded) => guarded,
+            (chosen, _) => chosen,
         };
         let y = {
             let _g = crate::no_grad();
-            conv_input_grad(self, weight, &geo, imp)?
+            conv_input_grad(&x_in, weight, &geo, imp)?
         };
-        let (xt, wt) = (self.clone(), weight.clone());
+        let (xt, wt) = (x_in.clone(), weight.clone());
         let y = y.with_grad_fn(
             "conv_transpose2d",
-            vec![self.clone(), weight.clone()],
+            vec![x_in, weight.clone()],
             Box::new(move |g| {
                 let dx = xt
                     .tracks_grad()
@@ -479,9 +563,20 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     }
 }
 
+/// What `auto` runs where nothing is timed (the web, [`crate::Gpu::set_deterministic`]):
+/// direct when Cin/groups x Cout/groups <= 16 (depthwise and tiny convs, where a GEMM has
+/// nothing to tile), tiled otherwise.
+pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
+    if geo.cin_g() * geo.cout_g() <= 16 {
+        ConvImpl::Direct
+    } else {
+        ConvImpl::Tiled
+    }
+}
+
 /// The implementation `imp` stands for on these operands: `auto` is the live
 /// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled and direct once per
-/// rounded shape.
+/// rounded shape ([`untimed_conv_impl`] where nothing is timed).
 pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
     let imp = match imp {
         ConvImpl::Auto => auto_conv_impl(),
@@ -493,7 +588,11 @@ pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Res
     let gpu = x.gpu();
     let candidates = [ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
     let labels: Vec<String> = candidates.iter().map(|c| c.name().to_string()).collect();
-    let fallback = if geo.cin_g() * geo.cout_g() <= 16 { 2 } else { 1 };
+    let untimed = untimed_conv_impl(geo);
+    let fallback = candidates
+        .iter()
+        .position(|&c| c == untimed)
+        .expect("a candidate");
     let _g = crate::no_grad();
     let choice = gpu
         .tuner()

@@ -52,7 +52,13 @@ fn cpu_convnext(v: &[Vec<f64>], xs: [usize; 4]) -> Vec<f64> {
     };
     let pointwise = ConvOptions::default();
     let (d, _) = biased(
-        cpu::conv2d(&v[0], xs, &v[1], [c, 1, 7, 7], &ConvOptions::new(1, 3, 1, c)),
+        cpu::conv2d(
+            &v[0],
+            xs,
+            &v[1],
+            [c, 1, 7, 7],
+            &ConvOptions::default().padding(3).groups(c),
+        ),
         &v[2],
     );
     let z = cpu::norm(&d, &xs, 1, true, &v[3], &v[4], EPS as f64);
@@ -173,7 +179,7 @@ fn resblock_fused_equals_unfused() {
         normal(vec![cout, c, 3, 3], 0.0, 0.2),
         normal(vec![cout], 0.0, 0.2),
     ];
-    let opts = ConvOptions::new(1, 1, 1, 1);
+    let opts = ConvOptions::default().padding(1);
     let args = |ts: &[Tensor]| (ts[1].clone(), ts[2].clone(), ts[3].clone(), ts[4].clone());
     assert_fused_equals_unfused(
         "resblock norm-act-conv",

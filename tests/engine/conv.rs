@@ -1,6 +1,7 @@
 //! Convolution: every implementation against the direct 7-loop CPU reference on odd sizes,
-//! strides, paddings, dilations and groups; gradients by finite differences; transposed conv;
-//! splitting when the im2col buffer would exceed the binding limit; paced convs run in parts.
+//! strides, paddings, dilations (square and per axis) and groups; gradients by finite
+//! differences; transposed conv in every implementation; the options builder; splitting when
+//! the im2col buffer would exceed the binding limit; paced convs run in parts.
 
 use crate::common::*;
 use crate::cpu;
@@ -13,85 +14,179 @@ type ConvCase = ([usize; 4], [usize; 4], ConvOptions);
 
 /// Input [N,C,H,W], weight [Cout,Cin/g,KH,KW], options.
 fn cases() -> Vec<ConvCase> {
+    let o = ConvOptions::default;
     vec![
-        ([2, 4, 7, 9], [6, 4, 3, 3], ConvOptions::new(1, 1, 1, 1)),
-        ([2, 4, 9, 7], [8, 2, 3, 3], ConvOptions::new(2, 0, 1, 2)),
-        ([1, 8, 11, 10], [8, 2, 5, 5], ConvOptions::new(1, 3, 2, 4)),
-        ([2, 6, 8, 7], [6, 1, 7, 7], ConvOptions::new(1, 3, 1, 6)),
-        ([2, 5, 5, 6], [7, 5, 1, 1], ConvOptions::new(1, 0, 1, 1)),
-        (
-            [1, 3, 6, 5],
-            [4, 3, 3, 2],
-            ConvOptions {
-                stride: (2, 1),
-                padding: (1, 0),
-                dilation: (1, 2),
-                groups: 1,
-            },
-        ),
+        ([2, 4, 7, 9], [6, 4, 3, 3], o().padding(1)),
+        ([2, 4, 9, 7], [8, 2, 3, 3], o().stride(2).groups(2)),
+        ([1, 8, 11, 10], [8, 2, 5, 5], o().padding(3).dilation(2).groups(4)),
+        ([2, 6, 8, 7], [6, 1, 7, 7], o().padding(3).groups(6)),
+        ([2, 5, 5, 6], [7, 5, 1, 1], o()),
         // Inception's factorised kernels: 1x7 / 7x1 (and 1x3 / 3x1) with padding on one axis
-        ([1, 4, 9, 8], [5, 4, 1, 7], pad(0, 3)),
-        ([1, 4, 8, 9], [5, 4, 7, 1], pad(3, 0)),
-        ([2, 3, 5, 6], [4, 3, 3, 1], pad(1, 0)),
+        ([1, 4, 9, 8], [5, 4, 1, 7], o().padding_hw(0, 3)),
+        ([1, 4, 8, 9], [5, 4, 7, 1], o().padding_hw(3, 0)),
+        ([2, 3, 5, 6], [4, 3, 3, 1], o().padding_hw(1, 0)),
     ]
 }
 
-/// Stride 1, padding (ph, pw).
-fn pad(ph: usize, pw: usize) -> ConvOptions {
-    ConvOptions {
-        padding: (ph, pw),
-        ..ConvOptions::default()
-    }
+/// Different stride, padding and dilation along height and width, through every route of
+/// the backward: strided (col2im / gather input gradient), stride 1 (input gradient as a
+/// conv with flipped weights and per-axis padding), grouped, and with the axes swapped.
+fn rectangular_cases() -> Vec<ConvCase> {
+    let o = ConvOptions::default;
+    vec![
+        (
+            [1, 3, 6, 5],
+            [4, 3, 3, 2],
+            o().stride_hw(2, 1).padding_hw(1, 0).dilation_hw(1, 2),
+        ),
+        (
+            [2, 4, 7, 8],
+            [6, 2, 3, 2],
+            o().padding_hw(1, 0).dilation_hw(1, 2).groups(2),
+        ),
+        (
+            [1, 2, 5, 9],
+            [3, 2, 2, 3],
+            o().stride_hw(1, 2).padding_hw(0, 1).dilation_hw(2, 1),
+        ),
+    ]
+}
+
+/// conv2d + bias with `imp` against the CPU reference, forward and finite-difference
+/// gradients of input, weight and bias.
+fn check_conv(imp: ConvImpl, dtype: DType, (xs, ws, opts): ConvCase) {
+    let mut r = rng();
+    let x = normal_vec(&mut r, xs.iter().product());
+    let w = normal_vec(&mut r, ws.iter().product());
+    let b = normal_vec(&mut r, ws[0]);
+    check_op(
+        &format!("conv2d {} x{xs:?} w{ws:?} {opts:?}", imp.name()),
+        dtype,
+        &[(xs.to_vec(), x), (ws.to_vec(), w), (vec![ws[0]], b)],
+        move |v| {
+            let (mut y, [_, c, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
+            for (i, y) in y.iter_mut().enumerate() {
+                *y += v[2][(i / (oh * ow)) % c];
+            }
+            y
+        },
+        |t| t[0].conv2d_with(&t[1], Some(&t[2]), opts, imp),
+    );
 }
 
 #[test]
 fn every_conv_implementation_matches_the_reference_with_gradients() {
     for dtype in dtypes() {
-        for (xs, ws, opts) in cases() {
+        for case in cases() {
             for imp in ConvImpl::ALL {
-                let mut r = rng();
-                let x = normal_vec(&mut r, xs.iter().product());
-                let w = normal_vec(&mut r, ws.iter().product());
-                let b = normal_vec(&mut r, ws[0]);
-                check_op(
-                    &format!("conv2d {} x{xs:?} w{ws:?} {opts:?}", imp.name()),
-                    dtype,
-                    &[(xs.to_vec(), x), (ws.to_vec(), w), (vec![ws[0]], b)],
-                    move |v| {
-                        let (mut y, [_, c, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
-                        for (i, y) in y.iter_mut().enumerate() {
-                            *y += v[2][(i / (oh * ow)) % c];
-                        }
-                        y
-                    },
-                    |t| t[0].conv2d(&t[1], Some(&t[2]), opts, imp),
-                );
+                check_conv(imp, dtype, case);
             }
         }
     }
 }
 
 #[test]
-fn conv_transpose_matches_the_reference_with_gradients() {
+fn rectangular_stride_padding_and_dilation_work_in_every_implementation() {
+    for dtype in dtypes() {
+        for case in rectangular_cases() {
+            for imp in ConvImpl::ALL {
+                check_conv(imp, dtype, case);
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_options_builder_sets_each_axis() {
+    let square = ConvOptions::default().stride(2).padding(1).dilation(3).groups(4);
+    assert_eq!(
+        square,
+        ConvOptions {
+            stride: (2, 2),
+            padding: (1, 1),
+            dilation: (3, 3),
+            groups: 4
+        }
+    );
+    let rect = ConvOptions::default()
+        .stride_hw(2, 1)
+        .padding_hw(1, 0)
+        .dilation_hw(1, 2);
+    assert_eq!(
+        rect,
+        ConvOptions {
+            stride: (2, 1),
+            padding: (1, 0),
+            dilation: (1, 2),
+            groups: 1
+        }
+    );
+    // A later setting replaces an earlier one; the others are kept.
+    let reset = rect.stride(3).padding_hw(0, 2);
+    assert_eq!(
+        (reset.stride, reset.padding, reset.dilation),
+        ((3, 3), (0, 2), (1, 2))
+    );
+    // The builder accepts any numbers; the conv names what is wrong with them.
+    let x = upload(&[1, 1, 5, 5], &[0.5; 25], DType::F32);
+    let w = upload(&[1, 1, 3, 3], &[0.5; 9], DType::F32);
+    let msg = x
+        .conv2d(&w, None, ConvOptions::default().stride_hw(1, 0))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("conv2d") && msg.contains("stride (1, 0)"), "{msg}");
+}
+
+#[test]
+fn conv_transpose_matches_the_reference_in_every_implementation_with_gradients() {
+    let o = ConvOptions::default;
     // (input, weight [Cin,Cout/g,KH,KW], options, output padding)
-    let cases: [(ConvCase, (usize, usize)); 4] = [
-        (([2, 4, 5, 6], [4, 3, 3, 3], ConvOptions::new(2, 1, 1, 1)), (1, 1)),
-        (([1, 6, 4, 5], [6, 2, 4, 4], ConvOptions::new(2, 1, 1, 2)), (0, 0)),
-        (([2, 3, 5, 5], [3, 5, 3, 3], ConvOptions::new(1, 0, 2, 1)), (0, 0)),
-        (([1, 4, 3, 4], [4, 1, 3, 3], ConvOptions::new(3, 1, 1, 4)), (2, 1)),
+    let cases: [(ConvCase, (usize, usize)); 6] = [
+        (([2, 4, 5, 6], [4, 3, 3, 3], o().stride(2).padding(1)), (1, 1)),
+        (
+            ([1, 6, 4, 5], [6, 2, 4, 4], o().stride(2).padding(1).groups(2)),
+            (0, 0),
+        ),
+        (([2, 3, 5, 5], [3, 5, 3, 3], o().dilation(2)), (0, 0)),
+        (
+            ([1, 4, 3, 4], [4, 1, 3, 3], o().stride(3).padding(1).groups(4)),
+            (2, 1),
+        ),
+        // rectangular: strided, and stride 1 (its backward conv runs the forward kernels)
+        (
+            (
+                [1, 3, 4, 5],
+                [3, 2, 3, 2],
+                o().stride_hw(2, 1).padding_hw(1, 0).dilation_hw(1, 2),
+            ),
+            (1, 1),
+        ),
+        (
+            (
+                [1, 4, 5, 4],
+                [4, 3, 2, 3],
+                o().padding_hw(1, 0).dilation_hw(1, 2).groups(2),
+            ),
+            (0, 1),
+        ),
     ];
     for dtype in dtypes() {
         for ((xs, ws, opts), op) in cases {
-            let mut r = rng();
-            let x = normal_vec(&mut r, xs.iter().product());
-            let w = normal_vec(&mut r, ws.iter().product());
-            check_op(
-                &format!("conv_transpose2d x{xs:?} w{ws:?} {opts:?} out_pad {op:?}"),
-                dtype,
-                &[(xs.to_vec(), x), (ws.to_vec(), w)],
-                move |v| cpu::conv_transpose2d(&v[0], xs, &v[1], ws, &opts, op).0,
-                |t| t[0].conv_transpose2d(&t[1], None, opts, op),
-            );
+            for imp in ConvImpl::ALL {
+                let mut r = rng();
+                let x = normal_vec(&mut r, xs.iter().product());
+                let w = normal_vec(&mut r, ws.iter().product());
+                check_op(
+                    &format!(
+                        "conv_transpose2d {} x{xs:?} w{ws:?} {opts:?} out_pad {op:?}",
+                        imp.name()
+                    ),
+                    dtype,
+                    &[(xs.to_vec(), x), (ws.to_vec(), w)],
+                    move |v| cpu::conv_transpose2d(&v[0], xs, &v[1], ws, &opts, op).0,
+                    |t| t[0].conv_transpose2d_with(&t[1], None, opts, op, imp),
+                );
+            }
         }
     }
 }
@@ -101,7 +196,7 @@ fn bad_conv_shapes_are_reported() {
     let x = upload(&[1, 4, 5, 5], &[0.5; 100], DType::F32);
     let w = upload(&[6, 3, 3, 3], &[0.5; 162], DType::F32);
     let msg = x
-        .conv2d(&w, None, ConvOptions::default(), ConvImpl::Auto)
+        .conv2d(&w, None, ConvOptions::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -110,7 +205,7 @@ fn bad_conv_shapes_are_reported() {
     );
     let big = upload(&[6, 4, 7, 7], &[0.5; 6 * 4 * 49], DType::F32);
     let msg = x
-        .conv2d(&big, None, ConvOptions::default(), ConvImpl::Auto)
+        .conv2d(&big, None, ConvOptions::default())
         .unwrap_err()
         .to_string();
     assert!(msg.contains("larger than the padded input"), "{msg}");
@@ -127,7 +222,7 @@ fn im2col_larger_than_a_binding_is_split_over_the_batch() {
     let mut r = rng();
     let x = normal_vec(&mut r, n * 3 * h * h);
     let w = normal_vec(&mut r, 2 * 3 * 9);
-    let opts = ConvOptions::new(1, 1, 1, 1);
+    let opts = ConvOptions::default().padding(1);
     let xt = Tensor::from_slice(
         gpu,
         &[n, 3, h, h],
@@ -142,7 +237,7 @@ fn im2col_larger_than_a_binding_is_split_over_the_batch() {
         DType::F32,
     )
     .unwrap();
-    let y = xt.conv2d(&wt, None, opts, ConvImpl::Im2col).unwrap();
+    let y = xt.conv2d_with(&wt, None, opts, ConvImpl::Im2col).unwrap();
     let want = cpu::conv2d(
         &round_to(&x, DType::F32),
         [n, 3, h, h],
@@ -157,12 +252,12 @@ fn im2col_larger_than_a_binding_is_split_over_the_batch() {
 #[test]
 fn direct_weight_gradient_over_many_pixels_is_complete() {
     // 3 images x 160x160 output pixels = 76800 > the per-invocation loop budget.
-    let (xs, ws, opts) = ([3, 1, 160, 160], [2, 1, 3, 3], ConvOptions::new(1, 1, 1, 1));
+    let (xs, ws, opts) = ([3, 1, 160, 160], [2, 1, 3, 3], ConvOptions::default().padding(1));
     let mut r = rng();
     let (x, w) = (normal_vec(&mut r, 3 * 160 * 160), normal_vec(&mut r, 18));
     let xt = upload(&xs, &x, DType::F32);
     let wt = upload(&ws, &w, DType::F32).requires_grad();
-    let y = xt.conv2d(&wt, None, opts, ConvImpl::Direct).unwrap();
+    let y = xt.conv2d_with(&wt, None, opts, ConvImpl::Direct).unwrap();
     wgdiff::backward(&y.sum_all().unwrap()).unwrap();
     // d sum(y) / d w[co, 0, r, c] = sum over images and pixels of the shifted input
     let xr = round_to(&x, DType::F32);
@@ -182,8 +277,12 @@ fn paced_tiled_convs_run_in_parts_with_the_same_results() {
     // the split axis; every part must land where the whole dispatch would have written.
     let gpu = gpu();
     let cases: [ConvCase; 2] = [
-        ([3, 8, 12, 12], [16, 8, 3, 3], ConvOptions::new(1, 1, 1, 1)),
-        ([2, 8, 9, 7], [8, 2, 3, 3], ConvOptions::new(2, 0, 1, 4)),
+        ([3, 8, 12, 12], [16, 8, 3, 3], ConvOptions::default().padding(1)),
+        (
+            [2, 8, 9, 7],
+            [8, 2, 3, 3],
+            ConvOptions::default().stride(2).groups(4),
+        ),
     ];
     for (xs, ws, opts) in cases {
         let mut r = rng();
@@ -192,7 +291,7 @@ fn paced_tiled_convs_run_in_parts_with_the_same_results() {
         let run = || {
             let xt = upload(&xs, &x, DType::F32).requires_grad();
             let wt = upload(&ws, &w, DType::F32).requires_grad();
-            let y = xt.conv2d(&wt, None, opts, ConvImpl::Tiled).unwrap();
+            let y = xt.conv2d_with(&wt, None, opts, ConvImpl::Tiled).unwrap();
             wgdiff::backward(&y.square().unwrap().sum_all().unwrap()).unwrap();
             [y, xt.grad().unwrap(), wt.grad().unwrap()].map(|t| download(&t))
         };

@@ -12,6 +12,7 @@ mod classifier;
 mod cli;
 mod conv;
 mod data;
+mod determinism;
 mod device;
 mod diffusion;
 mod elementwise;
