@@ -1,6 +1,6 @@
 //! Plain-Rust f64 reference implementations of every engine op, written for clarity.
 
-use wgdiff::ops::{Binary, Unary};
+use wgdiff::ops::{Binary, GeluForm, Unary};
 
 pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
     let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
@@ -12,7 +12,9 @@ pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
             Unary::Sqrt => v.sqrt(),
             Unary::Relu => v.max(0.0),
             Unary::Silu => v * sig(v),
-            Unary::Gelu => {
+            // x Phi(x) = x erfc(-x / sqrt 2) / 2 (no cancellation in the lower tail)
+            Unary::Gelu(GeluForm::Exact) => 0.5 * v * libm::erfc(-v / std::f64::consts::SQRT_2),
+            Unary::Gelu(GeluForm::Tanh) => {
                 0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
             }
             Unary::Sigmoid => sig(v),
