@@ -318,6 +318,20 @@ pub fn norm(
     y
 }
 
+/// LayerNorm of every row of `d` consecutive values, then `* gamma[j] + beta[j]`.
+pub fn layer_norm(x: &[f64], d: usize, gamma: &[f64], beta: &[f64], eps: f64) -> Vec<f64> {
+    x.chunks(d)
+        .flat_map(|row| {
+            let mean = row.iter().sum::<f64>() / d as f64;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / d as f64;
+            let rstd = 1.0 / (var + eps).sqrt();
+            row.iter()
+                .zip(gamma.iter().zip(beta))
+                .map(move |(v, (g, b))| (v - mean) * rstd * g + b)
+        })
+        .collect()
+}
+
 /// silu(group_norm(x) * (1 + scale[n, c]) + shift[n, c]).
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm_scale_shift_silu(
