@@ -355,14 +355,15 @@ pub fn group_norm_scale_shift_silu(
         .collect()
 }
 
-/// [N, C, H, W] -> [N, C, 2H, 2W], each pixel repeated 2x2.
-pub fn upsample_nearest2x(x: &[f64], shape: &[usize]) -> Vec<f64> {
+/// PyTorch's `F.interpolate(size=(out_h, out_w), mode="nearest")`: output pixel (y, x)
+/// copies input pixel (floor(y * H / out_h), floor(x * W / out_w)).
+pub fn resize_nearest(x: &[f64], shape: &[usize], out_h: usize, out_w: usize) -> Vec<f64> {
     let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
-    let mut y = Vec::with_capacity(x.len() * 4);
+    let mut y = Vec::with_capacity(planes * out_h * out_w);
     for p in 0..planes {
-        for oy in 0..2 * h {
-            for ox in 0..2 * w {
-                y.push(x[(p * h + oy / 2) * w + ox / 2]);
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                y.push(x[(p * h + oy * h / out_h) * w + ox * w / out_w]);
             }
         }
     }
