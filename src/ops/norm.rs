@@ -388,12 +388,24 @@ impl Tensor {
     /// GroupNorm of [N, C, H, W] (or [N, C], [N, C, L]) over `groups` channel groups, with
     /// per-channel `gamma`, `beta` ([C]).
     pub fn group_norm(&self, groups: usize, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("group_norm", NormRows::Groups(groups), Act::Identity, (gamma, beta), eps)
+        self.affine_norm(
+            "group_norm",
+            NormRows::Groups(groups),
+            Act::Identity,
+            (gamma, beta),
+            eps,
+        )
     }
 
     /// `silu(group_norm(x))` in one kernel (the DDPM ResBlock's norm + activation).
     pub fn group_norm_silu(&self, groups: usize, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("group_norm_silu", NormRows::Groups(groups), Act::Silu, (gamma, beta), eps)
+        self.affine_norm(
+            "group_norm_silu",
+            NormRows::Groups(groups),
+            Act::Silu,
+            (gamma, beta),
+            eps,
+        )
     }
 
     /// LayerNorm over the channel dim at every (n, h, w) position (ConvNeXt style), with
@@ -413,7 +425,13 @@ impl Tensor {
     /// `gamma`, `beta` ([D]): PyTorch's `F.layer_norm(x, (D,), gamma, beta, eps)` (biased
     /// variance, eps inside the square root). Differentiable in x, gamma and beta.
     pub fn layer_norm(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("layer_norm", NormRows::LastAxis, Act::Identity, (gamma, beta), eps)
+        self.affine_norm(
+            "layer_norm",
+            NormRows::LastAxis,
+            Act::Identity,
+            (gamma, beta),
+            eps,
+        )
     }
 
     /// The norm of `rows` followed by the per-channel affine map and `act`.

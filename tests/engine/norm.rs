@@ -222,7 +222,10 @@ fn norm_shape_errors_name_the_shapes() {
     let g5 = upload(&[5], &[1.0; 5], DType::F32);
     let err = x.layer_norm(&g5, &bad, EPS).unwrap_err().to_string();
     assert!(
-        err.contains("layer_norm") && err.contains("beta") && err.contains("[2, 6, 5]") && err.contains("[5]"),
+        err.contains("layer_norm")
+            && err.contains("beta")
+            && err.contains("[2, 6, 5]")
+            && err.contains("[5]"),
         "{err}"
     );
     let scalar = upload(&[], &[1.0], DType::F32);

@@ -259,7 +259,10 @@ fn bicubic_and_bilinear_keep_constants_up_to_the_borders() {
 fn resample_shape_errors_name_the_shapes() {
     let x = upload(&[2, 3, 4], &[0.0; 24], DType::F32);
     let err = x.upsample_nearest(2, 2).unwrap_err().to_string();
-    assert!(err.contains("upsample_nearest") && err.contains("[2, 3, 4]"), "{err}");
+    assert!(
+        err.contains("upsample_nearest") && err.contains("[2, 3, 4]"),
+        "{err}"
+    );
     let x = upload(&[1, 1, 3, 3], &[0.0; 9], DType::F32);
     let err = x.upsample_bilinear(0, 2).unwrap_err().to_string();
     assert!(err.contains("0x2") && err.contains("at least 1"), "{err}");
