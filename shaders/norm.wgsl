@@ -1,7 +1,8 @@
 // Normalization of an NCHW tensor viewed as [N, C, S] (S = H*W), one row per invocation
 // (the *_lane kernels) or per workgroup (the autotuner picks):
 // GroupNorm (a row is one (n, group): Cg channels x S positions) and channel LayerNorm (a row
-// is one (n, position): C channels). Each row is normalized, xhat = (x - mean) * rstd, then
+// is one (n, position): C channels); LayerNorm over the last dim D is the channel LayerNorm of
+// [N, D, 1] (N the product of the leading dims). Each row is normalized, xhat = (x - mean) * rstd, then
 // z = xhat * a[n, c] + b[n, c] and y = act(z) (identity or SiLU). COEF picks where a, b come
 // from: "table" reads them from gamma/beta at n * coef_stride + c (plain norms pass the
 // per-channel gamma, beta with coef_stride 0); "film" computes a = gamma (1 + scale),
@@ -9,9 +10,10 @@
 // Backward (tables only; film_coefs writes the FiLM tables, coef_stride C),
 // with dz = gy * act'(z), dxh = dz * a:
 //   norm_backward_coef: per (n, c): da = sum_s dz * xhat, db = sum_s dz (runs first)
-//   norm_backward_x:    dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)) per row; a
-//                       GroupNorm row's two means come from its channels' (da, db) (sums of
-//                       a da and a db), so it reads x and gy once; LayerNorm rows sum them.
+//   norm_backward_x:    dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)) per row; the
+//                       two means of a row over several positions (GroupNorm, S > 1) come
+//                       from its channels' (da, db) (sums of a da and a db), so it reads x
+//                       and gy once; rows of one position sum them over the row.
 //   film_grads:         dscale = da gamma + db beta, and da (1 + scale), db (1 + scale)
 //                       (summed over n on the Rust side into dgamma, dbeta).
 
@@ -237,6 +239,12 @@ fn write_gx(r: u32, first: u32, step: u32, m: vec2<f32>) {
     }
 }
 
+// True when a row holds several positions of its channels (GroupNorm with S > 1); rows of
+// one position (channel and last-axis LayerNorm, GroupNorm of [N, C]) sum over themselves.
+fn spans_positions() -> bool {
+    return p.s != p.sr;
+}
+
 // (mean dxh, mean dxh * xhat) of GroupNorm row r from its channels' coefficient gradients:
 // sum dxh = sum_c a db and sum dxh * xhat = sum_c a da.
 fn group_means(r: u32) -> vec2<f32> {
@@ -256,7 +264,7 @@ fn norm_backward_x_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
     let r = gid.x + gid.y * nwg.x * WG;
     if (r >= p.rows) { return; }
     var m: vec2<f32>;
-    if (p.sr == 1u) {
+    if (spans_positions()) {
         m = group_means(r);
     } else {
         m = sum_dxh(r, 0u, 1u) / f32(p.len);
@@ -270,7 +278,7 @@ fn norm_backward_x(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let r = wid.x + wid.y * nwg.x;
     if (r >= p.rows) { return; }
     var m: vec2<f32>;
-    if (p.sr == 1u) {
+    if (spans_positions()) {
         m = group_means(r);
     } else {
         m = wg_sum(lid, sum_dxh(r, lid, WG)) / f32(p.len);

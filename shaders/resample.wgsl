@@ -1,21 +1,21 @@
 // Spatial resampling of NCHW planes, one destination element per invocation, all gathers.
-// Two linear maps from an [in_h, in_w] plane to an [out_h, out_w] plane, each with its
+// Linear maps from an [in_h, in_w] plane to an [out_h, out_w] plane, each with its
 // transpose (out -> in, the backward):
 //   window_sum:    out[o] = scale(o) * sum of the k x k window of in at o * stride - pad
-//                  (avg_pool2d forward; the backward of nearest 2x upsampling); the window is
-//                  clipped to the plane (padding counts as zeros), scale(o) = mul, or with
-//                  count_pad = 0 one over the number of window pixels inside the plane
-//                  (PyTorch's count_include_pad=False)
+//                  (avg_pool2d forward); the window is clipped to the plane (padding counts
+//                  as zeros), scale(o) = mul, or with count_pad = 0 one over the number of
+//                  window pixels inside the plane (PyTorch's count_include_pad=False)
 //   window_spread: in[i] = sum of scale(o) * out[o] over the windows o that contain i
-//                  (avg_pool2d backward; nearest 2x upsampling is k = stride = 2, mul = 1)
-//   bicubic_forward / bicubic_backward: PyTorch's bicubic interpolation
-//                  (align_corners=False, A = -0.75, border indices clamped) and its
-//                  transpose, gathered over the output pixels whose taps touch each input.
+//                  (avg_pool2d backward)
+//   interp_forward / interp_backward: PyTorch's F.interpolate (align_corners=False) by
+//                  `mode`: each output index has along each axis 1 (nearest: floor(o * in /
+//                  out) in exact integers), 2 (bilinear: negative source coordinates clamped
+//                  to 0) or 4 (bicubic: A = -0.75) taps at consecutive input indices clamped
+//                  to the plane; the backward gathers over the output pixels whose taps
+//                  touch each input.
 // Forward only (used by the Inception feature network):
 //   window_max:    out[o] = max of the k x k window at o * stride - pad, padding skipped
 //                  (max_pool2d; pad <= k / 2, so every window holds a pixel of the plane)
-//   bilinear_forward: PyTorch's bilinear interpolation (align_corners=False, negative
-//                  source coordinates clamped to 0, the right/bottom tap clamped).
 
 struct Params {
     planes: u32,  // N * C
@@ -26,10 +26,11 @@ struct Params {
     k: u32,
     stride: u32,
     mul: f32,
-    scale_h: f32, // in_h / out_h (bicubic)
+    scale_h: f32, // in_h / out_h (interpolation)
     scale_w: f32,
     pad: u32,       // window padding (pooling)
     count_pad: u32, // 1: window sums times mul (padding counted); 0: divided by the pixels inside
+    mode: u32,      // interpolation: 0 nearest, 1 bilinear, 2 bicubic
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<{{T}}>;
@@ -119,7 +120,9 @@ fn window_spread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     dst[i] = {{T}}(acc);
 }
 
-const A: f32 = -0.75;
+const NEAREST: u32 = 0u;
+const BILINEAR: u32 = 1u;
+const A: f32 = -0.75; // bicubic
 
 // The four cubic convolution weights for fractional offset t (taps at -1, 0, 1, 2).
 fn cubic_weights(t: f32) -> vec4<f32> {
@@ -141,44 +144,70 @@ fn clamp_index(v: i32, n: u32) -> u32 {
     return u32(clamp(v, 0, i32(n) - 1));
 }
 
+// The taps of output index o along one axis: input indices first, first + 1, ..,
+// first + count - 1 (each clamped to the plane) with weights w[0..count].
+struct Taps {
+    first: i32,
+    count: i32,
+    w: vec4<f32>,
+}
+
+fn axis_taps(o: u32, n_in: u32, n_out: u32, scale: f32) -> Taps {
+    if (p.mode == NEAREST) {
+        return Taps(i32(o * n_in / n_out), 1, vec4<f32>(1.0, 0.0, 0.0, 0.0));
+    }
+    if (p.mode == BILINEAR) {
+        // PyTorch clamps negative source coordinates to 0.
+        let s = max((f32(o) + 0.5) * scale - 0.5, 0.0);
+        let f = floor(s);
+        return Taps(i32(f), 2, vec4<f32>(1.0 - (s - f), s - f, 0.0, 0.0));
+    }
+    let s = source(o, scale);
+    return Taps(i32(s.x) - 1, 4, cubic_weights(s.y));
+}
+
 @compute @workgroup_size(64)
-fn bicubic_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                   @builtin(local_invocation_index) lid: u32) {
+fn interp_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= p.planes * p.out_h * p.out_w) { return; }
     let ox = i % p.out_w;
     let oy = (i / p.out_w) % p.out_h;
     let base = (i / (p.out_w * p.out_h)) * p.in_h * p.in_w;
-    let sy = source(oy, p.scale_h);
-    let sx = source(ox, p.scale_w);
-    let wy = cubic_weights(sy.y);
-    let wx = cubic_weights(sx.y);
+    let ty = axis_taps(oy, p.in_h, p.out_h, p.scale_h);
+    let tx = axis_taps(ox, p.in_w, p.out_w, p.scale_w);
     var acc = 0.0;
-    for (var m = 0; m < 4; m++) {
-        let row = base + clamp_index(i32(sy.x) - 1 + m, p.in_h) * p.in_w;
+    for (var m = 0; m < ty.count; m++) {
+        let row = base + clamp_index(ty.first + m, p.in_h) * p.in_w;
         var line = 0.0;
-        for (var n = 0; n < 4; n++) {
-            line += wx[n] * f32(src[row + clamp_index(i32(sx.x) - 1 + n, p.in_w)]);
+        for (var n = 0; n < tx.count; n++) {
+            line += tx.w[n] * f32(src[row + clamp_index(tx.first + n, p.in_w)]);
         }
-        acc += wy[m] * line;
+        acc += ty.w[m] * line;
     }
     dst[i] = {{T}}(acc);
 }
 
-// Total weight input index i receives from output index o along one axis.
-fn tap_weight(o: u32, i: u32, n_in: u32, scale: f32) -> f32 {
-    let s = source(o, scale);
-    let w = cubic_weights(s.y);
+// Total weight input index i receives from output index o along one axis (1 for nearest:
+// outputs_touching is exact there).
+fn tap_weight(o: u32, i: u32, n_in: u32, n_out: u32, scale: f32) -> f32 {
+    if (p.mode == NEAREST) { return 1.0; }
+    let t = axis_taps(o, n_in, n_out, scale);
     var total = 0.0;
-    for (var m = 0; m < 4; m++) {
-        total += select(0.0, w[m], clamp_index(i32(s.x) - 1 + m, n_in) == i);
+    for (var m = 0; m < t.count; m++) {
+        total += select(0.0, t.w[m], clamp_index(t.first + m, n_in) == i);
     }
     return total;
 }
 
-// Output indices [first, last] whose taps may touch input index i (a safe superset:
-// interior taps reach i when floor(source) is in [i - 2, i + 1]; border taps are clamped).
+// Output indices [first, end) along one axis whose taps may touch input index i. Nearest:
+// exactly the o with floor(o * n_in / n_out) == i, [ceil(i * n_out / n_in), ceil((i + 1) *
+// n_out / n_in)). Bilinear and bicubic: a safe superset (interior taps reach i when
+// floor(source) is in [i - 2, i + 1]; border taps are clamped).
 fn outputs_touching(i: u32, n_in: u32, n_out: u32, scale: f32) -> vec2<u32> {
+    if (p.mode == NEAREST) {
+        return vec2<u32>((i * n_out + n_in - 1u) / n_in, ((i + 1u) * n_out + n_in - 1u) / n_in);
+    }
     var first = 0;
     if (i > 0u) {
         first = max(i32(floor((f32(i) - 1.5) / scale - 0.5)) - 1, 0);
@@ -191,8 +220,8 @@ fn outputs_touching(i: u32, n_in: u32, n_out: u32, scale: f32) -> vec2<u32> {
 }
 
 @compute @workgroup_size(64)
-fn bicubic_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
+fn interp_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= p.planes * p.in_h * p.in_w) { return; }
     let ix = i % p.in_w;
@@ -202,44 +231,13 @@ fn bicubic_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let rx = outputs_touching(ix, p.in_w, p.out_w, p.scale_w);
     var acc = 0.0;
     for (var oy = ry.x; oy < ry.y; oy++) {
-        let wy = tap_weight(oy, iy, p.in_h, p.scale_h);
+        let wy = tap_weight(oy, iy, p.in_h, p.out_h, p.scale_h);
         if (wy == 0.0) { continue; }
         var line = 0.0;
         for (var ox = rx.x; ox < rx.y; ox++) {
-            line += tap_weight(ox, ix, p.in_w, p.scale_w) * f32(src[base + oy * p.out_w + ox]);
+            line += tap_weight(ox, ix, p.in_w, p.out_w, p.scale_w) * f32(src[base + oy * p.out_w + ox]);
         }
         acc += wy * line;
     }
     dst[i] = {{T}}(acc);
-}
-
-// Bilinear source taps of output index o along one axis: the two input indices and the weight
-// of the second; PyTorch clamps negative source coordinates to 0 and repeats the last index.
-struct Taps {
-    i0: u32,
-    i1: u32,
-    t: f32,
-};
-
-fn linear_taps(o: u32, n_in: u32, scale: f32) -> Taps {
-    let s = max((f32(o) + 0.5) * scale - 0.5, 0.0);
-    let i0 = min(u32(s), n_in - 1u);
-    return Taps(i0, min(i0 + 1u, n_in - 1u), s - f32(i0));
-}
-
-@compute @workgroup_size(64)
-fn bilinear_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid);
-    if (i >= p.planes * p.out_h * p.out_w) { return; }
-    let ox = i % p.out_w;
-    let oy = (i / p.out_w) % p.out_h;
-    let base = (i / (p.out_w * p.out_h)) * p.in_h * p.in_w;
-    let ty = linear_taps(oy, p.in_h, p.scale_h);
-    let tx = linear_taps(ox, p.in_w, p.scale_w);
-    let r0 = base + ty.i0 * p.in_w;
-    let r1 = base + ty.i1 * p.in_w;
-    let top = (1.0 - tx.t) * f32(src[r0 + tx.i0]) + tx.t * f32(src[r0 + tx.i1]);
-    let bottom = (1.0 - tx.t) * f32(src[r1 + tx.i0]) + tx.t * f32(src[r1 + tx.i1]);
-    dst[i] = {{T}}((1.0 - ty.t) * top + ty.t * bottom);
 }

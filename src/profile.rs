@@ -114,7 +114,7 @@ impl Workload {
                     let h = first.forward(&x, &temb)?;
                     // attention at the half-resolution level, as in the DDPM U-Net
                     let low = attention.forward(&h.avg_pool2d(2, 2)?)?;
-                    let h = second.forward(&h.add(&low.upsample_nearest2x()?)?, &temb)?;
+                    let h = second.forward(&h.add(&low.upsample_nearest(2, 2)?)?, &temb)?;
                     crate::backward(&h.square()?.mean_all()?)?;
                     opt.step()
                 }))

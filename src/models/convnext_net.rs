@@ -202,7 +202,7 @@ impl ConvNextNet {
         for stage in &self.mid {
             h = stage.forward(&h, &silu_e, kernels.block)?;
         }
-        let h = self.upsample.forward(&h.upsample_nearest2x()?)?.add(&skip)?;
+        let h = self.upsample.forward(&h.upsample_nearest(2, 2)?)?.add(&skip)?;
         self.out.forward(&self.up.forward(&h, &silu_e, kernels.block)?)
     }
 

@@ -395,7 +395,7 @@ impl DiffusionNet for UNet {
                 h = stage.forward(&Tensor::concat(&[h, skip], 1)?, &temb, rng.as_deref_mut())?;
             }
             if let Some(conv) = &level.upsample {
-                h = conv.forward(&h.upsample_nearest2x()?)?;
+                h = conv.forward(&h.upsample_nearest(2, 2)?)?;
             }
         }
         self.conv_out.forward(&self.norm_out.forward_silu(&h)?)

@@ -2,7 +2,7 @@
 //! and the DDPM ResBlock's GroupNorm -> FiLM -> SiLU -> 3x3 conv chain, each beside its unfused reference.
 
 use super::conv::{auto_conv_impl, conv_input_grad, conv_weight_grad, resolve, ConvGeometry};
-use super::{kernel_for, needs_f32_fallback, ConvImpl, ConvOptions};
+use super::{kernel_for, needs_f32_fallback, ConvImpl, ConvOptions, GeluForm};
 use crate::gpu::Cost;
 use crate::ops::random::Rng;
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
@@ -11,6 +11,11 @@ use serde::Serialize;
 /// Most channels the fused ConvNeXt MLP kernel keeps in registers (C/4 vec4 inputs and as
 /// many accumulators per invocation).
 pub const CONVNEXT_FUSED_MAX_CHANNELS: usize = 128;
+
+/// The ConvNeXt block's GELU: the tanh form, which the fused kernel computes
+/// (`gelu4` in shaders/convnext.wgsl), so fused and unfused blocks agree. (The ConvNeXt paper's
+/// `nn.GELU()` is the exact form; the speed ladder keeps the cheaper tanh one.)
+pub const CONVNEXT_GELU: GeluForm = GeluForm::Tanh;
 
 /// Parameters of a ConvNeXt block on C channels (PyTorch layouts).
 #[derive(Clone)]
@@ -147,7 +152,8 @@ fn layer_norm_channels_composed(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: 
 }
 
 /// The ConvNeXt block composed from existing ops (the reference, differentiable op by op):
-/// x + conv1x1(gelu(conv1x1(layer_norm_channels(dwconv7x7(x) + b_dw)) + b1)) + b2.
+/// x + conv1x1(gelu(conv1x1(layer_norm_channels(dwconv7x7(x) + b_dw)) + b1)) + b2, the GELU
+/// in its [`CONVNEXT_GELU`] (tanh) form.
 pub fn convnext_block_unfused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     convnext_block_composed(x, p, |z, gamma, beta, eps| {
         z.layer_norm_channels(gamma, beta, eps)
@@ -171,7 +177,7 @@ fn convnext_block_composed(
     let z = x.conv2d(&p.dw_weight, Some(&p.dw_bias), depthwise_7x7(c))?;
     norm(&z, &p.gamma, &p.beta, p.eps)?
         .conv2d(&p.w1, Some(&p.b1), pointwise)?
-        .gelu()?
+        .gelu(CONVNEXT_GELU)?
         .conv2d(&p.w2, Some(&p.b2), pointwise)?
         .add(x)
 }
@@ -188,9 +194,10 @@ pub fn convnext_fused_unsupported(channels: usize) -> Option<String> {
 }
 
 /// The ConvNeXt block of [`convnext_block_unfused`] in two kernels: depthwise conv + bias +
-/// channel LayerNorm, then 1x1 expand + bias + GELU + 1x1 project + bias + residual with the
-/// 4C hidden activations in registers (also stored when a backward will need them). Shapes the
-/// kernels do not take ([`convnext_fused_unsupported`]) run the unfused composition.
+/// channel LayerNorm, then 1x1 expand + bias + GELU (tanh form) + 1x1 project + bias +
+/// residual with the 4C hidden activations in registers (also stored when a backward will
+/// need them). Shapes the kernels do not take ([`convnext_fused_unsupported`]) run the
+/// unfused composition.
 pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     p.check(x)?;
     let gpu = x.gpu();
@@ -297,7 +304,7 @@ fn convnext_fused_backward(
     };
     let _grad = crate::autograd::enable_grad();
     let pre = hidden.detach().requires_grad();
-    let act = pre.gelu()?;
+    let act = pre.gelu(CONVNEXT_GELU)?;
     let (d_act, d_w2) = pointwise_grads(&act.detach(), w2, g)?;
     crate::backward_from(&act, &d_act)?;
     let d_pre = pre.grad().expect("gelu input is a tracked leaf");

@@ -17,7 +17,7 @@ pub mod softmax;
 
 pub use attention::{attention, spatial_self_attention};
 pub use conv::{ConvImpl, ConvOptions};
-pub use elementwise::{Binary, Unary};
+pub use elementwise::{Binary, GeluForm, Unary};
 pub use matmul::MatmulKernel;
 pub use reduce::{ReduceKernel, ReduceOp};
 

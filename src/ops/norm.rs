@@ -1,5 +1,5 @@
-//! Normalization of NCHW tensors: GroupNorm, channel LayerNorm (ConvNeXt style) and the fused
-//! GroupNorm -> FiLM scale/shift -> SiLU, forward and backward (shaders/norm.wgsl).
+//! Normalization: GroupNorm, channel LayerNorm (ConvNeXt style), LayerNorm over the last dim
+//! and the fused GroupNorm -> FiLM scale/shift -> SiLU, forward and backward (shaders/norm.wgsl).
 
 use super::{check_same_dtype, kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::gpu::{Cost, Kernel, MAX_LOOP_ITERATIONS};
@@ -17,21 +17,51 @@ struct Rows {
     blocks: usize,
 }
 
+/// Which elements a norm op normalizes together (one row each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormRows {
+    /// GroupNorm of [N, C, ..]: each of `groups` channel groups over all positions.
+    Groups(usize),
+    /// Channel LayerNorm of [N, C, ..] (ConvNeXt style): all channels at each position.
+    ChannelsPerPosition,
+    /// LayerNorm of [.., D] over its last dim (`F.layer_norm(x, (D,))`).
+    LastAxis,
+}
+
 impl Rows {
-    /// Rows of `x` ([N, C], [N, C, L] or [N, C, H, W]): `groups` channel groups over all
-    /// positions, or (`per_position`) all channels at each position.
-    fn new(op: &'static str, x: &Tensor, groups: usize, per_position: bool) -> Result<Rows> {
+    /// Rows of `x` as `kind` says: [N, C], [N, C, L] or [N, C, H, W] for groups and channels,
+    /// any shape for the last axis (its D elements are the channels of one position).
+    fn new(op: &'static str, x: &Tensor, kind: NormRows) -> Result<Rows> {
         let shape = x.shape();
+        if shape.contains(&0) {
+            return Err(Error::shape(op, format!("input {shape:?} is empty")));
+        }
+        if kind == NormRows::LastAxis {
+            let Some(&d) = shape.last() else {
+                return Err(Error::shape(
+                    op,
+                    "input [] is a scalar; it needs a last dim to normalize over".to_string(),
+                ));
+            };
+            return Ok(Rows {
+                batch: x.numel() / d,
+                channels: d,
+                positions: 1,
+                per_row: d,
+                blocks: 1,
+            });
+        }
         if !(2..=4).contains(&shape.len()) {
             return Err(Error::shape(
                 op,
                 format!("input {shape:?} must be [N, C], [N, C, L] or [N, C, H, W]"),
             ));
         }
-        if shape.contains(&0) {
-            return Err(Error::shape(op, format!("input {shape:?} is empty")));
-        }
         let channels = shape[1];
+        let groups = match kind {
+            NormRows::Groups(g) => g,
+            _ => 1,
+        };
         if groups == 0 || channels % groups != 0 {
             return Err(Error::shape(
                 op,
@@ -44,8 +74,19 @@ impl Rows {
             channels,
             positions,
             per_row: channels / groups,
-            blocks: if per_position { positions } else { 1 },
+            blocks: if kind == NormRows::ChannelsPerPosition {
+                positions
+            } else {
+                1
+            },
         })
+    }
+
+    /// True when each row holds the channels of one position (channel and last-axis LayerNorm,
+    /// GroupNorm without positions): the backward sums over the row itself, rather than taking
+    /// the row's means from its channels' coefficient gradients.
+    fn one_position(&self) -> bool {
+        self.blocks == self.positions
     }
 
     fn count(&self) -> usize {
@@ -139,9 +180,10 @@ pub enum NormKernel {
 
 impl NormKernel {
     /// The forms whose loops stay under [`MAX_LOOP_ITERATIONS`] when each row of `len`
-    /// elements is walked `passes` times.
-    pub fn available(len: usize, passes: usize) -> Vec<NormKernel> {
-        let fits = |step: usize| passes * len.div_ceil(step) <= MAX_LOOP_ITERATIONS;
+    /// elements is walked `passes` times (split over the invocations of the form) and every
+    /// invocation also makes `fixed` iterations of its own.
+    pub fn available(len: usize, passes: usize, fixed: usize) -> Vec<NormKernel> {
+        let fits = |step: usize| fixed + passes * len.div_ceil(step) <= MAX_LOOP_ITERATIONS;
         let mut v = Vec::new();
         if fits(1) {
             v.push(NormKernel::Lane);
@@ -153,7 +195,8 @@ impl NormKernel {
     }
 }
 
-/// One norm pass: `entry` over `items` rows of `len` elements walked `passes` times.
+/// One norm pass: `entry` over `items` rows of `len` elements walked `passes` times, plus
+/// `fixed` loop iterations per invocation.
 struct Pass<'a> {
     entry: &'static str,
     act: Act,
@@ -164,32 +207,32 @@ struct Pass<'a> {
     items: usize,
     len: usize,
     passes: usize,
+    fixed: usize,
     /// Bytes read and written (for the profiler).
     bytes: u64,
 }
 
 /// The autotuner's key for `entry` over `items` rows of `len` elements.
-fn tune_key(entry: &str, dtype: DType, items: usize, len: usize, per_position: bool) -> String {
+fn tune_key(entry: &str, dtype: DType, items: usize, len: usize, one_position: bool) -> String {
     format!(
         "norm:{entry}:{dtype:?}:{}x{}:{}",
         items.next_power_of_two(),
         len.next_power_of_two(),
-        if per_position { "position" } else { "group" }
+        if one_position { "position" } else { "group" }
     )
 }
 
 /// Pins the form of the forward and both backward norm kernels for inputs shaped like `x`
-/// normalized over `groups` channel groups (or, `per_position`, over the channels at each
-/// position), as the autotuner keys them (tests and benchmarks).
-pub fn pin_norm_kernel(x: &Tensor, groups: usize, per_position: bool, kind: NormKernel) -> Result<()> {
-    let rows = Rows::new("pin_norm_kernel", x, groups, per_position)?;
+/// normalized in `rows`, as the autotuner keys them (tests and benchmarks).
+pub fn pin_norm_kernel(x: &Tensor, rows: NormRows, kind: NormKernel) -> Result<()> {
+    let rows = Rows::new("pin_norm_kernel", x, rows)?;
     let label = format!("{kind:?}");
     for (entry, items, len) in [
         ("norm_forward", rows.count(), rows.len()),
         ("norm_backward_x", rows.count(), rows.len()),
         ("norm_backward_coef", rows.batch * rows.channels, rows.positions),
     ] {
-        let key = tune_key(entry, x.dtype(), items, len, per_position);
+        let key = tune_key(entry, x.dtype(), items, len, rows.one_position());
         x.gpu().tuner().set(&key, &label);
     }
     Ok(())
@@ -197,9 +240,9 @@ pub fn pin_norm_kernel(x: &Tensor, groups: usize, per_position: bool, kind: Norm
 
 /// Runs `pass` in the form the autotuner measured fastest for its shape (once per rounded
 /// shape; the lane form by default on CPU adapters where nothing may be timed).
-fn run_pass(x: &Tensor, pass: Pass, per_position: bool) -> Result<()> {
+fn run_pass(x: &Tensor, pass: Pass, one_position: bool) -> Result<()> {
     let gpu = x.gpu();
-    let kinds = NormKernel::available(pass.len, pass.passes);
+    let kinds = NormKernel::available(pass.len, pass.passes, pass.fixed);
     if kinds.is_empty() {
         return Err(Error::shape(
             pass.entry,
@@ -209,7 +252,7 @@ fn run_pass(x: &Tensor, pass: Pass, per_position: bool) -> Result<()> {
             ),
         ));
     }
-    let key = tune_key(pass.entry, x.dtype(), pass.items, pass.len, per_position);
+    let key = tune_key(pass.entry, x.dtype(), pass.items, pass.len, one_position);
     let fallback = if gpu.is_cpu() { 0 } else { kinds.len() - 1 };
     let labels: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
     let run = |kind: NormKernel| {
@@ -274,9 +317,10 @@ fn normalize(
             items: rows.count(),
             len: rows.len(),
             passes: 3,
+            fixed: 0,
             bytes: 2 * x.byte_len(),
         },
-        rows.blocks > 1,
+        rows.one_position(),
     )?;
     Ok((y, stats))
 }
@@ -299,7 +343,7 @@ fn normalize_backward(
     let gb = Tensor::empty(gpu, &nc, x.dtype())?;
     let params = rows.params(coef_stride, eps);
     let inputs = [x.buffer(), a.buffer(), b.buffer(), stats.buffer(), g.buffer()];
-    let per_position = rows.blocks > 1;
+    let one_position = rows.one_position();
     run_pass(
         x,
         Pass {
@@ -312,11 +356,13 @@ fn normalize_backward(
             items: rows.batch * rows.channels,
             len: rows.positions,
             passes: 1,
+            fixed: 0,
             bytes: 2 * x.byte_len(),
         },
-        per_position,
+        one_position,
     )?;
-    // GroupNorm rows take their means from (ga, gb): one pass over x and g.
+    // Rows over several positions (GroupNorm) take their means from their channels' (ga, gb):
+    // one pass over x and g after a loop over the row's channels.
     let with_coefs = [inputs.as_slice(), &[ga.buffer(), gb.buffer()]].concat();
     run_pass(
         x,
@@ -329,10 +375,11 @@ fn normalize_backward(
             outputs: &[gx.buffer()],
             items: rows.count(),
             len: rows.len(),
-            passes: if per_position { 2 } else { 1 },
-            bytes: if per_position { 3 } else { 2 } * x.byte_len(),
+            passes: if one_position { 2 } else { 1 },
+            fixed: if one_position { 0 } else { rows.per_row },
+            bytes: if one_position { 3 } else { 2 } * x.byte_len(),
         },
-        per_position,
+        one_position,
     )?;
     Ok((gx, ga, gb))
 }
@@ -341,37 +388,69 @@ impl Tensor {
     /// GroupNorm of [N, C, H, W] (or [N, C], [N, C, L]) over `groups` channel groups, with
     /// per-channel `gamma`, `beta` ([C]).
     pub fn group_norm(&self, groups: usize, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("group_norm", groups, false, Act::Identity, (gamma, beta), eps)
+        self.affine_norm(
+            "group_norm",
+            NormRows::Groups(groups),
+            Act::Identity,
+            (gamma, beta),
+            eps,
+        )
     }
 
     /// `silu(group_norm(x))` in one kernel (the DDPM ResBlock's norm + activation).
     pub fn group_norm_silu(&self, groups: usize, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("group_norm_silu", groups, false, Act::Silu, (gamma, beta), eps)
+        self.affine_norm(
+            "group_norm_silu",
+            NormRows::Groups(groups),
+            Act::Silu,
+            (gamma, beta),
+            eps,
+        )
     }
 
     /// LayerNorm over the channel dim at every (n, h, w) position (ConvNeXt style), with
-    /// per-channel `gamma`, `beta` ([C]).
+    /// per-channel `gamma`, `beta` ([C]). For LayerNorm over the last dim see
+    /// [`Tensor::layer_norm`].
     pub fn layer_norm_channels(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
-        self.affine_norm("layer_norm_channels", 1, true, Act::Identity, (gamma, beta), eps)
+        self.affine_norm(
+            "layer_norm_channels",
+            NormRows::ChannelsPerPosition,
+            Act::Identity,
+            (gamma, beta),
+            eps,
+        )
     }
 
+    /// LayerNorm over the last dim of `x` [.., D] (any leading dims) with elementwise affine
+    /// `gamma`, `beta` ([D]): PyTorch's `F.layer_norm(x, (D,), gamma, beta, eps)` (biased
+    /// variance, eps inside the square root). Differentiable in x, gamma and beta.
+    pub fn layer_norm(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
+        self.affine_norm(
+            "layer_norm",
+            NormRows::LastAxis,
+            Act::Identity,
+            (gamma, beta),
+            eps,
+        )
+    }
+
+    /// The norm of `rows` followed by the per-channel affine map and `act`.
     fn affine_norm(
         &self,
         op: &'static str,
-        groups: usize,
-        per_position: bool,
+        kind: NormRows,
         act: Act,
         (gamma, beta): (&Tensor, &Tensor),
         eps: f32,
     ) -> Result<Tensor> {
-        let rows = Rows::new(op, self, groups, per_position)?;
+        let rows = Rows::new(op, self, kind)?;
         let c = [rows.channels];
         check_param(op, "gamma", gamma, &c, self)?;
         check_param(op, "beta", beta, &c, self)?;
         if needs_f32_fallback(self.gpu(), self.dtype()) {
             let f = |t: &Tensor| t.to_dtype(DType::F32);
             return f(self)?
-                .affine_norm(op, groups, per_position, act, (&f(gamma)?, &f(beta)?), eps)?
+                .affine_norm(op, kind, act, (&f(gamma)?, &f(beta)?), eps)?
                 .to_dtype(DType::F16);
         }
         let (y, stats) = normalize(self, rows, Coef::Table, &[gamma, beta], act, eps)?;
@@ -403,7 +482,7 @@ impl Tensor {
         eps: f32,
     ) -> Result<Tensor> {
         const OP: &str = "group_norm_scale_shift_silu";
-        let rows = Rows::new(OP, self, groups, false)?;
+        let rows = Rows::new(OP, self, NormRows::Groups(groups))?;
         let (c, nc) = ([rows.channels], [rows.batch, rows.channels]);
         check_param(OP, "gamma", gamma, &c, self)?;
         check_param(OP, "beta", beta, &c, self)?;

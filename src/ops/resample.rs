@@ -1,6 +1,6 @@
-//! Spatial resampling of NCHW tensors: nearest 2x upsampling, average pooling and bicubic
+//! Spatial resampling of NCHW tensors: average pooling and nearest, bilinear and bicubic
 //! resizing (PyTorch semantics), forward and backward, all as gathers (shaders/resample.wgsl);
-//! max pooling and bilinear resizing forward only (for the Inception feature network).
+//! max pooling forward only (for the Inception feature network).
 
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::{shader, DType, Error, Result, Tensor};
@@ -37,8 +37,27 @@ impl Window {
     }
 }
 
+/// How a resize samples its input; ids match `mode` in shaders/resample.wgsl.
+#[derive(Clone, Copy)]
+enum Interp {
+    Nearest = 0,
+    Bilinear = 1,
+    Bicubic = 2,
+}
+
 impl Planes {
+    /// Parameters of a pooling window whose sums are multiplied by `mul`.
     fn params(&self, win: Window, mul: f32) -> Vec<u32> {
+        self.pack(win, mul, Interp::Nearest)
+    }
+
+    /// Parameters of a resize by `mode`.
+    fn interp_params(&self, mode: Interp) -> Vec<u32> {
+        self.pack(Window::plain(0, 0), 1.0, mode)
+    }
+
+    /// The Params of resample.wgsl.
+    fn pack(&self, win: Window, mul: f32, mode: Interp) -> Vec<u32> {
         let scale = |d: usize| (self.input[d] as f32 / self.output[d] as f32).to_bits();
         let mut p: Vec<u32> = [
             self.planes,
@@ -53,7 +72,7 @@ impl Planes {
         .map(|&v| v as u32)
         .collect();
         p.extend([mul.to_bits(), scale(0), scale(1)]);
-        p.extend([win.pad as u32, win.count_pad as u32]);
+        p.extend([win.pad as u32, win.count_pad as u32, mode as u32]);
         p
     }
 }
@@ -88,20 +107,13 @@ impl Resample {
         run_map(entry, &self.params, src, out_hw)
     }
 
-    /// Applies the map (or, with `transposed`, its transpose) to `x` and records the other
-    /// one as the backward.
-    fn apply(self, op: &'static str, x: &Tensor, transposed: bool) -> Result<Tensor> {
-        let (input, output) = (self.planes.input, self.planes.output);
-        let (fwd, bwd, out_hw, in_hw) = if transposed {
-            (self.transpose, self.map, input, output)
-        } else {
-            (self.map, self.transpose, output, input)
-        };
-        let out = self.run(fwd, x, out_hw)?;
+    /// Applies the map to `x` and records its transpose as the backward.
+    fn apply(self, op: &'static str, x: &Tensor) -> Result<Tensor> {
+        let out = self.run(self.map, x, self.planes.output)?;
         Ok(out.with_grad_fn(
             op,
             vec![x.clone()],
-            Box::new(move |g| Ok(vec![Some(self.run(bwd, g, in_hw)?)])),
+            Box::new(move |g| Ok(vec![Some(self.run(self.transpose, g, self.planes.input)?)])),
         ))
     }
 }
@@ -156,24 +168,21 @@ fn with_fallback(t: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Option<Re
 }
 
 impl Tensor {
-    /// Nearest-neighbour upsampling by 2: [N, C, H, W] -> [N, C, 2H, 2W].
-    pub fn upsample_nearest2x(&self) -> Result<Tensor> {
-        let [n, c, h, w] = nchw("upsample_nearest2x", self)?;
-        if let Some(r) = with_fallback(self, |t| t.upsample_nearest2x()) {
-            return r;
-        }
-        let planes = Planes {
-            planes: n * c,
-            input: [2 * h, 2 * w],
-            output: [h, w],
-        };
-        Resample {
-            planes,
-            map: "window_sum",
-            transpose: "window_spread",
-            params: planes.params(Window::plain(2, 2), 1.0),
-        }
-        .apply("upsample_nearest2x", self, true)
+    /// Nearest-neighbour resize to [N, C, out_h, out_w] as PyTorch's
+    /// `F.interpolate(x, size=(out_h, out_w), mode="nearest")`: output pixel (y, x) copies
+    /// input pixel (floor(y * H / out_h), floor(x * W / out_w)), computed in exact integer
+    /// arithmetic (any sizes, up or down). Differentiable (the backward sums the gradients
+    /// of every copy).
+    pub fn resize_nearest(&self, out_h: usize, out_w: usize) -> Result<Tensor> {
+        self.resize("resize_nearest", Interp::Nearest, [out_h, out_w])
+    }
+
+    /// Nearest-neighbour upsampling by integer factors: [N, C, H, W] -> [N, C, factor_h H,
+    /// factor_w W], each pixel repeated factor_h x factor_w times (PyTorch's
+    /// `F.interpolate(x, scale_factor=(factor_h, factor_w), mode="nearest")`).
+    pub fn upsample_nearest(&self, factor_h: usize, factor_w: usize) -> Result<Tensor> {
+        let size = scaled_size("upsample_nearest", self, [factor_h, factor_w])?;
+        self.resize("upsample_nearest", Interp::Nearest, size)
     }
 
     /// Average pooling over `kernel` x `kernel` windows every `stride` pixels, no padding:
@@ -217,7 +226,7 @@ impl Tensor {
             transpose: "window_spread",
             params: planes.params(win, 1.0 / (kernel * kernel) as f32),
         }
-        .apply("avg_pool2d", self, false)
+        .apply("avg_pool2d", self)
     }
 
     /// Max pooling as PyTorch's `F.max_pool2d(x, kernel, stride, padding)` (padding is never
@@ -245,54 +254,78 @@ impl Tensor {
     }
 
     /// Bilinear resize to [N, C, out_h, out_w] as PyTorch's
-    /// `F.interpolate(mode="bilinear", align_corners=False, antialias=False)` (the resize
-    /// pytorch-fid applies before Inception). Forward only (used by the Inception feature
-    /// network): an input that tracks gradients is an error.
+    /// `F.interpolate(mode="bilinear", align_corners=False, antialias=False)` (its default
+    /// and the resize pytorch-fid applies before Inception): source coordinate
+    /// max((dst + 0.5) * in / out - 0.5, 0), the far tap clamped at the border.
+    /// Differentiable.
     pub fn resize_bilinear(&self, out_h: usize, out_w: usize) -> Result<Tensor> {
-        let [n, c, h, w] = nchw("resize_bilinear", self)?;
-        if out_h == 0 || out_w == 0 || h == 0 || w == 0 {
-            return Err(Error::shape(
-                "resize_bilinear",
-                format!("cannot resize {:?} to {out_h}x{out_w}", self.shape()),
-            ));
-        }
-        forward_only("resize_bilinear", self)?;
-        if let Some(r) = with_fallback(self, |t| t.resize_bilinear(out_h, out_w)) {
-            return r;
-        }
-        let planes = Planes {
-            planes: n * c,
-            input: [h, w],
-            output: [out_h, out_w],
-        };
-        let params = planes.params(Window::plain(0, 0), 1.0);
-        run_map("bilinear_forward", &params, self, [out_h, out_w])
+        self.resize("resize_bilinear", Interp::Bilinear, [out_h, out_w])
+    }
+
+    /// Bilinear upsampling by integer factors (`F.interpolate(x, scale_factor=(factor_h,
+    /// factor_w), mode="bilinear", align_corners=False)`): [N, C, H, W] -> [N, C, factor_h H,
+    /// factor_w W]. Differentiable.
+    pub fn upsample_bilinear(&self, factor_h: usize, factor_w: usize) -> Result<Tensor> {
+        let size = scaled_size("upsample_bilinear", self, [factor_h, factor_w])?;
+        self.resize("upsample_bilinear", Interp::Bilinear, size)
     }
 
     /// Bicubic resize to [N, C, out_h, out_w] as PyTorch's
     /// `F.interpolate(mode="bicubic", align_corners=False)` (A = -0.75, borders clamped).
+    /// Differentiable.
     pub fn resize_bicubic(&self, out_h: usize, out_w: usize) -> Result<Tensor> {
-        let [n, c, h, w] = nchw("resize_bicubic", self)?;
-        if out_h == 0 || out_w == 0 || h == 0 || w == 0 {
+        self.resize("resize_bicubic", Interp::Bicubic, [out_h, out_w])
+    }
+
+    /// Resizes [N, C, H, W] to [N, C, out[0], out[1]] by `mode` (interp_forward) with the
+    /// transpose (interp_backward) as the backward.
+    fn resize(&self, op: &'static str, mode: Interp, out: [usize; 2]) -> Result<Tensor> {
+        let [n, c, h, w] = nchw(op, self)?;
+        // The nearest index arithmetic multiplies input and output sizes in u32.
+        let fits = |a: usize, b: usize| (a as u64 + 1) * (b as u64 + 1) <= u32::MAX as u64;
+        if out.contains(&0) || h == 0 || w == 0 || !fits(h, out[0]) || !fits(w, out[1]) {
             return Err(Error::shape(
-                "resize_bicubic",
-                format!("cannot resize {:?} to {out_h}x{out_w}", self.shape()),
+                op,
+                format!(
+                    "cannot resize {:?} to {}x{} (sizes must be at least 1, and each input size + 1 \
+                     times its output size + 1 at most 2^32)",
+                    self.shape(),
+                    out[0],
+                    out[1]
+                ),
             ));
         }
-        if let Some(r) = with_fallback(self, |t| t.resize_bicubic(out_h, out_w)) {
+        if let Some(r) = with_fallback(self, |t| t.resize(op, mode, out)) {
             return r;
         }
         let planes = Planes {
             planes: n * c,
             input: [h, w],
-            output: [out_h, out_w],
+            output: out,
         };
         Resample {
             planes,
-            map: "bicubic_forward",
-            transpose: "bicubic_backward",
-            params: planes.params(Window::plain(0, 0), 1.0),
+            map: "interp_forward",
+            transpose: "interp_backward",
+            params: planes.interp_params(mode),
         }
-        .apply("resize_bicubic", self, false)
+        .apply(op, self)
     }
+}
+
+/// The [H, W] of `x` [N, C, H, W] times `factors`, or an error naming the op.
+fn scaled_size(op: &'static str, x: &Tensor, factors: [usize; 2]) -> Result<[usize; 2]> {
+    let [_, _, h, w] = nchw(op, x)?;
+    if factors.contains(&0) {
+        return Err(Error::shape(
+            op,
+            format!(
+                "scale factors {}x{} for input {:?} must be at least 1",
+                factors[0],
+                factors[1],
+                x.shape()
+            ),
+        ));
+    }
+    Ok([h * factors[0], w * factors[1]])
 }

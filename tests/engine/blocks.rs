@@ -5,7 +5,7 @@ use crate::common::*;
 use crate::cpu;
 use wgdiff::ops::blocks::{
     convnext_block_fused, convnext_block_unfused, convnext_fused_unsupported, resblock_norm_act_conv_fused,
-    resblock_norm_act_conv_unfused, ConvNextParams,
+    resblock_norm_act_conv_unfused, ConvNextParams, CONVNEXT_GELU,
 };
 use wgdiff::ops::{ConvOptions, Unary};
 use wgdiff::{DType, Result, Tensor};
@@ -63,7 +63,7 @@ fn cpu_convnext(v: &[Vec<f64>], xs: [usize; 4]) -> Vec<f64> {
     );
     let z = cpu::norm(&d, &xs, 1, true, &v[3], &v[4], EPS as f64);
     let (h, hs) = biased(cpu::conv2d(&z, xs, &v[5], [4 * c, c, 1, 1], &pointwise), &v[6]);
-    let a = cpu::unary(Unary::Gelu, &h);
+    let a = cpu::unary(Unary::Gelu(CONVNEXT_GELU), &h);
     let (o, _) = biased(cpu::conv2d(&a, hs, &v[7], [c, 4 * c, 1, 1], &pointwise), &v[8]);
     o.iter().zip(&v[0]).map(|(o, x)| o + x).collect()
 }

@@ -1,6 +1,6 @@
 //! Plain-Rust f64 reference implementations of every engine op, written for clarity.
 
-use wgdiff::ops::{Binary, Unary};
+use wgdiff::ops::{Binary, GeluForm, Unary};
 
 pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
     let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
@@ -12,7 +12,9 @@ pub fn unary(op: Unary, x: &[f64]) -> Vec<f64> {
             Unary::Sqrt => v.sqrt(),
             Unary::Relu => v.max(0.0),
             Unary::Silu => v * sig(v),
-            Unary::Gelu => {
+            // x Phi(x) = x erfc(-x / sqrt 2) / 2 (no cancellation in the lower tail)
+            Unary::Gelu(GeluForm::Exact) => 0.5 * v * libm::erfc(-v / std::f64::consts::SQRT_2),
+            Unary::Gelu(GeluForm::Tanh) => {
                 0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
             }
             Unary::Sigmoid => sig(v),
@@ -316,6 +318,20 @@ pub fn norm(
     y
 }
 
+/// LayerNorm of every row of `d` consecutive values, then `* gamma[j] + beta[j]`.
+pub fn layer_norm(x: &[f64], d: usize, gamma: &[f64], beta: &[f64], eps: f64) -> Vec<f64> {
+    x.chunks(d)
+        .flat_map(|row| {
+            let mean = row.iter().sum::<f64>() / d as f64;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / d as f64;
+            let rstd = 1.0 / (var + eps).sqrt();
+            row.iter()
+                .zip(gamma.iter().zip(beta))
+                .map(move |(v, (g, b))| (v - mean) * rstd * g + b)
+        })
+        .collect()
+}
+
 /// silu(group_norm(x) * (1 + scale[n, c]) + shift[n, c]).
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm_scale_shift_silu(
@@ -339,14 +355,15 @@ pub fn group_norm_scale_shift_silu(
         .collect()
 }
 
-/// [N, C, H, W] -> [N, C, 2H, 2W], each pixel repeated 2x2.
-pub fn upsample_nearest2x(x: &[f64], shape: &[usize]) -> Vec<f64> {
+/// PyTorch's `F.interpolate(size=(out_h, out_w), mode="nearest")`: output pixel (y, x)
+/// copies input pixel (floor(y * H / out_h), floor(x * W / out_w)).
+pub fn resize_nearest(x: &[f64], shape: &[usize], out_h: usize, out_w: usize) -> Vec<f64> {
     let (planes, h, w) = (shape[0] * shape[1], shape[2], shape[3]);
-    let mut y = Vec::with_capacity(x.len() * 4);
+    let mut y = Vec::with_capacity(planes * out_h * out_w);
     for p in 0..planes {
-        for oy in 0..2 * h {
-            for ox in 0..2 * w {
-                y.push(x[(p * h + oy / 2) * w + ox / 2]);
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                y.push(x[(p * h + oy * h / out_h) * w + ox * w / out_w]);
             }
         }
     }

@@ -3,7 +3,8 @@
 use crate::common::*;
 use crate::cpu;
 use wgdiff::ops::elementwise::broadcast_shape;
-use wgdiff::ops::{Binary, Unary};
+use wgdiff::ops::{Binary, GeluForm, Unary};
+use wgdiff::DType;
 
 /// Inputs on which `op` is smooth and well-conditioned.
 fn sample_input(op: Unary, n: usize) -> Vec<f64> {
@@ -30,14 +31,15 @@ fn sample_input(op: Unary, n: usize) -> Vec<f64> {
     }
 }
 
-const UNARY: [Unary; 17] = [
+const UNARY: [Unary; 18] = [
     Unary::Neg,
     Unary::Exp,
     Unary::Log,
     Unary::Sqrt,
     Unary::Relu,
     Unary::Silu,
-    Unary::Gelu,
+    Unary::Gelu(GeluForm::Exact),
+    Unary::Gelu(GeluForm::Tanh),
     Unary::Sigmoid,
     Unary::Tanh,
     Unary::Clamp(-0.5, 0.5),
@@ -67,6 +69,64 @@ fn unary_ops_match_cpu_and_finite_differences() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn gelu_forms_match_pytorch_values() {
+    // torch.nn.functional.gelu(x) and gelu(x, approximate="tanh") in float64
+    let x = upload(&[2], &[1.0, -0.5], DType::F32);
+    let exact = download(&x.gelu(GeluForm::Exact).unwrap());
+    let tanh = download(&x.gelu(GeluForm::Tanh).unwrap());
+    for (what, got, want) in [
+        ("exact gelu(1)", exact[0], 0.8413447460685429),
+        ("exact gelu(-0.5)", exact[1], -0.15426876936299344),
+        ("tanh gelu(1)", tanh[0], 0.8411919906082768),
+        ("tanh gelu(-0.5)", tanh[1], -0.15428599017485606),
+    ] {
+        assert!((got - want).abs() <= 1e-6, "{what}: got {got}, want {want}");
+    }
+}
+
+#[test]
+fn exact_gelu_and_its_gradient_are_float32_accurate_everywhere() {
+    // Every 1/128 over [-12, 12]: both erf branches, the erfc tail (where exact and tanh GELU
+    // differ by up to 4.7e-4) and past the point where exp(-x^2) underflows. Errors are
+    // judged against f64 per element, relative to max(1, |x|), the scale of a float32
+    // rounding of x * Phi(x) (lavapipe: ~0.9e-7 and ~1.0e-7).
+    let x: Vec<f64> = (-1536..=1536).map(|i| i as f64 / 128.0).collect();
+    let t = upload(&[x.len()], &x, DType::F32).requires_grad();
+    let y = t.gelu(GeluForm::Exact).unwrap();
+    wgdiff::backward(&y.sum_all().unwrap()).unwrap();
+    let (y, dy) = (download(&y), download(&t.grad().unwrap()));
+    let want_y = cpu::unary(Unary::Gelu(GeluForm::Exact), &x);
+    let normal_pdf = |v: f64| (-0.5 * v * v).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    for (i, &v) in x.iter().enumerate() {
+        let want_dy = 0.5 * libm::erfc(-v / std::f64::consts::SQRT_2) + v * normal_pdf(v);
+        let scale = v.abs().max(1.0);
+        assert!(
+            (y[i] - want_y[i]).abs() <= 2e-7 * scale,
+            "gelu({v}) = {}, want {} (error {:.2e})",
+            y[i],
+            want_y[i],
+            (y[i] - want_y[i]).abs()
+        );
+        assert!(
+            (dy[i] - want_dy).abs() <= 5e-7 * scale,
+            "gelu'({v}) = {}, want {want_dy} (error {:.2e})",
+            dy[i],
+            (dy[i] - want_dy).abs()
+        );
+        // The lower tail comes from erfc, not 1 + erf, so it is accurate relative to its tiny
+        // values (down to 1e-32 at -12); exp(-x^2 / 2) of a rounded x^2 bounds that by
+        // ~x^2 float32 epsilons (lavapipe: 1.6e-7 x^2).
+        let rel = (y[i] - want_y[i]).abs() / want_y[i].abs();
+        assert!(
+            v >= -1.5 || rel <= 4e-7 * v * v,
+            "gelu({v}) = {:e}, want {:e} (relative error {rel:.2e})",
+            y[i],
+            want_y[i]
+        );
     }
 }
 

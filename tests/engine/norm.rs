@@ -1,16 +1,21 @@
-//! GroupNorm, channel LayerNorm and the fused GroupNorm + scale/shift + SiLU against the CPU
-//! references, and the fused op against its unfused composition.
+//! GroupNorm, channel LayerNorm, LayerNorm over the last dim and the fused GroupNorm +
+//! scale/shift + SiLU against the CPU references, and the fused op against its unfused composition.
 
 use crate::common::*;
 use crate::cpu;
+use wgdiff::ops::norm::{pin_norm_kernel, NormKernel, NormRows};
 use wgdiff::{DType, Tensor};
 
 const EPS: f32 = 1e-5;
 
 /// Input x and per-channel gamma, beta (gamma near 1).
 fn norm_inputs(shape: &[usize]) -> Vec<(Vec<usize>, Vec<f64>)> {
+    affine_inputs(shape, shape[1])
+}
+
+/// Input x and gamma, beta of `c` entries (gamma near 1).
+fn affine_inputs(shape: &[usize], c: usize) -> Vec<(Vec<usize>, Vec<f64>)> {
     let mut r = rng();
-    let c = shape[1];
     let n: usize = shape.iter().product();
     let x = normal_vec(&mut r, n).iter().map(|v| 2.0 * v + 0.5).collect();
     let gamma = normal_vec(&mut r, c).iter().map(|v| 1.0 + 0.3 * v).collect();
@@ -94,6 +99,32 @@ fn layer_norm_channels_matches_cpu_and_differentiates() {
                 move |xs| cpu::norm(&xs[0], &s, 1, true, &xs[1], &xs[2], EPS as f64),
                 |ts| ts[0].layer_norm_channels(&ts[1], &ts[2], EPS),
             );
+        }
+    }
+}
+
+#[test]
+fn layer_norm_over_the_last_dim_matches_cpu_and_differentiates() {
+    // Leading dims [2, 3]; rank 1; rows longer than a workgroup (64 lanes) and than 256;
+    // each kernel form pinned, then as the autotuner picks.
+    let shapes = [vec![2, 3, 40], vec![7], vec![2, 300], vec![3, 1, 1000]];
+    for kind in [Some(NormKernel::Lane), Some(NormKernel::Workgroup), None] {
+        for dtype in dtypes() {
+            for shape in &shapes {
+                let d = *shape.last().unwrap();
+                check_op(
+                    &format!("layer_norm {shape:?} ({kind:?})"),
+                    dtype,
+                    &affine_inputs(shape, d),
+                    move |xs| cpu::layer_norm(&xs[0], d, &xs[1], &xs[2], EPS as f64),
+                    move |ts| {
+                        if let Some(kind) = kind {
+                            pin_norm_kernel(&ts[0], NormRows::LastAxis, kind)?;
+                        }
+                        ts[0].layer_norm(&ts[1], &ts[2], EPS)
+                    },
+                );
+            }
         }
     }
 }
@@ -188,6 +219,18 @@ fn norm_shape_errors_name_the_shapes() {
     assert!(err.contains("4 groups") && err.contains("[2, 6, 5]"), "{err}");
     let err = x.layer_norm_channels(&bad, &g, EPS).unwrap_err().to_string();
     assert!(err.contains("[4]") && err.contains("[6]"), "{err}");
+    let g5 = upload(&[5], &[1.0; 5], DType::F32);
+    let err = x.layer_norm(&g5, &bad, EPS).unwrap_err().to_string();
+    assert!(
+        err.contains("layer_norm")
+            && err.contains("beta")
+            && err.contains("[2, 6, 5]")
+            && err.contains("[5]"),
+        "{err}"
+    );
+    let scalar = upload(&[], &[1.0], DType::F32);
+    let err = scalar.layer_norm(&g5, &g5, EPS).unwrap_err().to_string();
+    assert!(err.contains("layer_norm") && err.contains("last dim"), "{err}");
     let err = x
         .group_norm_scale_shift_silu(2, &g, &g, &g, &g, EPS)
         .unwrap_err()
@@ -197,7 +240,6 @@ fn norm_shape_errors_name_the_shapes() {
 
 #[test]
 fn every_norm_kernel_form_matches_cpu_and_differentiates() {
-    use wgdiff::ops::norm::{pin_norm_kernel, NormKernel};
     // Rows longer than a workgroup's 64 lanes, positions not a multiple of 4, several
     // channels per row, and channel LayerNorm rows longer than 64 channels.
     let cases: [(Vec<usize>, usize, bool); 4] = [
@@ -210,7 +252,12 @@ fn every_norm_kernel_form_matches_cpu_and_differentiates() {
         for dtype in dtypes() {
             for (shape, groups, per_position) in &cases {
                 let (s, groups, per_position) = (shape.clone(), *groups, *per_position);
-                let pin = move |x: &Tensor| pin_norm_kernel(x, groups, per_position, kind);
+                let rows = if per_position {
+                    NormRows::ChannelsPerPosition
+                } else {
+                    NormRows::Groups(groups)
+                };
+                let pin = move |x: &Tensor| pin_norm_kernel(x, rows, kind);
                 check_op(
                     &format!("{kind:?} norm {shape:?} groups {groups} per position {per_position}"),
                     dtype,
@@ -241,7 +288,7 @@ fn every_norm_kernel_form_matches_cpu_and_differentiates() {
                     )
                 },
                 move |ts| {
-                    pin_norm_kernel(&ts[0], 3, false, kind)?;
+                    pin_norm_kernel(&ts[0], NormRows::Groups(3), kind)?;
                     ts[0].group_norm_scale_shift_silu(3, &ts[1], &ts[2], &ts[3], &ts[4], EPS)
                 },
             );
@@ -251,12 +298,14 @@ fn every_norm_kernel_form_matches_cpu_and_differentiates() {
 
 #[test]
 fn norm_kernel_forms_respect_the_loop_budget() {
-    use wgdiff::ops::norm::NormKernel;
     // The forward walks each row three times: a lane holds rows up to 20 000 elements.
     assert_eq!(
-        NormKernel::available(20_000, 3),
+        NormKernel::available(20_000, 3, 0),
         [NormKernel::Lane, NormKernel::Workgroup]
     );
-    assert_eq!(NormKernel::available(20_001, 3), [NormKernel::Workgroup]);
-    assert!(NormKernel::available(64 * 20_001, 3).is_empty());
+    assert_eq!(NormKernel::available(20_001, 3, 0), [NormKernel::Workgroup]);
+    assert!(NormKernel::available(64 * 20_001, 3, 0).is_empty());
+    // A GroupNorm row's input gradient first loops over its channels in every invocation.
+    assert_eq!(NormKernel::available(40_000, 1, 30_000), [NormKernel::Workgroup]);
+    assert!(NormKernel::available(64_000, 1, 59_001).is_empty());
 }

@@ -1,7 +1,6 @@
-//! Nearest 2x upsampling, average pooling (also padded, with and without counting the padding)
-//! and bicubic resizing against the CPU references (forward, and backward by finite
-//! differences); max pooling and bilinear resizing (forward only); bicubic/bilinear border and
-//! shape-error checks.
+//! Nearest, bilinear and bicubic resizing (to sizes and by factors) and average pooling (also
+//! padded, with and without counting the padding) against the CPU references (forward, and
+//! backward by finite differences); max pooling (forward only); border and shape-error checks.
 
 use crate::common::*;
 use crate::cpu;
@@ -12,19 +11,63 @@ fn input(shape: &[usize]) -> Vec<(Vec<usize>, Vec<f64>)> {
 }
 
 #[test]
-fn upsample_nearest2x_matches_cpu_and_differentiates() {
+fn upsample_nearest_matches_cpu_and_differentiates() {
+    // (2, 2) is the U-Net's upsampling.
+    let cases = [
+        (vec![2, 3, 5, 7], 3, 2),
+        (vec![2, 3, 5, 7], 2, 2),
+        (vec![1, 1, 1, 1], 2, 2),
+        (vec![1, 2, 4, 3], 1, 4),
+        (vec![1, 2, 4, 3], 1, 1),
+    ];
     for dtype in dtypes() {
-        for shape in [vec![2, 3, 5, 7], vec![1, 1, 1, 1], vec![1, 2, 4, 3]] {
-            let s = shape.clone();
+        for (shape, fh, fw) in &cases {
+            let (s, fh, fw) = (shape.clone(), *fh, *fw);
             check_op(
-                &format!("upsample_nearest2x {shape:?}"),
+                &format!("upsample_nearest {shape:?} by {fh}x{fw}"),
                 dtype,
-                &input(&shape),
-                move |xs| cpu::upsample_nearest2x(&xs[0], &s),
-                |ts| ts[0].upsample_nearest2x(),
+                &input(shape),
+                move |xs| cpu::resize_nearest(&xs[0], &s, s[2] * fh, s[3] * fw),
+                |ts| ts[0].upsample_nearest(fh, fw),
             );
         }
     }
+}
+
+#[test]
+fn resize_nearest_matches_cpu_and_differentiates() {
+    // Sizes that are not multiples (5x7 -> 12x9), shrinking (some inputs get no gradient),
+    // one size up and the other down, the identity.
+    let cases = [
+        (vec![2, 3, 5, 7], 12, 9),
+        (vec![1, 2, 11, 9], 3, 2),
+        (vec![1, 2, 4, 6], 7, 5),
+        (vec![1, 1, 5, 7], 5, 7),
+        (vec![1, 1, 1, 1], 3, 2),
+    ];
+    for dtype in dtypes() {
+        for (shape, oh, ow) in &cases {
+            let (s, oh, ow) = (shape.clone(), *oh, *ow);
+            check_op(
+                &format!("resize_nearest {shape:?} -> {oh}x{ow}"),
+                dtype,
+                &input(shape),
+                move |xs| cpu::resize_nearest(&xs[0], &s, oh, ow),
+                |ts| ts[0].resize_nearest(oh, ow),
+            );
+        }
+    }
+}
+
+#[test]
+fn resize_nearest_picks_pytorchs_pixels() {
+    // torch.nn.functional.interpolate(torch.arange(5.).view(1, 1, 1, 5), size=(1, 8)):
+    // source index floor(dst * 5 / 8).
+    let x = upload(&[1, 1, 1, 5], &[0.0, 1.0, 2.0, 3.0, 4.0], DType::F32);
+    let got = download(&x.resize_nearest(1, 8).unwrap());
+    assert_eq!(got, [0.0, 0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 4.0]);
+    let got = download(&x.resize_nearest(1, 2).unwrap());
+    assert_eq!(got, [0.0, 2.0]);
 }
 
 #[test]
@@ -102,22 +145,20 @@ fn max_pool2d_matches_cpu() {
 }
 
 #[test]
-fn resize_bilinear_matches_cpu() {
+fn resize_bilinear_matches_cpu_and_differentiates() {
     let cases = [
         (vec![2, 3, 5, 7], 9, 4),
         (vec![2, 3, 5, 7], 5, 7),
+        (vec![2, 3, 5, 7], 2, 3),
         (vec![1, 2, 4, 4], 16, 13),
         (vec![1, 1, 11, 9], 3, 2),
         (vec![1, 1, 1, 1], 3, 3),
         (vec![1, 1, 5, 5], 1, 1),
-        // pytorch-fid's resize of MNIST and CIFAR images
-        (vec![1, 1, 28, 28], 299, 299),
-        (vec![1, 3, 32, 32], 299, 299),
     ];
     for dtype in dtypes() {
         for (shape, oh, ow) in &cases {
             let (s, oh, ow) = (shape.clone(), *oh, *ow);
-            check_forward(
+            check_op(
                 &format!("resize_bilinear {shape:?} -> {oh}x{ow}"),
                 dtype,
                 &input(shape),
@@ -125,20 +166,49 @@ fn resize_bilinear_matches_cpu() {
                 |ts| ts[0].resize_bilinear(oh, ow),
             );
         }
+        // pytorch-fid's resize of MNIST and CIFAR images
+        for (shape, size) in [(vec![1, 1, 28, 28], 299), (vec![1, 3, 32, 32], 299)] {
+            let s = shape.clone();
+            check_forward(
+                &format!("resize_bilinear {shape:?} -> {size}x{size}"),
+                dtype,
+                &input(&shape),
+                move |xs| cpu::resize_bilinear(&xs[0], &s, size, size),
+                |ts| ts[0].resize_bilinear(size, size),
+            );
+        }
     }
 }
 
 #[test]
-fn forward_only_resampling_refuses_inputs_that_need_gradients() {
-    let x = upload(&[1, 1, 4, 4], &[0.5; 16], DType::F32).requires_grad();
-    for err in [
-        x.max_pool2d(3, 1, 1).unwrap_err().to_string(),
-        x.resize_bilinear(8, 8).unwrap_err().to_string(),
-    ] {
-        assert!(err.contains("no backward") && err.contains("no_grad"), "{err}");
+fn upsample_bilinear_matches_cpu_and_differentiates() {
+    let cases = [
+        (vec![2, 3, 5, 7], 3, 3),
+        (vec![1, 2, 4, 3], 2, 3),
+        (vec![1, 1, 1, 1], 3, 3),
+        (vec![1, 2, 3, 4], 1, 2),
+    ];
+    for dtype in dtypes() {
+        for (shape, fh, fw) in &cases {
+            let (s, fh, fw) = (shape.clone(), *fh, *fw);
+            check_op(
+                &format!("upsample_bilinear {shape:?} by {fh}x{fw}"),
+                dtype,
+                &input(shape),
+                move |xs| cpu::resize_bilinear(&xs[0], &s, s[2] * fh, s[3] * fw),
+                |ts| ts[0].upsample_bilinear(fh, fw),
+            );
+        }
     }
+}
+
+#[test]
+fn max_pool2d_refuses_inputs_that_need_gradients() {
+    let x = upload(&[1, 1, 4, 4], &[0.5; 16], DType::F32).requires_grad();
+    let err = x.max_pool2d(3, 1, 1).unwrap_err().to_string();
+    assert!(err.contains("no backward") && err.contains("no_grad"), "{err}");
     let _g = wgdiff::no_grad();
-    assert!(x.max_pool2d(3, 1, 1).is_ok() && x.resize_bilinear(8, 8).is_ok());
+    assert!(x.max_pool2d(3, 1, 1).is_ok());
 }
 
 #[test]
@@ -188,9 +258,16 @@ fn bicubic_and_bilinear_keep_constants_up_to_the_borders() {
 #[test]
 fn resample_shape_errors_name_the_shapes() {
     let x = upload(&[2, 3, 4], &[0.0; 24], DType::F32);
-    let err = x.upsample_nearest2x().unwrap_err().to_string();
-    assert!(err.contains("[2, 3, 4]"), "{err}");
+    let err = x.upsample_nearest(2, 2).unwrap_err().to_string();
+    assert!(
+        err.contains("upsample_nearest") && err.contains("[2, 3, 4]"),
+        "{err}"
+    );
     let x = upload(&[1, 1, 3, 3], &[0.0; 9], DType::F32);
+    let err = x.upsample_bilinear(0, 2).unwrap_err().to_string();
+    assert!(err.contains("0x2") && err.contains("at least 1"), "{err}");
+    let err = x.resize_nearest(4, 0).unwrap_err().to_string();
+    assert!(err.contains("4x0") && err.contains("[1, 1, 3, 3]"), "{err}");
     let err = x.avg_pool2d(4, 1).unwrap_err().to_string();
     assert!(err.contains("kernel 4") && err.contains("[1, 1, 3, 3]"), "{err}");
     // PyTorch's rule: padding at most half the kernel.
