@@ -500,7 +500,7 @@ impl Trainer {
             self.state.step,
             path.display()
         );
-        let lower_lr = format!("--lr {:e}", c.lr / 10.0);
+        let lower_lr = format!("--lr {:.0e}", c.lr / 10.0);
         let Ok(good) = std::fs::read(path) else {
             return Error::Training(format!(
                 "{head}; no good checkpoint was written before. Train again with a lower learning rate \

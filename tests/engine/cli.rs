@@ -600,3 +600,50 @@ fn model_summary_reports_the_preset_parameter_counts() {
     let out = wgdiff().args(["model", "--preset", "mnist"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("Trainable params: 2,287,489"));
 }
+
+#[test]
+fn resume_changes_only_what_it_may_and_says_where_each_setting_comes_from() {
+    let out = std::env::temp_dir().join(format!("wgdiff-cli-{}-resume-flags", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let grid = ["--grid-images", "1", "--grid-steps", "1"];
+    let first = wgdiff()
+        .args([
+            "train", "--preset", "tiny", "--batch", "8", "--steps", "1", "--out",
+        ])
+        .arg(&out)
+        .args(grid)
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let checkpoint = out.join("checkpoint.safetensors");
+    let refused = wgdiff()
+        .args(["train", "--resume"])
+        .arg(&checkpoint)
+        .args(["--steps", "2", "--batch", "16"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--batch cannot change when resuming") && stderr.contains("--init"),
+        "{stderr}"
+    );
+    let resumed = wgdiff()
+        .args(["train", "--resume"])
+        .arg(&checkpoint)
+        .args(["--steps", "2", "--lr", "1e-4", "--max-grad-norm", "0.5"])
+        .args(grid)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("from the checkpoint: model, process, data, batch")
+            && stderr.contains("from flags: steps 1 -> 2, lr 0.004 -> 0.0001, max_grad_norm 1.0 -> 0.5"),
+        "{stderr}"
+    );
+}

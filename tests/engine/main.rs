@@ -11,6 +11,7 @@ mod checkpoint;
 mod classifier;
 mod cli;
 mod conv;
+mod crash;
 mod data;
 mod determinism;
 mod device;

@@ -16,7 +16,8 @@ use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
 use wgdiff::train::fid::best_fid;
 use wgdiff::train::{
-    default_process, FidTracker, Precision, SkipTraining, TrainConfig, TrainedModel, Trainer, CFG_GUIDANCE,
+    default_process, FidTracker, Precision, ResumeChanges, SkipTraining, TrainConfig, TrainedModel, Trainer,
+    CFG_GUIDANCE,
 };
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
@@ -690,4 +691,77 @@ fn sample_requests_a_model_cannot_honour_are_refused_by_name() {
         &unconditional,
         "steps",
     );
+}
+
+/// A diverged run (NaN weights, or finite ones blown up past 1e6) never writes over its good
+/// checkpoint, keeps it as last-good.safetensors, and resumes from it with a lower lr, warm-up
+/// and clipping, reporting what changed.
+#[test]
+fn divergence_keeps_the_last_good_checkpoint_and_a_resume_may_lower_the_lr() {
+    let config = tiny_config("diverge", 6);
+    let checkpoint = config.out.join("checkpoint.safetensors");
+    let mut trainer = Trainer::new(gpu(), config).unwrap();
+    block_on(trainer.step()).unwrap();
+    block_on(trainer.save(&checkpoint)).unwrap();
+    let good = std::fs::read(&checkpoint).unwrap();
+    let (name, weight) = trainer.net().named_params()[0].clone();
+    let n = weight.numel();
+    for (bad, what) in [(f32::NAN, "NaN or infinite"), (3e38, "|w| = 3e38")] {
+        let mut values = vec![0.1; n];
+        values[n / 2] = bad;
+        weight
+            .copy_from(&wgdiff::Tensor::from_f32(gpu(), weight.shape(), &values).unwrap())
+            .unwrap();
+        let msg = block_on(trainer.save(&checkpoint)).unwrap_err().to_string();
+        for part in [
+            what,
+            &format!("model.{name}"),
+            "was not overwritten",
+            "(step 1)",
+            "last-good.safetensors",
+            "--lr 3e-4",
+        ] {
+            assert!(msg.contains(part), "{msg:?} does not mention {part:?}");
+        }
+        assert!(
+            std::fs::read(&checkpoint).unwrap() == good,
+            "the good checkpoint was overwritten"
+        );
+        let kept = checkpoint.with_file_name("last-good.safetensors");
+        assert!(
+            std::fs::read(&kept).unwrap() == good,
+            "last-good.safetensors is not the good one"
+        );
+    }
+    let changes = ResumeChanges {
+        lr: Some(3e-4),
+        warmup: Some(20),
+        max_grad_norm: Some(0.5),
+        steps: Some(4),
+        ..ResumeChanges::default()
+    };
+    let resumed = Trainer::resume(gpu(), &checkpoint, &changes).unwrap();
+    let c = &resumed.state.config;
+    assert_eq!((c.lr, c.warmup, c.max_grad_norm, c.steps), (3e-4, 20, 0.5, 4));
+    assert_eq!(
+        resumed.resume_changes,
+        [
+            "steps 6 -> 4",
+            "lr 0.003 -> 0.0003",
+            "warmup 0 -> 20",
+            "max_grad_norm 1.0 -> 0.5"
+        ]
+    );
+    let msg = Trainer::resume(
+        gpu(),
+        &checkpoint,
+        &ResumeChanges {
+            lr: Some(-1.0),
+            ..changes
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(msg.contains("lr must be a positive number"), "{msg}");
 }
