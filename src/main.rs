@@ -20,6 +20,10 @@ struct Cli {
     /// Use the adapter whose name contains this text, e.g. llvmpipe (also WGPU_ADAPTER_NAME)
     #[arg(long, global = true)]
     adapter: Option<String>,
+    /// Choose every kernel by a fixed rule instead of timing the candidates (and ignore the
+    /// autotune cache): bit-identical results from run to run on one adapter, perhaps slower
+    #[arg(long, global = true)]
+    deterministic: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         without: wgpu::Features::empty(),
     }
     .or_env();
+    commands::use_deterministic_kernels(cli.deterministic);
     match run(cli.command, choice) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

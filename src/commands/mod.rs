@@ -15,11 +15,16 @@ pub mod train;
 pub mod train_classifier;
 
 use anyhow::Result;
+use std::sync::atomic::{AtomicBool, Ordering};
 use wgdiff::{AdapterChoice, Gpu};
 
 /// Opens the device with kernel choices remembered across runs in the user's cache folder.
 pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
     let gpu = Gpu::new_blocking(choice.clone())?;
+    if DETERMINISTIC.load(Ordering::Relaxed) {
+        gpu.set_deterministic(true);
+        return Ok(gpu);
+    }
     if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.or_env()) {
         eprintln!("{warning}");
     }
@@ -27,6 +32,15 @@ pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
         gpu.tuner().use_cache_file(path);
     }
     Ok(gpu)
+}
+
+/// Set by `--deterministic`: devices opened by [`open_gpu`] choose kernels by fixed rules.
+static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
+
+/// Makes every device [`open_gpu`] opens use fixed kernel choices instead of timing them (see
+/// `Gpu::set_deterministic`): bit-identical results from run to run on one adapter.
+pub fn use_deterministic_kernels(on: bool) {
+    DETERMINISTIC.store(on, Ordering::Relaxed);
 }
 
 /// The kernel choices the autotuner measured in this run or loaded from its cache.

@@ -647,3 +647,33 @@ fn resume_changes_only_what_it_may_and_says_where_each_setting_comes_from() {
         "{stderr}"
     );
 }
+
+#[test]
+fn deterministic_runs_write_identical_samples() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-{}-deterministic", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let grids: Vec<Vec<u8>> = (0..2)
+        .map(|run| {
+            let path = dir.join(format!("run{run}.png"));
+            let out = wgdiff()
+                .args([
+                    "--deterministic",
+                    "sample",
+                    "--count",
+                    "2",
+                    "--steps",
+                    "3",
+                    "--out",
+                ])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            std::fs::read(&path).unwrap()
+        })
+        .collect();
+    assert!(
+        grids[0] == grids[1],
+        "two --deterministic runs drew different images"
+    );
+}
