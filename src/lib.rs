@@ -17,6 +17,7 @@ pub mod experiment;
 pub mod features;
 pub mod fnv;
 pub mod gpu;
+pub mod host_memory;
 pub mod median;
 pub mod metrics;
 pub mod models;

@@ -1,11 +1,11 @@
 //! `wgdiff sample`: draws images from a trained checkpoint (by default the model shipped in
 //! assets/) with any sampler, and writes a PNG grid and optionally every step as frames.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use wgdiff::diffusion::{Spacing, Step};
-use wgdiff::train::sample::{choose_sampler, save_step_frames, write_grid, DEFAULT_CHECKPOINT};
+use wgdiff::train::sample::{choose_sampler, save_grid_of, save_step_frames, DEFAULT_CHECKPOINT};
 use wgdiff::train::{SampleRequest, TrainedModel};
 use wgdiff::Gpu;
 
@@ -83,9 +83,13 @@ impl SamplingArgs {
 pub struct SampleArgs {
     #[command(flatten)]
     sampling: SamplingArgs,
-    /// Images to draw
+    /// Images to draw (any number: they are drawn --batch at a time)
     #[arg(long, default_value_t = 16)]
     count: usize,
+    /// Images drawn at once; batch i is seeded --seed + i, so the same seed, count and batch
+    /// give the same images
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
     /// Output PNG grid
     #[arg(long, default_value = "samples.png")]
     out: PathBuf,
@@ -96,16 +100,53 @@ pub struct SampleArgs {
 
 pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     wgdiff::data::check_grid_output(&args.out)?;
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if args.frames.is_some() && args.count > args.batch {
+        bail!(
+            "--frames records one batch: use --count {} or less (or a --batch of at least {})",
+            args.batch,
+            args.count
+        );
+    }
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.count)?;
     let started = std::time::Instant::now();
-    let mut write_frames = |step: &Step| match &args.frames {
-        Some(dir) => save_step_frames(dir, step),
-        None => Ok(()),
+    let shape = model.image_shape();
+    let (images, evaluations) = match &args.frames {
+        Some(dir) => {
+            let mut write_frames = |step: &Step| save_step_frames(dir, step);
+            let (images, evaluations) =
+                pollster::block_on(model.sampling().sample(gpu, &request, Some(&mut write_frames)))?;
+            (images.to_vec()?, evaluations)
+        }
+        None => {
+            let bar = (args.count > args.batch).then(|| super::progress_bar(args.count, "images"));
+            let drawn = pollster::block_on(model.sampling().sample_in_batches(
+                gpu,
+                &request,
+                args.batch,
+                |done| {
+                    if let Some(bar) = &bar {
+                        bar.set_position(done as u64);
+                    }
+                },
+            ))?;
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            drawn
+        }
     };
-    let (images, evaluations) =
-        pollster::block_on(model.sampling().sample(gpu, &request, Some(&mut write_frames)))?;
-    write_grid(&args.out, &images, 2)?;
+    // (large grids at 1:1, so 100,000 MNIST digits stay a 9,500-pixel-wide PNG)
+    let scale = if args.count > 256 { 1 } else { 2 };
+    save_grid_of(
+        &args.out,
+        &images,
+        [args.count, shape[0], shape[1], shape[2]],
+        scale,
+    )?;
     eprintln!(
         "{} images with {} ({} network evaluations) in {:.1} s: {}",
         args.count,

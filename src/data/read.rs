@@ -135,37 +135,13 @@ impl FileBytes {
 const LOADED_BYTES_PER_PIXEL: u64 = 1 + 4;
 
 /// Errors, naming `path` and the memory needed, when `pixels` pixels (`what`, e.g. "60000
-/// images of 28x28") would not fit in the memory the system has free (native Linux, where
-/// /proc/meminfo tells; elsewhere the allocation itself is the check).
+/// images of 28x28") would not fit in the memory the system has free.
 pub(crate) fn check_host_memory(path: &Path, what: &str, pixels: u64) -> Result<()> {
     let bytes = pixels.saturating_mul(LOADED_BYTES_PER_PIXEL);
-    match available_host_memory() {
-        Some(free) if bytes > free => Err(Error::data(
+    crate::host_memory::shortfall(bytes).map_or(Ok(()), |short| {
+        Err(Error::data(
             path,
-            format!(
-                "{what} need {:.1} GiB in memory but only {:.1} GiB are free; use a smaller dataset \
-                 or free memory",
-                gib(bytes),
-                gib(free)
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn gib(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
-}
-
-#[cfg(target_os = "linux")]
-fn available_host_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn available_host_memory() -> Option<u64> {
-    None
+            format!("{what} {short}; use a smaller dataset or free memory"),
+        ))
+    })
 }

@@ -74,13 +74,11 @@ pub async fn sample_features(
     mut progress: impl FnMut(usize),
 ) -> Result<GeneratedFeatures> {
     let mut generated = GeneratedFeatures::default();
-    let batch = batch.max(1);
-    for (i, start) in (0..count).step_by(batch).enumerate() {
-        let part = SampleRequest {
-            count: batch.min(count - start),
-            seed: request.seed.wrapping_add(i as u64),
-            ..request.clone()
-        };
+    let request = SampleRequest {
+        count,
+        ..request.clone()
+    };
+    for part in request.chunks(batch) {
         generated.add_batch(gpu, sampling, &part, features).await?;
         progress(generated.count);
     }

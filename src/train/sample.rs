@@ -40,6 +40,21 @@ pub struct SampleRequest {
 }
 
 impl SampleRequest {
+    /// This request split into requests of at most `batch` images (batch 0 counts as 1), the
+    /// i-th seeded `seed + i`: how `wgdiff sample --batch` and `eval` draw any count in memory
+    /// that fits (the same seed, count and batch give the same images).
+    pub fn chunks(&self, batch: usize) -> impl Iterator<Item = SampleRequest> + '_ {
+        let batch = batch.max(1);
+        (0..self.count)
+            .step_by(batch)
+            .enumerate()
+            .map(move |(i, start)| SampleRequest {
+                count: batch.min(self.count - start),
+                seed: self.seed.wrapping_add(i as u64),
+                ..self.clone()
+            })
+    }
+
     /// Checks the request against the model it will sample, naming the value and the fix.
     pub fn validate(&self, model: &ModelConfig) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(msg));
@@ -136,6 +151,36 @@ impl Sampling<'_> {
         on_step: Option<&'s mut OnStep<'s>>,
     ) -> Result<(Tensor, usize)> {
         sample_net(gpu, self.net, self.model, self.process, request, on_step).await
+    }
+
+    /// Draws `request.count` images in batches of at most `batch` ([`SampleRequest::chunks`]),
+    /// reading each back: the images' values ([N, C, H, W] on the host) and the network
+    /// evaluations; `progress(done)` after each batch. A count whose images would not fit in
+    /// the free host memory is refused up front with the figures.
+    pub async fn sample_in_batches(
+        &self,
+        gpu: &Gpu,
+        request: &SampleRequest,
+        batch: usize,
+        mut progress: impl FnMut(usize),
+    ) -> Result<(Vec<f32>, usize)> {
+        request.validate(self.model)?;
+        let [c, h, w] = self.model.image_shape();
+        let values = (request.count as u64).saturating_mul((c * h * w) as u64);
+        if let Some(short) = crate::host_memory::shortfall(values.saturating_mul(4)) {
+            return Err(Error::Config(format!(
+                "{} images of {c}x{h}x{w} {short}; draw fewer at a time",
+                request.count
+            )));
+        }
+        let (mut images, mut evaluations) = (Vec::new(), 0);
+        for part in request.chunks(batch) {
+            let (drawn, evals) = self.sample(gpu, &part, None).await?;
+            images.extend(drawn.to_vec_async().await?);
+            evaluations += evals;
+            progress(images.len() / (c * h * w));
+        }
+        Ok((images, evaluations))
     }
 }
 
@@ -286,10 +331,16 @@ pub fn write_grid(path: &Path, images: &Tensor, scale: usize) -> Result<()> {
             format!("images must be [N, C, H, W], got {:?}", images.shape()),
         )
     })?;
+    save_grid_of(path, &images.to_vec()?, shape, scale)
+}
+
+/// [`write_grid`] of images already on the host (`shape` = [N, C, H, W]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn save_grid_of(path: &Path, images: &[f32], shape: [usize; 4], scale: usize) -> Result<()> {
     let layout = GridLayout {
         columns: grid_columns(shape[0]),
         scale,
         ..GridLayout::default()
     };
-    save_grid(path, &images.to_vec()?, shape, layout)
+    save_grid(path, images, shape, layout)
 }

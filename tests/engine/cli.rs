@@ -677,3 +677,43 @@ fn deterministic_runs_write_identical_samples() {
         "two --deterministic runs drew different images"
     );
 }
+
+#[test]
+fn sample_draws_any_count_in_batches() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-{}-batches", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("five.png");
+    let out = wgdiff()
+        .args([
+            "sample",
+            "--count",
+            "5",
+            "--batch",
+            "2",
+            "--sampler",
+            "ddim",
+            "--steps",
+            "1",
+            "--out",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("5 images"), "{stderr}");
+    // 5 images in a 3x3 grid of 28x28 images at 2x with 2-pixel padding
+    assert_eq!(
+        image::image_dimensions(&path).unwrap(),
+        (3 * 56 + 4 * 2, 2 * 56 + 3 * 2)
+    );
+    let out = wgdiff()
+        .args(["sample", "--count", "5", "--batch", "2", "--frames"])
+        .arg(dir.join("frames"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--frames records one batch"),
+        "{stderr}"
+    );
+}

@@ -16,8 +16,8 @@ use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
 use wgdiff::train::fid::best_fid;
 use wgdiff::train::{
-    default_process, FidTracker, Precision, ResumeChanges, SkipTraining, TrainConfig, TrainedModel, Trainer,
-    CFG_GUIDANCE,
+    default_process, FidTracker, Precision, ResumeChanges, SampleRequest, SkipTraining, TrainConfig,
+    TrainedModel, Trainer, CFG_GUIDANCE,
 };
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
@@ -764,4 +764,58 @@ fn divergence_keeps_the_last_good_checkpoint_and_a_resume_may_lower_the_lr() {
     .unwrap()
     .to_string();
     assert!(msg.contains("lr must be a positive number"), "{msg}");
+}
+
+/// Any count is drawn in batches: batch i is the request of that size seeded seed + i, and a
+/// count that cannot fit in host memory is refused with the figures before anything runs.
+#[test]
+fn sampling_in_batches_equals_the_chunks_drawn_alone_and_refuses_what_cannot_fit() {
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/models/mnist-small-ema.safetensors"
+    ));
+    let model = TrainedModel::load(gpu(), path).unwrap();
+    let request = SampleRequest {
+        sampler: "ddim".parse().unwrap(),
+        steps: Some(2),
+        count: 5,
+        seed: 11,
+        skip_exponent: 0.0,
+        class: None,
+        guidance: 1.0,
+    };
+    let (images, evaluations) =
+        block_on(model.sampling().sample_in_batches(gpu(), &request, 2, |_| {})).unwrap();
+    assert_eq!((images.len(), evaluations), (5 * 784, 6));
+    let mut alone = Vec::new();
+    for (count, seed) in [(2, 11), (2, 12), (1, 13)] {
+        let part = SampleRequest {
+            count,
+            seed,
+            ..request.clone()
+        };
+        alone.extend(
+            block_on(model.sampling().sample(gpu(), &part, None))
+                .unwrap()
+                .0
+                .to_vec()
+                .unwrap(),
+        );
+    }
+    assert!(
+        images == alone,
+        "batched images differ from the batches drawn alone"
+    );
+    let huge = SampleRequest {
+        count: usize::MAX / 1024,
+        ..request
+    };
+    let msg = block_on(model.sampling().sample_in_batches(gpu(), &huge, 64, |_| {}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("images of 1x28x28 need") && msg.contains("GiB are free"),
+        "{msg}"
+    );
 }
