@@ -158,7 +158,11 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
     }
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.samples)?;
-    let data = args.data.parse::<DataSource>()?.load(args.split)?;
+    let data = args
+        .data
+        .parse::<DataSource>()?
+        .fitted_to(model.image_shape())
+        .load(args.split)?;
     let data_shape = [data.channels, data.height, data.width];
     if model.image_shape() != data_shape {
         bail!(

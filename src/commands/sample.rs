@@ -19,7 +19,8 @@ pub struct SamplingArgs {
     /// (ancestral) for DDPM models, pc for the VE ScoreNet, ald for NCSN]
     #[arg(long)]
     sampler: Option<String>,
-    /// Sampler steps [default: 50 with the default sampler, else the sampler's own, e.g. 50 for ddim]
+    /// Sampler steps [default: 50 with the default sampler, else the sampler's own, e.g. 50 for
+    /// ddim]; ode-rk45 is adaptive: N only sizes its first step
     #[arg(long)]
     steps: Option<usize>,
     /// DDIM's eta: 0 deterministic (the default), 1 as much noise as DDPM's ancestral steps
@@ -112,6 +113,9 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     }
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.count)?;
+    if let Some(note) = request.steps.and(request.sampler.steps_note()) {
+        eprintln!("{note}");
+    }
     let started = std::time::Instant::now();
     let shape = model.image_shape();
     let (images, evaluations) = match &args.frames {

@@ -16,7 +16,8 @@ pub enum DataSource {
     /// The CIFAR-10 binary batches in this folder.
     Cifar10(PathBuf),
     /// PNG/JPEG images in this folder (see [`image_folder`]); it has no splits, so every split
-    /// is all of it. Parsed from `folder:DIR` as RGB (3 channels) at the first image's size.
+    /// is all of it. Parsed from `folder:DIR` as RGB (3 channels) at the first image's size;
+    /// training and evaluation read it as their model needs ([`DataSource::fitted_to`]).
     Folder {
         dir: PathBuf,
         size: Option<(u32, u32)>,
@@ -60,6 +61,20 @@ impl FromStr for DataSource {
 }
 
 impl DataSource {
+    /// This source as a model of `[channels, height, width]` images reads it: an image folder
+    /// (which has no size or channel count of its own) is converted to the model's channels
+    /// and resized to its size; the other sources are what they are.
+    pub fn fitted_to(self, [channels, height, width]: [usize; 3]) -> DataSource {
+        match self {
+            DataSource::Folder { dir, .. } => DataSource::Folder {
+                dir,
+                size: Some((height as u32, width as u32)),
+                channels,
+            },
+            other => other,
+        }
+    }
+
     /// Loads `split` (named e.g. `fashion/train`).
     pub fn load(&self, split: Split) -> Result<Dataset> {
         match self {

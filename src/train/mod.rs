@@ -128,7 +128,7 @@ impl Trainer {
             Some(path) => Some(Checkpoint::load(path)?),
             None => None,
         };
-        let data = Arc::new(load_data(&config.data)?);
+        let data = Arc::new(load_data(&config.data, run_image_shape(&config, init.as_ref())?)?);
         Trainer::with_data(gpu, config, data, init.as_ref())
     }
 
@@ -234,7 +234,8 @@ impl Trainer {
     pub fn resume(gpu: &Gpu, checkpoint: &Path, changes: &ResumeChanges) -> Result<Trainer> {
         let ckpt = Checkpoint::load(checkpoint)?;
         let origin = checkpoint.display().to_string();
-        let data = Arc::new(load_data(&saved_state(&ckpt, &origin)?.config.data)?);
+        let saved = saved_state(&ckpt, &origin)?;
+        let data = Arc::new(load_data(&saved.config.data, saved.model.image_shape())?);
         Trainer::resume_with_data(gpu, &ckpt, &origin, data, changes)
     }
 
@@ -612,8 +613,20 @@ pub(crate) fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState>
     })
 }
 
-/// The training split of a `--data` source.
+/// [C, H, W] of the images a fresh run of `config` trains on: its model's, or with `init` (the
+/// checkpoint `config.init` names, read) that checkpoint's model's.
+pub fn run_image_shape(config: &TrainConfig, init: Option<&Checkpoint>) -> Result<[usize; 3]> {
+    let model = match (init, &config.init) {
+        (Some(ckpt), Some(path)) => saved_state(ckpt, &path.display().to_string())?.model,
+        _ => config.model_config()?,
+    };
+    Ok(model.image_shape())
+}
+
+/// The training split of a `--data` source, as a model of `image_shape` images reads it.
 #[cfg(not(target_arch = "wasm32"))]
-fn load_data(spec: &str) -> Result<Dataset> {
-    spec.parse::<DataSource>()?.load(Split::Train)
+fn load_data(spec: &str, image_shape: [usize; 3]) -> Result<Dataset> {
+    spec.parse::<DataSource>()?
+        .fitted_to(image_shape)
+        .load(Split::Train)
 }

@@ -646,6 +646,28 @@ fn resume_changes_only_what_it_may_and_says_where_each_setting_comes_from() {
             && stderr.contains("from flags: steps 1 -> 2, lr 0.004 -> 0.0001, max_grad_norm 1.0 -> 0.5"),
         "{stderr}"
     );
+    // ode-rk45 is adaptive: a step count sizes only its first step, and sampling says so.
+    let sampled = wgdiff()
+        .args([
+            "sample",
+            "--sampler",
+            "ode-rk45",
+            "--steps",
+            "1",
+            "--count",
+            "1",
+            "--checkpoint",
+        ])
+        .arg(&checkpoint)
+        .arg("--out")
+        .arg(out.join("rk45.png"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&sampled.stderr);
+    assert!(
+        sampled.status.success() && stderr.contains("--steps N only sizes its first step"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -716,4 +738,37 @@ fn sample_draws_any_count_in_batches() {
         !out.status.success() && stderr.contains("--frames records one batch"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_image_folder_is_read_at_the_models_channels_and_size() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-{}-folder", std::process::id()));
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    for i in 0..3u8 {
+        image::RgbImage::from_pixel(40, 30, image::Rgb([80 * i, 40, 200]))
+            .save(images.join(format!("{i}.png")))
+            .unwrap();
+    }
+    let out = wgdiff()
+        .args([
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            "1",
+            "--batch",
+            "2",
+            "--grid-images",
+            "1",
+        ])
+        .args(["--grid-steps", "1", "--data"])
+        .arg(format!("folder:{}", images.display()))
+        .arg("--out")
+        .arg(dir.join("run"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("(3 images)"), "{stderr}");
 }

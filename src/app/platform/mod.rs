@@ -53,10 +53,11 @@ pub async fn load_model(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> 
     TrainedModel::from_checkpoint(gpu, &ckpt, &path.display().to_string(), skip_type)
 }
 
-/// The images a training run reads: the training split of `--data` on native; in the browser
-/// the MNIST test split (1.6 MB gzipped) fetched from the page's site, the only data it has.
-pub async fn training_data(data: &str) -> Result<Arc<Dataset>> {
-    let source: DataSource = data.parse()?;
+/// The images a training run of a model of `image_shape` images reads: the training split of
+/// `--data` on native; in the browser the MNIST test split (1.6 MB gzipped) fetched from the
+/// page's site, the only data it has.
+pub async fn training_data(data: &str, image_shape: [usize; 3]) -> Result<Arc<Dataset>> {
+    let source = data.parse::<DataSource>()?.fitted_to(image_shape);
     let split = if cfg!(target_arch = "wasm32") {
         Split::Test
     } else {
@@ -88,8 +89,8 @@ pub async fn start_training(gpu: &Gpu, config: TrainConfig, resume: Option<&Path
         Some(path) => {
             let ckpt = read_checkpoint(path).await?;
             let origin = path.display().to_string();
-            let saved_data = crate::train::saved_state(&ckpt, &origin)?.config.data;
-            let data = training_data(&saved_data).await?;
+            let saved = crate::train::saved_state(&ckpt, &origin)?;
+            let data = training_data(&saved.config.data, saved.model.image_shape()).await?;
             Trainer::resume_with_data(
                 gpu,
                 &ckpt,
@@ -106,7 +107,8 @@ pub async fn start_training(gpu: &Gpu, config: TrainConfig, resume: Option<&Path
                 Some(path) => Some(read_checkpoint(path).await?),
                 None => None,
             };
-            let data = training_data(&config.data).await?;
+            let shape = crate::train::run_image_shape(&config, init.as_ref())?;
+            let data = training_data(&config.data, shape).await?;
             Trainer::with_data(gpu, config, data, init.as_ref())
         }
     }

@@ -98,6 +98,18 @@ impl Sampler {
         "dpm-solver++",
     ];
 
+    /// What a step count means for this sampler when it is not "this many steps": the
+    /// adaptive `ode-rk45` takes its first step at span/steps and then as its tolerances say.
+    pub fn steps_note(&self) -> Option<&'static str> {
+        match self {
+            Sampler::OdeRk45 { .. } => Some(
+                "ode-rk45 is adaptive: --steps N only sizes its first step (1/N of the time span); its error \
+                 tolerances (rtol, atol) decide how many steps it takes",
+            ),
+            _ => None,
+        }
+    }
+
     /// The CLI name.
     pub fn name(&self) -> &'static str {
         let index = match self {
