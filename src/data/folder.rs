@@ -1,6 +1,7 @@
 //! A folder of PNG/JPEG images as an unlabeled dataset: files sorted by name, converted to
 //! grayscale or RGB, resized to one size (or required to share the first image's size).
 
+use super::read::check_host_memory;
 use super::Dataset;
 use crate::{Error, Result};
 use image::imageops::{self, FilterType};
@@ -71,6 +72,18 @@ pub fn image_folder(dir: impl AsRef<Path>, size: Option<(u32, u32)>, channels: u
             "no .png, .jpg or .jpeg images in this folder; put the training images there",
         ));
     }
+    // Every image has the target size once decoded: refuse a folder that cannot fit up front.
+    let check_fits = |(h, w): (u32, u32)| {
+        let pixels = files.len() as u64 * channels as u64 * h as u64 * w as u64;
+        check_host_memory(
+            dir,
+            &format!("{} images of {channels}x{h}x{w}", files.len()),
+            pixels,
+        )
+    };
+    if let Some(size) = size {
+        check_fits(size)?;
+    }
     let mut target = size;
     let mut pixels = Vec::new();
     for path in &files {
@@ -84,7 +97,14 @@ pub fn image_folder(dir: impl AsRef<Path>, size: Option<(u32, u32)>, channels: u
                     format!("cannot decode the image ({e}); replace or remove it"),
                 )
             })?;
-        let want = *target.get_or_insert((img.height(), img.width()));
+        let want = match target {
+            Some(size) => size,
+            None => {
+                let first = (img.height(), img.width());
+                check_fits(first)?;
+                *target.insert(first)
+            }
+        };
         let planar = match channels {
             1 => planar_pixels(img.to_luma8(), want, size.is_some()),
             _ => planar_pixels(img.to_rgb8(), want, size.is_some()),
