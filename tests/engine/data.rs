@@ -409,6 +409,11 @@ fn image_folder_errors_name_the_file() {
         &message(image_folder(&dir, Some((5, 5)), 1)),
         &["e.png", "cannot decode"],
     );
+    // Resized to 200000x200000, the five images would need ~600 TB: refused before decoding.
+    assert_mentions(
+        &message(image_folder(&dir, Some((200_000, 200_000)), 3)),
+        &["folder-bad", "5 images of 3x200000x200000", "GiB in memory"],
+    );
 }
 
 #[test]
