@@ -11,6 +11,7 @@
 //!   process (eps at high noise, x0 at low noise) and an MLP learns that identity slowly.
 
 use super::embedding::{timestep_embedding, ClassEmbedding};
+use super::limits::{check_sizes, MAX_BLOCKS, MAX_IMAGE_SIDE, MAX_WIDTH};
 use super::summary::LayerWalk;
 use super::DiffusionNet;
 use crate::nn::{GroupNorm, Linear};
@@ -62,6 +63,18 @@ impl MlpNetConfig {
     /// Errors naming the first setting that cannot be built.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("MLP config: {msg}")));
+        check_sizes(
+            "MLP config",
+            &[
+                ("image_size", self.image_size, MAX_IMAGE_SIDE),
+                ("in_channels", self.in_channels, MAX_WIDTH),
+                ("hidden", self.hidden, MAX_WIDTH),
+                ("blocks", self.blocks, MAX_BLOCKS),
+                ("time_sinusoid_dim", self.time_sinusoid_dim, MAX_WIDTH),
+                ("time_embed_dim", self.time_embed_dim, MAX_WIDTH),
+                ("classes", self.classes.unwrap_or(0), MAX_WIDTH),
+            ],
+        )?;
         if self.pixels() == 0 || self.hidden == 0 || self.time_embed_dim == 0 {
             return bad("image_size, in_channels, hidden and time_embed_dim must be at least 1".into());
         }

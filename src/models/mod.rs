@@ -4,6 +4,7 @@
 mod config;
 mod convnext_net;
 mod embedding;
+pub mod limits;
 mod mlp_net;
 mod scorenet;
 pub mod summary;

@@ -13,6 +13,7 @@
 //!   `tgnorm{4,3,2}` (32 groups), swish; `tconv1` 3x3 stride 1 with bias on concat(h, h1) (26 -> 28).
 //! - output / sqrt((sigma^(2t) - 1) / (2 ln sigma)), the VE SDE's marginal std.
 
+use super::limits::{check_sizes, MAX_IMAGE_SIDE, MAX_WIDTH};
 use super::summary::LayerWalk;
 use super::DiffusionNet;
 use crate::nn::{Conv2d, ConvGroups, ConvTranspose2d, GroupNorm, Linear};
@@ -61,6 +62,19 @@ impl ScoreNetConfig {
     /// Errors naming the first setting that cannot be built.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("ScoreNet config: {msg}")));
+        check_sizes(
+            "ScoreNet config",
+            &[
+                ("image_size", self.image_size, MAX_IMAGE_SIDE),
+                ("in_channels", self.in_channels, MAX_WIDTH),
+                (
+                    "the widest channels",
+                    self.channels.into_iter().max().unwrap_or(0),
+                    MAX_WIDTH,
+                ),
+                ("embed_dim", self.embed_dim, MAX_WIDTH),
+            ],
+        )?;
         if self.in_channels == 0
             || self.channels.contains(&0)
             || self.embed_dim < 2

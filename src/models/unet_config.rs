@@ -1,6 +1,7 @@
 //! `UNetConfig`: every size and option of the DDPM U-Net (serde, with defaults for the
 //! optional parts), its presets, and the checks that make a config buildable.
 
+use super::limits::{check_sizes, MAX_BLOCKS, MAX_IMAGE_SIDE, MAX_LEVELS, MAX_WIDTH};
 use crate::nn::ConvGroups;
 use crate::ops::attention::MAX_HEAD_DIM;
 use crate::{Error, Result};
@@ -184,6 +185,24 @@ impl UNetConfig {
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("U-Net config: {msg}")));
         let levels = self.levels();
+        let widest = self.channel_mult.iter().fold(0usize, |m, &mult| {
+            m.max(self.base_channels.checked_mul(mult).unwrap_or(usize::MAX))
+        });
+        check_sizes(
+            "U-Net config",
+            &[
+                ("the number of levels", levels, MAX_LEVELS),
+                ("res_blocks", self.res_blocks, MAX_BLOCKS),
+                ("image_size", self.image_size, MAX_IMAGE_SIDE),
+                ("in_channels", self.in_channels, MAX_WIDTH),
+                ("out_channels", self.out_channels, MAX_WIDTH),
+                ("the widest level's channels", widest, MAX_WIDTH),
+                ("bottleneck", self.bottleneck.unwrap_or(0), MAX_WIDTH),
+                ("time_sinusoid_dim", self.time_sinusoid_dim, MAX_WIDTH),
+                ("time_embed_dim", self.time_embed_dim, MAX_WIDTH),
+                ("classes", self.classes.unwrap_or(0), MAX_WIDTH),
+            ],
+        )?;
         if levels == 0 || self.channel_mult.contains(&0) || self.base_channels == 0 {
             return bad(
                 "channel_mult needs at least one level and every channel count must be positive".into(),
