@@ -141,12 +141,29 @@ pub fn matmul(a: &[f64], sa: &[usize], ta: bool, b: &[f64], sb: &[usize], tb: bo
     c
 }
 
+/// Neumaier's compensated sum: the rounding error does not grow with the number of terms, so
+/// finite differences through sums of ~10^5 terms stay accurate (a plain f64 sum's noise of
+/// ~sqrt(n) ulps, divided by the step, swamps gradients of ~1/n).
+pub fn sum_compensated(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut sum, mut lost) = (0.0f64, 0.0f64);
+    for v in values {
+        let t = sum + v;
+        lost += if sum.abs() >= v.abs() {
+            (sum - t) + v
+        } else {
+            (v - t) + sum
+        };
+        sum = t;
+    }
+    sum + lost
+}
+
 pub fn softmax(x: &[f64], len: usize) -> Vec<f64> {
     x.chunks(len)
         .flat_map(|row| {
             let mx = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = row.iter().map(|v| (v - mx).exp()).collect();
-            let s: f64 = e.iter().sum();
+            let s = sum_compensated(e.iter().copied());
             e.into_iter().map(move |v| v / s)
         })
         .collect()
