@@ -17,9 +17,10 @@ const S: u32 = {{S}}u;
 const W: u32 = {{W}}u;
 const WV: u32 = {{WV}}u;
 const ROWS: u32 = WG / S;
-const KB: u32 = 16u;
+const KB: u32 = 32u;
 
-// Partial products of a block: [KB][WG] for the scores, then [KB][WG] for do.v.
+// Partial products of a block: [KB][WG] for the scores, then [KB][WG] for do.v (16 KiB,
+// WebGPU's default workgroup memory limit).
 var<workgroup> partial: array<f32, 2u * KB * WG>;
 
 // An invocation's row (clamped to the last row), whether that row exists, its slice, and its

@@ -84,7 +84,10 @@ const SHARED: [(&str, &str); 2] = [
     ),
     (
         "attention_params",
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/attention_params.wgsl")),
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/attention_params.wgsl"
+        )),
     ),
 ];
 

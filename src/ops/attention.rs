@@ -17,7 +17,7 @@ pub const REGISTER_HEAD_DIM: usize = 64;
 const WORKGROUP: usize = 64;
 
 /// Keys (queries) the sliced kernels sum between two barriers (KB in attention_sliced.wgsl).
-const SLICED_BLOCK: usize = 16;
+const SLICED_BLOCK: usize = 32;
 
 /// The sizes of one attention call, its scale, and how the kernels split a row.
 #[derive(Clone, Copy, Debug)]
@@ -171,7 +171,7 @@ impl Plan {
 /// so no float atomics are needed. Head dims up to [`REGISTER_HEAD_DIM`] run a row per
 /// invocation with the row in registers, the fastest shape found on lavapipe (a CPU); wider
 /// heads split each row over 2 or 4 invocations that sum their partial dot products through
-/// workgroup memory, 16 keys per barrier. GPUs run the same kernels. A GPU-tuned version would
+/// workgroup memory, 32 keys per barrier. GPUs run the same kernels. A GPU-tuned version would
 /// tile instead: a workgroup per block of 32-64 query rows staging key/value blocks in
 /// workgroup memory (shared by the rows), each invocation owning a slice of the head dim, with
 /// subgroup reductions for the scores, and for the backward key blocks staging query blocks.

@@ -89,7 +89,13 @@ impl Rows {
         }
         let chunk_lse = Tensor::empty(x.gpu(), &[self.rows, self.chunks], DType::F32)?;
         let row_lse = Tensor::empty(x.gpu(), &[self.rows], DType::F32)?;
-        self.launch("softmax_chunk_lse", &[x], &[&chunk_lse], true, cost("softmax_chunk_lse"));
+        self.launch(
+            "softmax_chunk_lse",
+            &[x],
+            &[&chunk_lse],
+            true,
+            cost("softmax_chunk_lse"),
+        );
         self.launch(
             "softmax_row_lse",
             &[&chunk_lse],
@@ -106,7 +112,13 @@ impl Rows {
         let gx = Tensor::empty(y.gpu(), y.shape(), y.dtype())?;
         let cost = |name| Cost::memory(name, 3 * y.byte_len());
         if self.chunks == 0 {
-            self.launch("softmax_backward", &[y, gy], &[&gx], false, cost("softmax_backward"));
+            self.launch(
+                "softmax_backward",
+                &[y, gy],
+                &[&gx],
+                false,
+                cost("softmax_backward"),
+            );
             return Ok(gx);
         }
         let chunk_dot = Tensor::empty(y.gpu(), &[self.rows, self.chunks], DType::F32)?;
@@ -118,15 +130,23 @@ impl Rows {
             Cost::memory("softmax_chunk_dot", 2 * y.byte_len()),
         );
         let row_dot = chunk_dot.sum(&[1], false)?;
-        self.launch("softmax_chunk_backward", &[y, gy, &row_dot], &[&gx], true, cost("softmax_backward"));
+        self.launch(
+            "softmax_chunk_backward",
+            &[y, gy, &row_dot],
+            &[&gx],
+            true,
+            cost("softmax_backward"),
+        );
         Ok(gx)
     }
 }
 
 impl Tensor {
-    /// Softmax over the last axis, for rows of any length: rows up to
-    /// [`SINGLE_PASS_MAX_LEN`] take one pass, longer rows three (per-chunk logsumexps, their
-    /// combination per row, the normalisation) and two in the backward.
+    /// Softmax over the last axis, for rows of any length a storage binding holds (up to 61
+    /// million elements): rows up to [`SINGLE_PASS_MAX_LEN`] take one pass forward and one
+    /// backward; longer rows are cut into chunks of 2048, forward in three passes (per-chunk
+    /// logsumexps, their combination per row, the normalisation), backward in three (per-chunk
+    /// shares of sum(gy * y), their sum per row, the gradient).
     pub fn softmax(&self) -> Result<Tensor> {
         if self.rank() == 0 {
             return Err(Error::shape("softmax", "needs at least one dim"));
