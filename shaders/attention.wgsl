@@ -1,7 +1,8 @@
-// Scaled dot-product attention O = softmax(Q K^T * scale) V on [P, L, D] tensors (P = batch *
-// heads independent problems, L positions, D = head dim, templated), memory-efficient: the
-// L x L matrix is never stored. One row per invocation, its D values in named registers
-// (unrolled with #for):
+// Scaled dot-product attention O = softmax(Q K^T * scale) V for head dims D, DV <= 64 (wider
+// heads: attention_sliced.wgsl). Q is [P, Lq, D], K [P, Lkv, D], V [P, Lkv, DV], O [P, Lq, DV]
+// (P = batch * heads independent problems; D, DV templated), memory-efficient: the Lq x Lkv
+// matrix is never stored. One row per invocation, its values in named registers (unrolled
+// with #for):
 //   attn_forward:     query row i, online softmax over the keys (running max m, running sum
 //                     s, output accumulator rescaled by exp(m_old - m_new)); writes O and
 //                     lse_i = m + log(s).
@@ -14,35 +15,7 @@
 // at one address per step. Storage type T, arithmetic in f32; lse and D are f32.
 
 const WG: u32 = 64u;
-const D: u32 = {{D}}u;
-
-struct Params {
-    rows: u32,  // P * L
-    len: u32,   // L
-    scale: f32, // 1 / sqrt(D)
-}
-@group(0) @binding(0) var<uniform> p: Params;
-
-// attn_forward: (q, k, v) -> (o, lse)
-// attn_backward_q: (q, k, v, o_saved, lse_saved, gout) -> (gq, delta)
-// attn_backward_kv: (q, k, v, gout, lse_saved, delta_saved) -> (gk, gv)
-@group(0) @binding(1) var<storage, read> q: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> k: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> v: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> o: array<{{T}}>;
-@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
-@group(0) @binding(4) var<storage, read> o_saved: array<{{T}}>;
-@group(0) @binding(5) var<storage, read> lse_saved: array<f32>;
-@group(0) @binding(6) var<storage, read> gout: array<{{T}}>;
-@group(0) @binding(7) var<storage, read_write> gq: array<{{T}}>;
-@group(0) @binding(8) var<storage, read_write> delta: array<f32>;
-@group(0) @binding(4) var<storage, read> gout_kv: array<{{T}}>;
-@group(0) @binding(6) var<storage, read> delta_saved: array<f32>;
-@group(0) @binding(7) var<storage, read_write> gk: array<{{T}}>;
-@group(0) @binding(8) var<storage, read_write> gv: array<{{T}}>;
-
-// Most negative finite f32 (WGSL has no infinity literal); exp(MIN - x) is 0.
-const MIN: f32 = -3.4028234663852886e38;
+#include attention_params
 
 fn row_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * WG + lid;
@@ -53,28 +26,30 @@ fn attn_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 @builtin(local_invocation_index) lid: u32) {
     let row = row_index(wid, nwg, lid);
     if (row >= p.rows) { return; }
-    let kv0 = (row / p.len) * p.len * D;
+    let first = (row / p.len_q) * p.len_kv;
     let qi = row * D;
     #for c in 0..{{D}}: let q{c} = f32(q[qi + {c}u]) * p.scale;
-    #for c in 0..{{D}}: var acc{c} = 0.0;
+    #for c in 0..{{DV}}: var acc{c} = 0.0;
     var m = MIN;
     var s = 0.0;
-    for (var j = 0u; j < p.len; j++) {
-        let kj = kv0 + j * D;
+    for (var j = first; j < first + p.len_kv; j++) {
+        let kj = j * D;
+        let vj = j * DV;
         var score = 0.0;
         #for c in 0..{{D}}: score = fma(q{c}, f32(k[kj + {c}u]), score);
         if (score > m) {
             let corr = exp(m - score);
             s *= corr;
-            #for c in 0..{{D}}: acc{c} *= corr;
+            #for c in 0..{{DV}}: acc{c} *= corr;
             m = score;
         }
         let e = exp(score - m);
         s += e;
-        #for c in 0..{{D}}: acc{c} = fma(e, f32(v[kj + {c}u]), acc{c});
+        #for c in 0..{{DV}}: acc{c} = fma(e, f32(v[vj + {c}u]), acc{c});
     }
     let inv = 1.0 / s;
-    #for c in 0..{{D}}: o[qi + {c}u] = {{T}}(acc{c} * inv);
+    let oi = row * DV;
+    #for c in 0..{{DV}}: o[oi + {c}u] = {{T}}(acc{c} * inv);
     lse[row] = m + log(s);
 }
 
@@ -83,20 +58,22 @@ fn attn_backward_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                    @builtin(local_invocation_index) lid: u32) {
     let row = row_index(wid, nwg, lid);
     if (row >= p.rows) { return; }
-    let kv0 = (row / p.len) * p.len * D;
+    let first = (row / p.len_q) * p.len_kv;
     let qi = row * D;
+    let oi = row * DV;
     #for c in 0..{{D}}: let q{c} = f32(q[qi + {c}u]) * p.scale;
-    #for c in 0..{{D}}: let g{c} = f32(gout[qi + {c}u]);
+    #for c in 0..{{DV}}: let g{c} = f32(gout[oi + {c}u]);
     #for c in 0..{{D}}: var acc{c} = 0.0;
     var di = 0.0;
-    #for c in 0..{{D}}: di = fma(g{c}, f32(o_saved[qi + {c}u]), di);
+    #for c in 0..{{DV}}: di = fma(g{c}, f32(o_saved[oi + {c}u]), di);
     let li = lse_saved[row];
-    for (var j = 0u; j < p.len; j++) {
-        let kj = kv0 + j * D;
+    for (var j = first; j < first + p.len_kv; j++) {
+        let kj = j * D;
+        let vj = j * DV;
         var score = 0.0;
         var dp = 0.0;
         #for c in 0..{{D}}: score = fma(q{c}, f32(k[kj + {c}u]), score);
-        #for c in 0..{{D}}: dp = fma(g{c}, f32(v[kj + {c}u]), dp);
+        #for c in 0..{{DV}}: dp = fma(g{c}, f32(v[vj + {c}u]), dp);
         let ds = exp(score - li) * (dp - di);
         #for c in 0..{{D}}: acc{c} = fma(ds, f32(k[kj + {c}u]), acc{c});
     }
@@ -109,23 +86,25 @@ fn attn_backward_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
                     @builtin(local_invocation_index) lid: u32) {
     let row = row_index(wid, nwg, lid);
     if (row >= p.rows) { return; }
-    let first = (row / p.len) * p.len;
+    let first = (row / p.len_kv) * p.len_q;
     let kj = row * D;
+    let vj = row * DV;
     #for c in 0..{{D}}: let k{c} = f32(k[kj + {c}u]) * p.scale;
-    #for c in 0..{{D}}: let v{c} = f32(v[kj + {c}u]);
+    #for c in 0..{{DV}}: let v{c} = f32(v[vj + {c}u]);
     #for c in 0..{{D}}: var dk{c} = 0.0;
-    #for c in 0..{{D}}: var dv{c} = 0.0;
-    for (var i = first; i < first + p.len; i++) {
+    #for c in 0..{{DV}}: var dv{c} = 0.0;
+    for (var i = first; i < first + p.len_q; i++) {
         let qi = i * D;
+        let gi = i * DV;
         var score = 0.0;
         var dp = 0.0;
         #for c in 0..{{D}}: score = fma(k{c}, f32(q[qi + {c}u]), score);
-        #for c in 0..{{D}}: dp = fma(f32(gout_kv[qi + {c}u]), v{c}, dp);
+        #for c in 0..{{DV}}: dp = fma(f32(gout_kv[gi + {c}u]), v{c}, dp);
         let pij = exp(score - lse_saved[i]);
         let ds = pij * (dp - delta_saved[i]);
-        #for c in 0..{{D}}: dv{c} = fma(pij, f32(gout_kv[qi + {c}u]), dv{c});
+        #for c in 0..{{DV}}: dv{c} = fma(pij, f32(gout_kv[gi + {c}u]), dv{c});
         #for c in 0..{{D}}: dk{c} = fma(ds, f32(q[qi + {c}u]), dk{c});
     }
     #for c in 0..{{D}}: gk[kj + {c}u] = {{T}}(dk{c} * p.scale);
-    #for c in 0..{{D}}: gv[kj + {c}u] = {{T}}(dv{c});
+    #for c in 0..{{DV}}: gv[vj + {c}u] = {{T}}(dv{c});
 }

@@ -77,10 +77,19 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
 }
 
 /// Shader pieces several files share, pulled in by a line `#include <name>`.
-const SHARED: [(&str, &str); 1] = [(
-    "conv_params",
-    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
-)];
+const SHARED: [(&str, &str); 2] = [
+    (
+        "conv_params",
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
+    ),
+    (
+        "attention_params",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/attention_params.wgsl"
+        )),
+    ),
+];
 
 /// Replaces each `#include <name>` line by the shared piece of that name.
 fn include_shared(src: &str) -> String {

@@ -128,8 +128,8 @@ impl UNetConfig {
     }
 
     /// DDPM's CIFAR-10 model (35.7M parameters). Four heads of 64 channels instead of the
-    /// paper's one head of 256, because the attention kernels take head dims up to 64
-    /// (the parameter count is the same).
+    /// paper's one head of 256, because head dims up to 64 run the attention kernels' fast
+    /// path (`ops::attention::REGISTER_HEAD_DIM`; the parameter count is the same).
     pub fn cifar10() -> UNetConfig {
         UNetConfig {
             image_size: 32,

@@ -1,87 +1,208 @@
-//! Multi-head scaled dot-product attention, memory-efficient forward and FlashAttention-style
-//! backward (shaders/attention.wgsl), and the U-Net spatial self-attention layer built on it.
+//! Multi-head scaled dot-product attention (self or cross, head dims up to 256), memory-efficient
+//! forward and FlashAttention-style backward (shaders/attention.wgsl, attention_sliced.wgsl),
+//! and the U-Net spatial self-attention layer built on it.
 
-use super::{check_same_dtype, kernel_for, needs_f32_fallback, FLAT_WG};
-use crate::gpu::Cost;
-use crate::{shader, DType, Error, Result, Tensor};
+use super::{check_same_dtype, kernel_for, needs_f32_fallback};
+use crate::gpu::{Cost, Kernel, MAX_LOOP_ITERATIONS};
+use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
-/// Largest head dim the kernels keep in registers.
-pub const MAX_HEAD_DIM: usize = 64;
+/// Largest head dim (of q and k, and of v) the attention kernels take.
+pub const MAX_HEAD_DIM: usize = 256;
 
-/// Errors unless q, k, v are equal non-empty [B, heads, L, d] shapes of one dtype, d <= 64.
-fn check_qkv(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
-    const OP: &str = "attention";
-    let shape = q.shape();
-    if shape.len() != 4 || shape.contains(&0) {
-        return Err(Error::shape(
-            OP,
-            format!("q {shape:?} must be a non-empty [B, heads, L, d]"),
-        ));
-    }
-    for (name, t) in [("k", k), ("v", v)] {
-        if t.shape() != shape {
-            return Err(Error::shape(
-                OP,
-                format!("{name} {:?} must have the shape of q {shape:?}", t.shape()),
-            ));
-        }
-        check_same_dtype(OP, q, t)?;
-    }
-    if shape[3] > MAX_HEAD_DIM {
-        return Err(Error::shape(
-            OP,
-            format!(
-                "head dim {} of {shape:?} exceeds {MAX_HEAD_DIM}; use more heads",
-                shape[3]
-            ),
-        ));
-    }
-    Ok(())
+/// Head dims up to this keep a whole row in one invocation's registers (shaders/attention.wgsl,
+/// the fast path); wider heads split each row over 2 or 4 invocations (attention_sliced.wgsl).
+pub const REGISTER_HEAD_DIM: usize = 64;
+
+/// Invocations per workgroup of both kernel files.
+const WORKGROUP: usize = 64;
+
+/// Keys (queries) the sliced kernels sum between two barriers (KB in attention_sliced.wgsl).
+const SLICED_BLOCK: usize = 32;
+
+/// The sizes of one attention call, its scale, and how the kernels split a row.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Independent problems, batch * heads.
+    problems: usize,
+    len_q: usize,
+    len_kv: usize,
+    /// Head dim of q and k.
+    d: usize,
+    /// Head dim of v and the output.
+    dv: usize,
+    scale: f32,
+    /// Invocations per row: 1 for the register kernels, 2 or 4 for the sliced ones.
+    slices: usize,
 }
 
-/// `softmax(q k^T / sqrt(d)) v` for q, k, v of shape [B, heads, L, d] (B * heads independent
-/// problems over L positions, head dim d <= 64), differentiable in q, k and v.
+impl Plan {
+    /// Checks q [B, heads, Lq, d], k [B, heads, Lkv, d], v [B, heads, Lkv, dv] (non-empty,
+    /// one dtype, d and dv at most [`MAX_HEAD_DIM`], a finite scale) and plans the kernels.
+    fn new(q: &Tensor, k: &Tensor, v: &Tensor, scale: Option<f32>) -> Result<Plan> {
+        const OP: &str = "attention";
+        for (name, t) in [("q", q), ("k", k), ("v", v)] {
+            if t.rank() != 4 || t.shape().contains(&0) {
+                return Err(Error::shape(
+                    OP,
+                    format!("{name} {:?} must be a non-empty [B, heads, L, d]", t.shape()),
+                ));
+            }
+        }
+        check_same_dtype(OP, q, k)?;
+        check_same_dtype(OP, q, v)?;
+        let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+        if ks[..2] != qs[..2] || ks[3] != qs[3] {
+            return Err(Error::shape(
+                OP,
+                format!("k {ks:?} must be [B, heads, Lkv, d] with the B, heads and d of q {qs:?}"),
+            ));
+        }
+        if vs[..3] != ks[..3] {
+            return Err(Error::shape(
+                OP,
+                format!("v {vs:?} must be [B, heads, Lkv, dv] with the B, heads and Lkv of k {ks:?}"),
+            ));
+        }
+        let (d, dv) = (qs[3], vs[3]);
+        for (name, dim) in [("q and k", d), ("v", dv)] {
+            if dim > MAX_HEAD_DIM {
+                return Err(Error::shape(
+                    OP,
+                    format!("head dim {dim} of {name} exceeds {MAX_HEAD_DIM}; use more heads"),
+                ));
+            }
+        }
+        let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
+        if !scale.is_finite() {
+            return Err(Error::shape(OP, format!("scale {scale} must be finite")));
+        }
+        let slices = match d.max(dv) {
+            w if w <= REGISTER_HEAD_DIM => 1,
+            w => w.div_ceil(REGISTER_HEAD_DIM).next_power_of_two(),
+        };
+        let plan = Plan {
+            problems: qs[0] * qs[1],
+            len_q: qs[2],
+            len_kv: ks[2],
+            d,
+            dv,
+            scale,
+            slices,
+        };
+        for (name, len) in [("k", plan.len_kv), ("q", plan.len_q)] {
+            if len > plan.max_len() {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "{name} has {len} positions per problem but with head dims {d} / {dv} the \
+                         kernels loop over at most {} in one invocation; split the sequence",
+                        plan.max_len()
+                    ),
+                ));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Most queries or keys one invocation may walk within the loop budget: the register
+    /// kernels visit each once, the sliced ones twice plus once per block.
+    fn max_len(&self) -> usize {
+        if self.slices == 1 {
+            MAX_LOOP_ITERATIONS
+        } else {
+            MAX_LOOP_ITERATIONS * SLICED_BLOCK / (2 * SLICED_BLOCK + 1)
+        }
+    }
+
+    /// Rows of the query kernels (forward, dq) and of the key kernel (dk, dv).
+    fn rows(&self) -> (usize, usize) {
+        (self.problems * self.len_q, self.problems * self.len_kv)
+    }
+
+    /// The uniform of a kernel over `rows` rows.
+    fn params(&self, rows: usize) -> [u32; 4] {
+        [
+            rows as u32,
+            self.len_q as u32,
+            self.len_kv as u32,
+            self.scale.to_bits(),
+        ]
+    }
+
+    /// Workgroups covering `rows` rows, `64 / slices` rows per workgroup.
+    fn groups(&self, gpu: &Gpu, rows: usize) -> [u32; 3] {
+        gpu.grid(rows.div_ceil(WORKGROUP / self.slices) as u32)
+    }
+
+    /// `entry` (attn_forward, attn_backward_q or attn_backward_kv) of the kernel file this
+    /// plan runs, for storage type `dtype`.
+    fn kernel(&self, gpu: &Gpu, entry: &str, dtype: DType) -> Kernel {
+        let mut defines = vec![("D", self.d.to_string()), ("DV", self.dv.to_string())];
+        let source = if self.slices == 1 {
+            shader!("attention")
+        } else {
+            defines.extend([
+                ("S", self.slices.to_string()),
+                ("W", self.d.div_ceil(self.slices).to_string()),
+                ("WV", self.dv.div_ceil(self.slices).to_string()),
+            ]);
+            shader!("attention_sliced")
+        };
+        let inputs = if entry == "attn_forward" { 3 } else { 6 };
+        kernel_for(gpu, source, entry, dtype, &defines, inputs, 2)
+    }
+
+    /// FLOPs of a product of every query row with every key row over `width` columns.
+    fn flops(&self, width: usize) -> f64 {
+        2.0 * (self.problems * self.len_q * self.len_kv * width) as f64
+    }
+}
+
+/// `softmax(q k^T * scale) v`, PyTorch's `scaled_dot_product_attention(q, k, v, scale=scale)`
+/// without mask or dropout: q [B, heads, Lq, d], k [B, heads, Lkv, d], v [B, heads, Lkv, dv]
+/// (self-attention when Lq = Lkv and q, k, v come from one sequence; cross-attention
+/// otherwise) give [B, heads, Lq, dv]; B * heads independent problems, head dims d and dv up
+/// to [`MAX_HEAD_DIM`], `scale` None meaning 1 / sqrt(d). Differentiable in q, k and v.
 ///
-/// Memory-efficient: no L x L matrix is stored. The forward runs one query row per
-/// invocation with an online softmax (running max and sum) over the keys and saves the row
-/// logsumexp; the backward recomputes the probabilities from it, FlashAttention style: one
-/// kernel per query row for dq (and D_i = dO_i . O_i), one per key row for dk, dv (looping
-/// over the queries), so no float atomics are needed. This shape is the fastest found on
-/// lavapipe (a CPU); GPUs run the same kernels. A GPU-tuned version would tile instead: a
-/// workgroup per block of 32-64 query rows staging key/value blocks in workgroup memory
-/// (shared by the rows), each invocation owning a slice of the head dim, with subgroup
-/// reductions for the scores, and for the backward key blocks staging query blocks.
-pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-    check_qkv(q, k, v)?;
+/// Memory-efficient: no Lq x Lkv matrix is stored. The forward runs an online softmax
+/// (running max and sum) over the keys for each query row and saves the row logsumexp; the
+/// backward recomputes the probabilities from it, FlashAttention style: one kernel per query
+/// row for dq (and D_i = dO_i . O_i), one per key row for dk, dv (looping over the queries),
+/// so no float atomics are needed. Head dims up to [`REGISTER_HEAD_DIM`] run a row per
+/// invocation with the row in registers, the fastest shape found on lavapipe (a CPU); wider
+/// heads split each row over 2 or 4 invocations that sum their partial dot products through
+/// workgroup memory, 32 keys per barrier. GPUs run the same kernels. A GPU-tuned version would
+/// tile instead: a workgroup per block of 32-64 query rows staging key/value blocks in
+/// workgroup memory (shared by the rows), each invocation owning a slice of the head dim, with
+/// subgroup reductions for the scores, and for the backward key blocks staging query blocks.
+///
+/// Errors name the tensor and the fix for mismatched batch, heads, positions or head dims,
+/// empty or non-4D inputs, head dims over [`MAX_HEAD_DIM`], a non-finite scale, and sequences
+/// longer than one invocation may loop over (60 000 positions; half that for head dims over
+/// [`REGISTER_HEAD_DIM`]).
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: Option<f32>) -> Result<Tensor> {
+    let plan = Plan::new(q, k, v, scale)?;
     if needs_f32_fallback(q.gpu(), q.dtype()) {
         let f = |t: &Tensor| t.to_dtype(DType::F32);
-        return attention(&f(q)?, &f(k)?, &f(v)?)?.to_dtype(DType::F16);
+        return attention(&f(q)?, &f(k)?, &f(v)?, Some(plan.scale))?.to_dtype(DType::F16);
     }
     let gpu = q.gpu();
-    let shape = q.shape().to_vec();
-    let (problems, len, d) = (shape[0] * shape[1], shape[2], shape[3]);
-    let rows = problems * len;
-    let params = [rows as u32, len as u32, (1.0 / (d as f32).sqrt()).to_bits()];
-    let groups = gpu.grid((rows as u32).div_ceil(FLAT_WG));
-    let defines = [("D", d.to_string())];
-    let flops = 4.0 * problems as f64 * (len * len * d) as f64;
-    let out = Tensor::empty(gpu, &shape, q.dtype())?;
-    let lse = Tensor::empty(gpu, &[rows], DType::F32)?;
+    let (rows_q, rows_kv) = plan.rows();
+    let out_shape = [q.shape()[0], q.shape()[1], plan.len_q, plan.dv];
+    let out = Tensor::empty(gpu, &out_shape, q.dtype())?;
+    let lse = Tensor::empty(gpu, &[rows_q], DType::F32)?;
+    let bytes = |ts: &[&Tensor]| ts.iter().map(|t| t.byte_len()).sum::<u64>();
     gpu.dispatch_named(
-        &kernel_for(
-            gpu,
-            shader!("attention"),
-            "attn_forward",
-            q.dtype(),
-            &defines,
-            3,
-            2,
-        ),
-        &params,
+        &plan.kernel(gpu, "attn_forward", q.dtype()),
+        &plan.params(rows_q),
         &[q.buffer(), k.buffer(), v.buffer()],
         &[out.buffer(), lse.buffer()],
-        groups,
-        Cost::new("attention", flops, 4 * q.byte_len() + lse.byte_len()),
+        plan.groups(gpu, rows_q),
+        Cost::new(
+            "attention",
+            plan.flops(plan.d + plan.dv),
+            bytes(&[q, k, v, &out, &lse]),
+        ),
     );
     let inputs = [q, k, v].map(Tensor::clone);
     let o = out.clone();
@@ -91,16 +212,14 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
         Box::new(move |g| {
             let [q, k, v] = &inputs;
             let gpu = q.gpu();
-            let new = || Tensor::empty(gpu, &shape, q.dtype());
-            let (gq, gk, gv) = (new()?, new()?, new()?);
-            let delta = Tensor::empty(gpu, &[rows], DType::F32)?;
-            let kernel = |entry| kernel_for(gpu, shader!("attention"), entry, q.dtype(), &defines, 6, 2);
-            // Counted as FlashAttention does, 2.5x the forward (five L x L x d products):
-            // the dq kernel's S, dP and dS K, the key kernel's P^T dO and dS^T Q (its
-            // recomputed S and dP are not counted again).
+            let like = |t: &Tensor| Tensor::empty(gpu, t.shape(), t.dtype());
+            let (gq, gk, gv) = (like(q)?, like(k)?, like(v)?);
+            let delta = like(&lse)?;
+            // Counted as FlashAttention does: the dq kernel's S, dP and dS K, the key kernel's
+            // P^T dO and dS^T Q (its recomputed S and dP are not counted again).
             gpu.dispatch_named(
-                &kernel("attn_backward_q"),
-                &params,
+                &plan.kernel(gpu, "attn_backward_q", q.dtype()),
+                &plan.params(rows_q),
                 &[
                     q.buffer(),
                     k.buffer(),
@@ -110,16 +229,16 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
                     g.buffer(),
                 ],
                 &[gq.buffer(), delta.buffer()],
-                groups,
+                plan.groups(gpu, rows_q),
                 Cost::new(
                     "attention_backward_q",
-                    1.5 * flops,
-                    6 * q.byte_len() + 2 * lse.byte_len(),
+                    plan.flops(2 * plan.d + plan.dv),
+                    bytes(&[q, k, v, &o, &lse, g, &gq, &delta]),
                 ),
             );
             gpu.dispatch_named(
-                &kernel("attn_backward_kv"),
-                &params,
+                &plan.kernel(gpu, "attn_backward_kv", q.dtype()),
+                &plan.params(rows_kv),
                 &[
                     q.buffer(),
                     k.buffer(),
@@ -129,11 +248,11 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
                     delta.buffer(),
                 ],
                 &[gk.buffer(), gv.buffer()],
-                groups,
+                plan.groups(gpu, rows_kv),
                 Cost::new(
                     "attention_backward_kv",
-                    flops,
-                    6 * q.byte_len() + 2 * lse.byte_len(),
+                    plan.flops(plan.d + plan.dv),
+                    bytes(&[q, k, v, g, &lse, &delta, &gk, &gv]),
                 ),
             );
             Ok(vec![Some(gq), Some(gk), Some(gv)])
@@ -195,7 +314,7 @@ pub fn spatial_self_attention(
         .reshape(&[b, 3, heads, d, len])?
         .permute(&[1, 0, 2, 4, 3])?;
     let part = |i| qkv.slice(0, i, 1)?.reshape(&[b, heads, len, d]);
-    let attended = attention(&part(0)?, &part(1)?, &part(2)?)?;
+    let attended = attention(&part(0)?, &part(1)?, &part(2)?, None)?;
     // [B, heads, L, d] -> [B, heads, d, L] = [B, C, L]
     let merged = attended.permute(&[0, 1, 3, 2])?.reshape(&[b, c, len])?;
     out_weight

@@ -1,5 +1,6 @@
-//! Multi-head attention and the spatial self-attention layer against the CPU references
-//! (gradients by finite differences), and a forward at the 32x32 U-Net size.
+//! Multi-head attention (self and cross, explicit scales, head dims up to 256) and the spatial
+//! self-attention layer against the CPU references (gradients by finite differences), their
+//! errors, and a forward at the 32x32 U-Net size.
 
 use crate::common::*;
 use crate::cpu;
@@ -25,8 +26,51 @@ fn attention_matches_cpu_and_differentiates() {
                 &format!("attention {shape:?}"),
                 dtype,
                 &inputs,
-                move |xs| cpu::attention(&xs[0], &xs[1], &xs[2], len, d),
-                |ts| attention(&ts[0], &ts[1], &ts[2]),
+                move |xs| cpu::attention(&xs[0], &xs[1], &xs[2], cpu::Attn::square(len, d)),
+                |ts| attention(&ts[0], &ts[1], &ts[2], None),
+            );
+        }
+    }
+}
+
+/// Cross-attention (Lq != Lkv, dv != d) with explicit and default scales, on the register
+/// kernels (d, dv <= 64) and the sliced ones: d = 96 (2 slices), d = 256 (4 slices of 64),
+/// ragged slices (d = 65, dv = 130 over 4 slices), rows spanning several workgroups and
+/// problems, and key/query counts that are not a multiple of the 32-row blocks.
+#[test]
+fn cross_attention_with_scale_and_wide_heads_matches_cpu_and_differentiates() {
+    // (q shape [B, heads, Lq, d], Lkv, dv, scale)
+    let cases: [([usize; 4], usize, usize, Option<f32>); 7] = [
+        ([2, 2, 5, 8], 9, 8, Some(0.3)),
+        ([1, 3, 7, 16], 3, 24, None),
+        ([1, 2, 6, 96], 19, 96, None),
+        ([1, 1, 5, 256], 4, 256, Some(0.05)),
+        ([1, 1, 3, 256], 17, 40, None),
+        ([2, 1, 3, 65], 17, 130, Some(0.2)),
+        ([1, 2, 40, 100], 33, 40, None),
+    ];
+    for dtype in dtypes() {
+        for (q_shape, len_kv, dv, scale) in cases {
+            let [b, h, len_q, d] = q_shape;
+            let shapes = [q_shape.to_vec(), vec![b, h, len_kv, d], vec![b, h, len_kv, dv]];
+            let mut r = rng();
+            let inputs: Vec<_> = shapes
+                .iter()
+                .map(|s| (s.clone(), normal_vec(&mut r, s.iter().product())))
+                .collect();
+            let a = cpu::Attn {
+                len_q,
+                len_kv,
+                d,
+                dv,
+                scale: scale.map_or(1.0 / (d as f64).sqrt(), f64::from),
+            };
+            check_op(
+                &format!("attention q {q_shape:?} Lkv {len_kv} dv {dv} scale {scale:?}"),
+                dtype,
+                &inputs,
+                move |xs| cpu::attention(&xs[0], &xs[1], &xs[2], a),
+                |ts| attention(&ts[0], &ts[1], &ts[2], scale),
             );
         }
     }
@@ -62,14 +106,26 @@ fn attention_rejects_bad_shapes() {
     let t = |shape: &[usize]| upload(shape, &vec![0.0; shape.iter().product()], DType::F32);
     let q = t(&[1, 2, 4, 8]);
     let msg = |r: wgdiff::Result<wgdiff::Tensor>| r.expect_err("an error").to_string();
-    assert!(msg(attention(&q, &t(&[1, 2, 5, 8]), &q)).contains("k [1, 2, 5, 8]"));
-    assert!(msg(attention(&t(&[2, 4, 8]), &q, &q)).contains("[B, heads, L, d]"));
-    assert!(msg(attention(
-        &t(&[1, 1, 2, 65]),
-        &t(&[1, 1, 2, 65]),
-        &t(&[1, 1, 2, 65])
-    ))
-    .contains("head dim 65"));
+    // batch, heads, head dim of k; positions of v; rank and empty sizes
+    assert!(msg(attention(&q, &t(&[2, 2, 5, 8]), &t(&[2, 2, 5, 8]), None)).contains("k [2, 2, 5, 8]"));
+    assert!(msg(attention(&q, &t(&[1, 3, 5, 8]), &t(&[1, 3, 5, 8]), None)).contains("k [1, 3, 5, 8]"));
+    assert!(msg(attention(&q, &t(&[1, 2, 5, 16]), &t(&[1, 2, 5, 8]), None)).contains("d of q [1, 2, 4, 8]"));
+    assert!(msg(attention(&q, &t(&[1, 2, 5, 8]), &t(&[1, 2, 6, 8]), None)).contains("v [1, 2, 6, 8]"));
+    assert!(msg(attention(&t(&[2, 4, 8]), &q, &q, None))
+        .contains("q [2, 4, 8] must be a non-empty [B, heads, L, d]"));
+    assert!(msg(attention(&q, &t(&[1, 2, 0, 8]), &t(&[1, 2, 0, 8]), None))
+        .contains("k [1, 2, 0, 8] must be a non-empty"));
+    // head dims past 256, a scale that is not finite
+    let wide = t(&[1, 1, 2, 257]);
+    assert!(msg(attention(&wide, &wide, &wide, None)).contains("head dim 257 of q and k exceeds 256"));
+    let k = t(&[1, 2, 3, 8]);
+    assert!(msg(attention(&q, &k, &t(&[1, 2, 3, 257]), None)).contains("head dim 257 of v exceeds 256"));
+    assert!(msg(attention(&q, &k, &k, Some(f32::NAN))).contains("scale NaN must be finite"));
+    // more keys than one invocation may loop over (fewer for the sliced kernels)
+    let long = t(&[1, 1, 60_001, 1]);
+    assert!(msg(attention(&t(&[1, 1, 2, 1]), &long, &long, None)).contains("k has 60001 positions"));
+    let long = t(&[1, 1, 30_000, 65]);
+    assert!(msg(attention(&t(&[1, 1, 2, 65]), &long, &long, None)).contains("at most 29538"));
     let x = t(&[1, 6, 2, 2]);
     let (w, b) = (t(&[18, 6]), t(&[18]));
     let (wo, bo) = (t(&[6, 6]), t(&[6]));
@@ -89,9 +145,9 @@ fn attention_at_unet_size() {
         .map(|_| round_to(&normal_vec(&mut r, n), DType::F32))
         .collect();
     let [q, k, v] = [0, 1, 2].map(|i| upload(&shape, &xs[i], DType::F32));
-    let got = download(&attention(&q, &k, &v).unwrap());
+    let got = download(&attention(&q, &k, &v, None).unwrap());
     let rows: Vec<usize> = (0..16).map(|p| p * len + (p * 67 + 5) % len).collect();
-    let want = cpu::attention_rows(&xs[0], &xs[1], &xs[2], len, d, &rows);
+    let want = cpu::attention_rows(&xs[0], &xs[1], &xs[2], cpu::Attn::square(len, d), &rows);
     let got: Vec<f64> = rows
         .iter()
         .flat_map(|&row| got[row * d..(row + 1) * d].to_vec())

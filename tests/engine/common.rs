@@ -132,7 +132,7 @@ pub fn check_op(
         .sum_all()
         .unwrap();
     wgdiff::backward(&loss).unwrap();
-    let objective = |xs: &[Vec<f64>]| cpu(xs).iter().zip(&w).map(|(a, b)| a * b).sum::<f64>();
+    let objective = |xs: &[Vec<f64>]| crate::cpu::sum_compensated(cpu(xs).iter().zip(&w).map(|(a, b)| a * b));
     for (i, t) in tensors.iter().enumerate() {
         let grad = download(
             &t.grad()

@@ -143,12 +143,29 @@ pub fn matmul(a: &[f64], sa: &[usize], ta: bool, b: &[f64], sb: &[usize], tb: bo
     c
 }
 
+/// Neumaier's compensated sum: the rounding error does not grow with the number of terms, so
+/// finite differences through sums of ~10^5 terms stay accurate (a plain f64 sum's noise of
+/// ~sqrt(n) ulps, divided by the step, swamps gradients of ~1/n).
+pub fn sum_compensated(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut sum, mut lost) = (0.0f64, 0.0f64);
+    for v in values {
+        let t = sum + v;
+        lost += if sum.abs() >= v.abs() {
+            (sum - t) + v
+        } else {
+            (v - t) + sum
+        };
+        sum = t;
+    }
+    sum + lost
+}
+
 pub fn softmax(x: &[f64], len: usize) -> Vec<f64> {
     x.chunks(len)
         .flat_map(|row| {
             let mx = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = row.iter().map(|v| (v - mx).exp()).collect();
-            let s: f64 = e.iter().sum();
+            let s = sum_compensated(e.iter().copied());
             e.into_iter().map(move |v| v / s)
         })
         .collect()
@@ -499,29 +516,52 @@ pub fn resize_bicubic(x: &[f64], shape: &[usize], out_h: usize, out_w: usize) ->
     y
 }
 
-/// softmax(q k^T / sqrt(d)) v for q, k, v of shape [P, L, d] (P = batch * heads), rows
-/// `rows` of the output only (each row is L*d contiguous values in the result).
-pub fn attention_rows(q: &[f64], k: &[f64], v: &[f64], len: usize, d: usize, rows: &[usize]) -> Vec<f64> {
-    let scale = 1.0 / (d as f64).sqrt();
-    let mut out = Vec::with_capacity(rows.len() * d);
+/// Sizes and scale of attention over P problems: q [P, Lq, d], k [P, Lkv, d], v [P, Lkv, dv].
+#[derive(Clone, Copy, Debug)]
+pub struct Attn {
+    pub len_q: usize,
+    pub len_kv: usize,
+    pub d: usize,
+    pub dv: usize,
+    pub scale: f64,
+}
+
+impl Attn {
+    /// Self-attention over `len` positions, head dim `d`, the default scale 1 / sqrt(d).
+    pub fn square(len: usize, d: usize) -> Attn {
+        Attn {
+            len_q: len,
+            len_kv: len,
+            d,
+            dv: d,
+            scale: 1.0 / (d as f64).sqrt(),
+        }
+    }
+}
+
+/// softmax(q k^T * scale) v, rows `rows` of the [P, Lq, dv] output only (each row is dv
+/// contiguous values in the result).
+pub fn attention_rows(q: &[f64], k: &[f64], v: &[f64], a: Attn, rows: &[usize]) -> Vec<f64> {
+    let (d, dv) = (a.d, a.dv);
+    let mut out = Vec::with_capacity(rows.len() * dv);
     for &row in rows {
-        let base = (row / len) * len;
+        let first = (row / a.len_q) * a.len_kv;
         let qi = &q[row * d..(row + 1) * d];
-        let scores: Vec<f64> = (base..base + len)
-            .map(|j| (0..d).map(|c| qi[c] * k[j * d + c]).sum::<f64>() * scale)
+        let scores: Vec<f64> = (first..first + a.len_kv)
+            .map(|j| (0..d).map(|c| qi[c] * k[j * d + c]).sum::<f64>() * a.scale)
             .collect();
-        let p = softmax(&scores, len);
-        for c in 0..d {
-            out.push((0..len).map(|j| p[j] * v[(base + j) * d + c]).sum());
+        let p = softmax(&scores, a.len_kv);
+        for c in 0..dv {
+            out.push((0..a.len_kv).map(|j| p[j] * v[(first + j) * dv + c]).sum());
         }
     }
     out
 }
 
 /// [`attention_rows`] over every row.
-pub fn attention(q: &[f64], k: &[f64], v: &[f64], len: usize, d: usize) -> Vec<f64> {
-    let rows: Vec<usize> = (0..q.len() / d).collect();
-    attention_rows(q, k, v, len, d, &rows)
+pub fn attention(q: &[f64], k: &[f64], v: &[f64], a: Attn) -> Vec<f64> {
+    let rows: Vec<usize> = (0..q.len() / a.d).collect();
+    attention_rows(q, k, v, a, &rows)
 }
 
 /// The spatial self-attention layer on x [B, C, H, W]: q, k, v = 1x1 projection (channels
@@ -557,7 +597,7 @@ pub fn spatial_self_attention(
             }
             t
         };
-        let att = attention(&part(0), &part(1), &part(2), len, d);
+        let att = attention(&part(0), &part(1), &part(2), Attn::square(len, d));
         for o in 0..c {
             for s in 0..len {
                 let mut acc = bo[o];
