@@ -185,9 +185,10 @@ impl UNetConfig {
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("U-Net config: {msg}")));
         let levels = self.levels();
-        let widest = self.channel_mult.iter().fold(0usize, |m, &mult| {
-            m.max(self.base_channels.checked_mul(mult).unwrap_or(usize::MAX))
-        });
+        let widest = self
+            .channel_mult
+            .iter()
+            .fold(0usize, |m, &mult| m.max(self.base_channels.saturating_mul(mult)));
         check_sizes(
             "U-Net config",
             &[

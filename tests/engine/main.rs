@@ -29,6 +29,7 @@ mod metrics;
 mod models;
 mod norm;
 mod optim;
+mod port;
 mod profiler;
 mod random;
 mod reduce;
