@@ -1,5 +1,6 @@
 // Implicit-GEMM conv2d forward, tiled for the adapter: per group g, Y_g [Cout_g, N*P] =
-// W_g [Cout_g, K4] x X_col [K4, N*P] + bias without materialising X_col. Each invocation owns
+// W_g [Cout_g, K4] x X_col [K4, N*P] + bias (per channel, or per sample and channel)
+// [+ residual] without materialising X_col. Each invocation owns
 // R output channels x (4*C4) output pixels in named vec4 accumulators; a workgroup of W
 // invocations shares the same output channels, so weights are read as vec4 along k at a
 // workgroup-uniform address (weights are repacked with K padded to K4 = multiple of 4, pad
@@ -12,7 +13,17 @@
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read> bias: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(4) var<storage, read> residual: array<{{T}}>; // one element when unused
+@group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
+
+// Stores output element i (output channel `out_row` of sample n) from its accumulated sum.
+fn store(i: u32, n: u32, out_row: u32, acc: f32) {
+    var v = acc + f32(bias[n * p.bias_stride + out_row]);
+    if (p.residual != 0u) {
+        v += f32(residual[i]);
+    }
+    y[i] = {{T}}(v);
+}
 
 @compute @workgroup_size({{W}})
 fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -48,17 +59,18 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }
-    // Output offset of each pixel's channel 0 (decoded once; stores add the channel's plane).
-    #for q in 0..{{C}}: let ybase{q} = (qq{q} / pixels) * p.cout * pixels + qq{q} % pixels;
+    // Each pixel's sample and the output offset of its channel 0 (decoded once; stores add
+    // the channel's plane).
+    #for q in 0..{{C}}: let n{q} = qq{q} / pixels;
+    #for q in 0..{{C}}: let ybase{q} = n{q} * p.cout * pixels + qq{q} % pixels;
     #for r in 0..{{R}}, j in 0..{{C4}} {
     if (row0 + {r}u < p.cout_g) {
         let out_row = g * p.cout_g + row0 + {r}u;
-        let b = f32(bias[out_row]);
         let plane = out_row * pixels;
-        if (col0 + {j*4+0}u < cols) { y[ybase{j*4+0} + plane] = {{T}}(acc{r}_{j}.x + b); }
-        if (col0 + {j*4+1}u < cols) { y[ybase{j*4+1} + plane] = {{T}}(acc{r}_{j}.y + b); }
-        if (col0 + {j*4+2}u < cols) { y[ybase{j*4+2} + plane] = {{T}}(acc{r}_{j}.z + b); }
-        if (col0 + {j*4+3}u < cols) { y[ybase{j*4+3} + plane] = {{T}}(acc{r}_{j}.w + b); }
+        if (col0 + {j*4+0}u < cols) { store(ybase{j*4+0} + plane, n{j*4+0}, out_row, acc{r}_{j}.x); }
+        if (col0 + {j*4+1}u < cols) { store(ybase{j*4+1} + plane, n{j*4+1}, out_row, acc{r}_{j}.y); }
+        if (col0 + {j*4+2}u < cols) { store(ybase{j*4+2} + plane, n{j*4+2}, out_row, acc{r}_{j}.z); }
+        if (col0 + {j*4+3}u < cols) { store(ybase{j*4+3} + plane, n{j*4+3}, out_row, acc{r}_{j}.w); }
     }
     #end
 }

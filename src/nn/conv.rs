@@ -2,7 +2,7 @@
 //! and `GroupNorm` (gamma 1, beta 0) layers: parameters plus a forward that calls the tensor ops.
 
 use crate::ops::random::Rng;
-use crate::ops::{ConvImpl, ConvOptions};
+use crate::ops::{ConvAddends, ConvImpl, ConvOptions};
 use crate::{DType, Gpu, Result, Tensor};
 
 /// A 2-D convolution layer.
@@ -72,8 +72,27 @@ impl Conv2d {
 
     /// The convolution of `x` in its dtype (parameters cast at use).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_plus(x, None, None)
+    }
+
+    /// `forward(x)` + `sample_bias` ([N, Cout], e.g. a projected time embedding) + `residual`
+    /// (the output's shape), added as the convolution stores its output.
+    pub fn forward_plus(
+        &self,
+        x: &Tensor,
+        sample_bias: Option<&Tensor>,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let (weight, bias) = cast_params(&self.weight, self.bias.as_ref(), x)?;
-        x.conv2d_with(&weight, bias.as_ref(), self.opts, self.imp)
+        let bias = match (bias, sample_bias) {
+            (Some(b), Some(s)) => Some(s.add(&b.reshape(&[1, b.numel()])?)?),
+            (b, s) => b.or_else(|| s.cloned()),
+        };
+        let add = ConvAddends {
+            bias: bias.as_ref(),
+            residual,
+        };
+        x.conv2d_plus(&weight, self.opts, self.imp, add)
     }
 
     pub fn params(&self) -> Vec<Tensor> {

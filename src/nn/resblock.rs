@@ -70,19 +70,20 @@ impl ResBlock {
     /// As [`ResBlock::forward`], with dropout drawn from `dropout_rng` when it is given
     /// (training mode) and the block's drop rate is positive.
     pub fn forward_with(&self, x: &Tensor, temb: &Tensor, dropout_rng: Option<&mut Rng>) -> Result<Tensor> {
-        let h = self.conv1.forward(&self.norm1.forward_silu(x)?)?;
+        // The time embedding and the skip connection are added by the convs' epilogues.
         let t = self.time.forward(&temb.silu()?)?;
-        let h = h.add(&t.reshape(&[t.shape()[0], t.shape()[1], 1, 1])?)?;
+        let h = self
+            .conv1
+            .forward_plus(&self.norm1.forward_silu(x)?, Some(&t), None)?;
         let mut h = self.norm2.forward_silu(&h)?;
         if let Some(rng) = dropout_rng {
             h = dropout(&h, self.dropout, rng)?;
         }
-        let h = self.conv2.forward(&h)?;
         let skip = match &self.skip {
             Some(c) => c.forward(x)?,
             None => x.clone(),
         };
-        h.add(&skip)
+        self.conv2.forward_plus(&h, None, Some(&skip))
     }
 
     pub fn params(&self) -> Vec<Tensor> {

@@ -88,7 +88,20 @@ impl SpatialConv {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.layers.iter().try_fold(x.clone(), |h, conv| conv.forward(&h))
+        self.forward_plus(x, None, None)
+    }
+
+    /// `forward(x)` + `sample_bias` ([N, Cout]) + `residual`, added by the last convolution
+    /// as it stores its output (see [`Conv2d::forward_plus`]).
+    pub fn forward_plus(
+        &self,
+        x: &Tensor,
+        sample_bias: Option<&Tensor>,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let (last, first) = self.layers.split_last().expect("a SpatialConv has a layer");
+        let h = first.iter().try_fold(x.clone(), |h, conv| conv.forward(&h))?;
+        last.forward_plus(&h, sample_bias, residual)
     }
 
     pub fn params(&self) -> Vec<Tensor> {

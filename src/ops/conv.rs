@@ -188,7 +188,10 @@ pub struct ConvGeometry {
 }
 
 /// Index of `slices` in the `Conv` uniform: the weight gradient's split-K slice count.
-const SLICES_PARAM: usize = 20;
+const SLICES_PARAM: usize = 22;
+/// Indices of `bias_stride` and `residual` in the `Conv` uniform (the tiled forward's epilogue).
+const BIAS_STRIDE_PARAM: usize = 20;
+const RESIDUAL_PARAM: usize = 21;
 
 impl ConvGeometry {
     /// Geometry of `conv2d(x [N,Cin,H,W], w [Cout,Cin/groups,KH,KW])`, checked.
@@ -272,9 +275,9 @@ impl ConvGeometry {
         ConvGeometry { n, ..*self }
     }
 
-    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `slices` ([`SLICES_PARAM`]) 1,
-    /// `part_base` 0.
-    fn params(&self) -> [u32; 22] {
+    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl): one bias per channel, no
+    /// residual, `slices` ([`SLICES_PARAM`]) 1, `part_base` 0.
+    fn params(&self) -> [u32; 24] {
         let o = &self.opts;
         [
             self.n,
@@ -297,6 +300,8 @@ impl ConvGeometry {
             self.cout_g(),
             self.k(),
             self.k4(),
+            0,
+            0,
             1,
             0,
         ]
@@ -378,14 +383,33 @@ impl Tensor {
         opts: ConvOptions,
         imp: ConvImpl,
     ) -> Result<Tensor> {
+        self.conv2d_plus(weight, opts, imp, ConvAddends { bias, residual: None })
+    }
+
+    /// `conv2d(x, w) + add.bias + add.residual` with the implementation `imp`: the tiled
+    /// kernel adds both as it stores its output (a ResBlock's time embedding and skip
+    /// connection cost no pass of their own); the other implementations add them after.
+    pub fn conv2d_plus(
+        &self,
+        weight: &Tensor,
+        opts: ConvOptions,
+        imp: ConvImpl,
+        add: ConvAddends,
+    ) -> Result<Tensor> {
         let geo = ConvGeometry::new(self.shape(), weight.shape(), opts)?;
         super::check_same_dtype("conv2d", self, weight)?;
         if needs_f32_fallback(self.gpu(), self.dtype()) {
-            let (x, w) = (self.to_dtype(DType::F32)?, weight.to_dtype(DType::F32)?);
-            let b = bias.map(|b| b.to_dtype(DType::F32)).transpose()?;
-            return x.conv2d_with(&w, b.as_ref(), opts, imp)?.to_dtype(DType::F16);
+            let f32 = |t: &Tensor| t.to_dtype(DType::F32);
+            let (x, w) = (f32(self)?, f32(weight)?);
+            let bias = add.bias.map(f32).transpose()?;
+            let residual = add.residual.map(f32).transpose()?;
+            let add = ConvAddends {
+                bias: bias.as_ref(),
+                residual: residual.as_ref(),
+            };
+            return x.conv2d_plus(&w, opts, imp, add)?.to_dtype(DType::F16);
         }
-        check_bias(bias, geo.cout, self.dtype())?;
+        add.check(&geo, self.dtype())?;
         let imp = resolve(self, weight, &geo, imp)?;
         // The tiled kernels read a zero-padded input: pad once here, and keep the padded input
         // for the weight gradient.
@@ -395,14 +419,20 @@ impl Tensor {
                 ConvImpl::Tiled => padded_input(self, &geo)?,
                 _ => (self.clone(), geo),
             };
-            let y = conv_forward(&x, weight, bias, &x_geo, imp)?;
+            let y = conv_forward(&x, weight, add, &x_geo, imp)?;
             (x, x_geo, y)
         };
         let w = weight.clone();
         let x_tracks_grad = self.tracks_grad();
         let mut inputs = vec![self.clone(), weight.clone()];
-        inputs.extend(bias.cloned());
-        let has_bias = bias.is_some_and(Tensor::tracks_grad);
+        inputs.extend(add.bias.cloned());
+        inputs.extend(add.residual.cloned());
+        let bias_grad =
+            add.bias
+                .filter(|b| b.tracks_grad())
+                .map(|b| if b.rank() == 2 { vec![2, 3] } else { vec![0, 2, 3] });
+        let (has_bias, has_residual) = (add.bias.is_some(), add.residual.is_some());
+        let residual_grad = add.residual.is_some_and(Tensor::tracks_grad);
         Ok(y.with_grad_fn(
             "conv2d",
             inputs,
@@ -414,8 +444,14 @@ impl Tensor {
                     .tracks_grad()
                     .then(|| conv_weight_grad(&x, g, &x_geo, imp))
                     .transpose()?;
-                let db = has_bias.then(|| g.sum(&[0, 2, 3], false)).transpose()?;
-                Ok(vec![dx, dw, db])
+                let mut grads = vec![dx, dw];
+                if has_bias {
+                    grads.push(bias_grad.as_ref().map(|axes| g.sum(axes, false)).transpose()?);
+                }
+                if has_residual {
+                    grads.push(residual_grad.then(|| g.clone()));
+                }
+                Ok(grads)
             }),
         ))
     }
@@ -525,7 +561,7 @@ impl Tensor {
             Box::new(move |g| {
                 let dx = xt
                     .tracks_grad()
-                    .then(|| conv_forward(g, &wt, None, &geo, imp))
+                    .then(|| conv_forward(g, &wt, ConvAddends::default(), &geo, imp))
                     .transpose()?;
                 let dw = wt
                     .tracks_grad()
@@ -563,6 +599,53 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     }
 }
 
+/// What a convolution adds to its output ([`Tensor::conv2d_plus`]).
+#[derive(Clone, Copy, Default)]
+pub struct ConvAddends<'a> {
+    /// `[Cout]` (one bias per output channel, PyTorch's conv bias) or `[N, Cout]` (one per
+    /// sample and channel, e.g. a conv bias plus a projected time embedding).
+    pub bias: Option<&'a Tensor>,
+    /// A tensor of the output's shape (a residual connection).
+    pub residual: Option<&'a Tensor>,
+}
+
+impl ConvAddends<'_> {
+    /// Errors unless the bias is `[Cout]` or `[N, Cout]` and the residual has the output's
+    /// shape, both in the input's dtype (the kernels read them as `T`).
+    fn check(&self, geo: &ConvGeometry, dtype: DType) -> Result<()> {
+        let bias_shapes = [vec![geo.cout], vec![geo.n, geo.cout]];
+        if let Some(b) = self.bias {
+            if !bias_shapes.iter().any(|s| b.shape() == s) || b.dtype() != dtype {
+                return Err(Error::shape(
+                    "conv bias",
+                    format!(
+                        "bias {:?} {:?} should be [{}] or [{}, {}] {dtype:?} like the input (cast it with to_dtype)",
+                        b.shape(),
+                        b.dtype(),
+                        geo.cout,
+                        geo.n,
+                        geo.cout
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = self.residual {
+            if r.shape() != geo.output_shape().as_slice() || r.dtype() != dtype {
+                return Err(Error::shape(
+                    "conv residual",
+                    format!(
+                        "residual {:?} {:?} should be the output's shape {:?} and the input's dtype {dtype:?}",
+                        r.shape(),
+                        r.dtype(),
+                        geo.output_shape()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What `auto` runs where nothing is timed (the web, [`crate::Gpu::set_deterministic`]):
 /// direct when Cin/groups x Cout/groups <= 16 (depthwise and tiny convs, where a GEMM has
 /// nothing to tile), tiled otherwise.
@@ -597,7 +680,7 @@ pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Res
     let choice = gpu
         .tuner()
         .choose(gpu, &geo.tuning_key(x.dtype()), &labels, fallback, |c| {
-            conv_forward(x, w, None, geo, candidates[c]).map(drop)
+            conv_forward(x, w, ConvAddends::default(), geo, candidates[c]).map(drop)
         })?;
     Ok(candidates[choice])
 }
@@ -606,22 +689,25 @@ fn flat_groups(gpu: &Gpu, n: usize) -> [u32; 3] {
     gpu.grid((n as u32).div_ceil(FLAT_WG))
 }
 
-/// y = conv(x, w) with implementation `imp` (never Auto).
-/// y = conv(x, w) (+ `bias` per output channel: inside the tiled kernel, else one add), with
-/// implementation `imp` (never Auto); records no graph.
+/// y = conv(x, w) + `add` (inside the tiled kernel, else separate adds), with implementation
+/// `imp` (never Auto); records no graph.
 pub(crate) fn conv_forward(
     x: &Tensor,
     w: &Tensor,
-    bias: Option<&Tensor>,
+    add: ConvAddends,
     geo: &ConvGeometry,
     imp: ConvImpl,
 ) -> Result<Tensor> {
     if imp == ConvImpl::Tiled {
-        return conv_forward_tiled(x, w, bias, geo);
+        return conv_forward_tiled(x, w, add, geo);
     }
-    let y = conv_forward_unbiased(x, w, geo, imp)?;
-    match bias {
-        Some(b) => y.add(&b.reshape(&[1, geo.cout, 1, 1])?),
+    let mut y = conv_forward_unbiased(x, w, geo, imp)?;
+    if let Some(b) = add.bias {
+        let samples = if b.rank() == 2 { geo.n } else { 1 };
+        y = y.add(&b.reshape(&[samples, geo.cout, 1, 1])?)?;
+    }
+    match add.residual {
+        Some(r) => y.add(r),
         None => Ok(y),
     }
 }
@@ -640,26 +726,34 @@ fn padded_input(x: &Tensor, geo: &ConvGeometry) -> Result<(Tensor, ConvGeometry)
 }
 
 /// The implicit-GEMM forward on the zero-padded input with its tile autotuned per shape; the
-/// bias (zeros when None) is added by the kernel.
-fn conv_forward_tiled(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geo: &ConvGeometry) -> Result<Tensor> {
+/// bias (zeros when None) and the residual are added by the kernel.
+fn conv_forward_tiled(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeometry) -> Result<Tensor> {
     let (gpu, dt) = (x.gpu(), x.dtype());
     let (x, geo) = &padded_input(x, geo)?;
     let k = geo.k();
     let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
-    let bias = match bias {
+    let bias = match add.bias {
         Some(b) => b.clone(),
         None => Tensor::zeros(gpu, &[geo.cout], dt)?,
     };
+    let residual = match add.residual {
+        Some(r) => r.clone(),
+        None => Tensor::zeros(gpu, &[1], dt)?,
+    };
+    let mut params = geo.params();
+    params[BIAS_STRIDE_PARAM] = if bias.rank() == 2 { geo.cout as u32 } else { 0 };
+    params[RESIDUAL_PARAM] = add.residual.is_some() as u32;
+    let epilogue = (&bias, &residual, params.as_slice());
     let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     let key = format!("{}:tile", geo.tuning_key(dt));
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-        dispatch_tiled(x, &w4, &bias, &scratch, geo, tiles[c]);
+        dispatch_tiled(x, &w4, epilogue, &scratch, geo, tiles[c]);
         Ok(())
     })?;
     let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-    dispatch_tiled(x, &w4, &bias, &y, geo, tiles[choice]);
+    dispatch_tiled(x, &w4, epilogue, &y, geo, tiles[choice]);
     Ok(y)
 }
 
@@ -715,7 +809,16 @@ fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvIm
 
 /// Records the implicit-GEMM kernel with register tile `tile` (the matmul's tile shapes:
 /// output channels x pixels per invocation, invocations per workgroup).
-fn dispatch_tiled(x: &Tensor, w4: &Tensor, bias: &Tensor, y: &Tensor, geo: &ConvGeometry, tile: BlockShape) {
+/// One tiled forward dispatch: y = conv(x, w4) + bias + residual, with the `Conv` uniform
+/// `params` saying how the bias is indexed and whether the residual is added.
+fn dispatch_tiled(
+    x: &Tensor,
+    w4: &Tensor,
+    (bias, residual, params): (&Tensor, &Tensor, &[u32]),
+    y: &Tensor,
+    geo: &ConvGeometry,
+    tile: BlockShape,
+) {
     let gpu = x.gpu();
     let kernel = kernel_for(
         gpu,
@@ -728,7 +831,7 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, bias: &Tensor, y: &Tensor, geo: &Conv
             ("C", (4 * tile.col4).to_string()),
             ("W", tile.lanes.to_string()),
         ],
-        3,
+        4,
         1,
     );
     let cols = geo.n * geo.pixels();
@@ -739,8 +842,8 @@ fn dispatch_tiled(x: &Tensor, w4: &Tensor, bias: &Tensor, y: &Tensor, geo: &Conv
     ];
     gpu.dispatch_parts(
         &kernel,
-        &geo.params(),
-        &[x.buffer(), w4.buffer(), bias.buffer()],
+        params,
+        &[x.buffer(), w4.buffer(), bias.buffer(), residual.buffer()],
         &[y.buffer()],
         groups,
         SplitAxis::X,
@@ -915,7 +1018,7 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
                 groups: o.groups,
             };
             let back_geo = ConvGeometry::new(dy.shape(), flipped.shape(), back)?;
-            conv_forward(dy, &flipped, None, &back_geo, imp)
+            conv_forward(dy, &flipped, ConvAddends::default(), &back_geo, imp)
         }
         ConvImpl::Naive | ConvImpl::Direct => {
             let dx = Tensor::empty(gpu, &geo.input_shape(), dt)?;

@@ -16,7 +16,7 @@ pub mod resample;
 pub mod softmax;
 
 pub use attention::{attention, spatial_self_attention};
-pub use conv::{ConvImpl, ConvOptions};
+pub use conv::{ConvAddends, ConvImpl, ConvOptions};
 pub use elementwise::{Binary, GeluForm, Unary};
 pub use matmul::MatmulKernel;
 pub use reduce::{ReduceKernel, ReduceOp};

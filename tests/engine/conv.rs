@@ -1,12 +1,13 @@
 //! Convolution: every implementation against the direct 7-loop CPU reference on odd sizes,
 //! strides, paddings, dilations (square and per axis) and groups; gradients by finite
 //! differences; transposed conv in every implementation; the options builder; splitting when
-//! the im2col buffer would exceed the binding limit; paced convs run in parts.
+//! the im2col buffer would exceed the binding limit; paced convs run in parts; the bias per
+//! sample and the residual a conv adds to its output.
 
 use crate::common::*;
 use crate::cpu;
 use wgdiff::gpu::Pacing;
-use wgdiff::ops::{ConvImpl, ConvOptions};
+use wgdiff::ops::{ConvAddends, ConvImpl, ConvOptions};
 use wgdiff::{DType, Tensor};
 
 /// (input [N,C,H,W], weight, options)
@@ -93,6 +94,80 @@ fn rectangular_stride_padding_and_dilation_work_in_every_implementation() {
                 check_conv(imp, dtype, case);
             }
         }
+    }
+}
+
+/// conv2d + a bias per (sample, channel) + a residual, added in the tiled kernel's epilogue
+/// and after the other implementations, against the CPU reference with finite-difference
+/// gradients of all four operands.
+#[test]
+fn conv_adds_a_per_sample_bias_and_a_residual_in_every_implementation() {
+    let (xs, ws, opts) = ([2, 4, 7, 9], [6, 4, 3, 3], ConvOptions::default().padding(1));
+    let ys = [2, 6, 7, 9];
+    for dtype in dtypes() {
+        for imp in ConvImpl::ALL {
+            let mut r = rng();
+            let x = normal_vec(&mut r, xs.iter().product());
+            let w = normal_vec(&mut r, ws.iter().product());
+            let b = normal_vec(&mut r, ys[0] * ys[1]);
+            let res = normal_vec(&mut r, ys.iter().product());
+            check_op(
+                &format!("conv2d_plus {}", imp.name()),
+                dtype,
+                &[
+                    (xs.to_vec(), x),
+                    (ws.to_vec(), w),
+                    (vec![ys[0], ys[1]], b),
+                    (ys.to_vec(), res),
+                ],
+                move |v| {
+                    let (mut y, [_, _, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
+                    for (i, y) in y.iter_mut().enumerate() {
+                        *y += v[2][i / (oh * ow)] + v[3][i];
+                    }
+                    y
+                },
+                |t| {
+                    let add = ConvAddends {
+                        bias: Some(&t[2]),
+                        residual: Some(&t[3]),
+                    };
+                    t[0].conv2d_plus(&t[1], opts, imp, add)
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn conv_addends_of_the_wrong_shape_are_refused() {
+    let g = gpu();
+    let x = Tensor::zeros(g, &[2, 3, 5, 5], DType::F32).unwrap();
+    let w = Tensor::zeros(g, &[4, 3, 3, 3], DType::F32).unwrap();
+    let opts = ConvOptions::default().padding(1);
+    let bias = Tensor::zeros(g, &[3, 4], DType::F32).unwrap();
+    let residual = Tensor::zeros(g, &[2, 4, 3, 3], DType::F32).unwrap();
+    for (add, want) in [
+        (
+            ConvAddends {
+                bias: Some(&bias),
+                residual: None,
+            },
+            "should be [4] or [2, 4]",
+        ),
+        (
+            ConvAddends {
+                bias: None,
+                residual: Some(&residual),
+            },
+            "should be the output's shape [2, 4, 5, 5]",
+        ),
+    ] {
+        let err = x
+            .conv2d_plus(&w, opts, ConvImpl::Tiled, add)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{err}");
     }
 }
 
