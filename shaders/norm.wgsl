@@ -139,22 +139,19 @@ fn act_grad(z: f32) -> f32 {
 // (first 0, step 1: no barriers, best on CPU adapters); the others give each workgroup a row
 // (first lid, step WG) and add the partial sums in workgroup memory.
 
-fn sum_x(r: u32, first: u32, step: u32) -> f32 {
-    var w = walk(r, first, step);
-    var acc = 0.0;
-    for (var j = first; j < p.len; j += step) {
-        acc += f32(x[w.i]);
-        advance(&w);
-    }
-    return acc;
+// The row's first element: the sums below are of x - shift, so that the variance
+// sum((x - shift)^2) / len - mean(x - shift)^2 loses no precision when |mean| >> std.
+fn row_shift(r: u32) -> f32 {
+    return f32(x[walk(r, 0u, 1u).i]);
 }
 
-fn sum_sq(r: u32, first: u32, step: u32, mean: f32) -> f32 {
+// Partial (sum of x - shift, sum of (x - shift)^2): one read of x for both statistics.
+fn sum_x_sq(r: u32, first: u32, step: u32, shift: f32) -> vec2<f32> {
     var w = walk(r, first, step);
-    var acc = 0.0;
+    var acc = vec2<f32>(0.0);
     for (var j = first; j < p.len; j += step) {
-        let d = f32(x[w.i]) - mean;
-        acc += d * d;
+        let d = f32(x[w.i]) - shift;
+        acc += vec2<f32>(d, d * d);
         advance(&w);
     }
     return acc;
@@ -169,8 +166,10 @@ fn write_y(r: u32, first: u32, step: u32, ms: vec2<f32>) {
     }
 }
 
-fn row_stats(sum: f32, sq: f32) -> vec2<f32> {
-    return vec2<f32>(sum / f32(p.len), inverseSqrt(sq / f32(p.len) + p.eps));
+// (mean, rstd) of a row from its sums of x - shift and (x - shift)^2.
+fn row_stats(sums: vec2<f32>, shift: f32) -> vec2<f32> {
+    let m = sums / f32(p.len);
+    return vec2<f32>(shift + m.x, inverseSqrt(max(m.y - m.x * m.x, 0.0) + p.eps));
 }
 
 fn save_stats(r: u32, ms: vec2<f32>) {
@@ -182,8 +181,8 @@ fn save_stats(r: u32, ms: vec2<f32>) {
 fn norm_forward_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let r = gid.x + gid.y * nwg.x * WG;
     if (r >= p.rows) { return; }
-    let sum = sum_x(r, 0u, 1u);
-    let ms = row_stats(sum, sum_sq(r, 0u, 1u, sum / f32(p.len)));
+    let shift = row_shift(r);
+    let ms = row_stats(sum_x_sq(r, 0u, 1u, shift), shift);
     save_stats(r, ms);
     write_y(r, 0u, 1u, ms);
 }
@@ -193,9 +192,8 @@ fn norm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 @builtin(local_invocation_index) lid: u32) {
     let r = wid.x + wid.y * nwg.x;
     if (r >= p.rows) { return; }
-    let sum = wg_sum(lid, vec2<f32>(sum_x(r, lid, WG), 0.0)).x;
-    let sq = wg_sum(lid, vec2<f32>(sum_sq(r, lid, WG, sum / f32(p.len)), 0.0)).x;
-    let ms = row_stats(sum, sq);
+    let shift = row_shift(r);
+    let ms = row_stats(wg_sum(lid, sum_x_sq(r, lid, WG, shift)), shift);
     if (lid == 0u) {
         save_stats(r, ms);
     }

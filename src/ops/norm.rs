@@ -316,7 +316,7 @@ fn normalize(
             outputs: &[y.buffer(), stats.buffer()],
             items: rows.count(),
             len: rows.len(),
-            passes: 3,
+            passes: 2,
             fixed: 0,
             bytes: 2 * x.byte_len(),
         },

@@ -296,6 +296,37 @@ fn every_norm_kernel_form_matches_cpu_and_differentiates() {
     }
 }
 
+/// The statistics come from one pass of sums of x - shift and (x - shift)^2: rows whose mean
+/// is 1000 standard deviations from 0 keep their precision in f32 in both kernel forms
+/// (unshifted sums of x and x^2 would lose the variance to cancellation).
+#[test]
+fn norm_statistics_keep_their_precision_far_from_zero() {
+    let shape = [2, 4, 6, 10];
+    let mut r = rng();
+    let n: usize = shape.iter().product();
+    let x: Vec<f64> = normal_vec(&mut r, n).iter().map(|v| 1000.0 + v).collect();
+    let (gamma, beta) = (vec![1.0; 4], vec![0.0; 4]);
+    let want = cpu::norm(&x, &shape, 2, false, &gamma, &beta, EPS as f64);
+    for kind in [NormKernel::Lane, NormKernel::Workgroup] {
+        let xt = upload(&shape, &x, DType::F32);
+        pin_norm_kernel(&xt, NormRows::Groups(2), kind).unwrap();
+        let y = xt
+            .group_norm(
+                2,
+                &upload(&[4], &gamma, DType::F32),
+                &upload(&[4], &beta, DType::F32),
+                EPS,
+            )
+            .unwrap();
+        assert_close(
+            &format!("{kind:?} group_norm of x ~ 1000 + N(0, 1)"),
+            &download(&y),
+            &want,
+            1e-3,
+        );
+    }
+}
+
 #[test]
 fn norm_kernel_forms_respect_the_loop_budget() {
     // The forward walks each row three times: a lane holds rows up to 20 000 elements.
