@@ -3,10 +3,6 @@ struct Conv {
     n: u32, cin: u32, h: u32, w: u32, cout: u32, kh: u32, kw: u32,
     sh: u32, sw: u32, ph: u32, pw: u32, dh: u32, dw: u32,
     groups: u32, oh: u32, ow: u32, cin_g: u32, cout_g: u32, k: u32, k4: u32,
-    // The tiled forward's epilogue: the bias of output channel c of sample n is
-    // bias[n * bias_stride + c] (0: one bias per channel, cout: one per sample and channel),
-    // and residual != 0 adds the residual tensor (of the output's shape) to the output.
-    bias_stride: u32, residual: u32,
     // Slices of the weight gradient's pixel reduction (1 for every other kernel): a uniform,
     // not a template constant, so every slice count shares one compiled pipeline.
     slices: u32,

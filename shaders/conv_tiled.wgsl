@@ -16,10 +16,22 @@
 @group(0) @binding(4) var<storage, read> residual: array<{{T}}>; // one element when unused
 @group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
 
-// Stores output element i (output channel `out_row` of sample n) from its accumulated sum.
-fn store(i: u32, n: u32, out_row: u32, acc: f32) {
-    var v = acc + f32(bias[n * p.bias_stride + out_row]);
-    if (p.residual != 0u) {
+// The epilogue's variant, fixed per pipeline so the unused terms compile away: the bias is
+// read per (sample, channel) from bias[n * cout + c] rather than per channel, and a residual
+// of the output's shape is added.
+const PER_SAMPLE_BIAS: bool = {{PER_SAMPLE_BIAS}};
+const RESIDUAL: bool = {{RESIDUAL}};
+
+// Stores output element i (output channel `out_row` of sample n, whose per-channel bias is
+// `b`) from its accumulated sum.
+fn store(i: u32, n: u32, out_row: u32, b: f32, acc: f32) {
+    var v = acc;
+    if (PER_SAMPLE_BIAS) {
+        v += f32(bias[n * p.cout + out_row]);
+    } else {
+        v += b;
+    }
+    if (RESIDUAL) {
         v += f32(residual[i]);
     }
     y[i] = {{T}}(v);
@@ -67,10 +79,11 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     if (row0 + {r}u < p.cout_g) {
         let out_row = g * p.cout_g + row0 + {r}u;
         let plane = out_row * pixels;
-        if (col0 + {j*4+0}u < cols) { store(ybase{j*4+0} + plane, n{j*4+0}, out_row, acc{r}_{j}.x); }
-        if (col0 + {j*4+1}u < cols) { store(ybase{j*4+1} + plane, n{j*4+1}, out_row, acc{r}_{j}.y); }
-        if (col0 + {j*4+2}u < cols) { store(ybase{j*4+2} + plane, n{j*4+2}, out_row, acc{r}_{j}.z); }
-        if (col0 + {j*4+3}u < cols) { store(ybase{j*4+3} + plane, n{j*4+3}, out_row, acc{r}_{j}.w); }
+        let b = f32(bias[out_row]); // (a valid element of a per-sample bias too)
+        if (col0 + {j*4+0}u < cols) { store(ybase{j*4+0} + plane, n{j*4+0}, out_row, b, acc{r}_{j}.x); }
+        if (col0 + {j*4+1}u < cols) { store(ybase{j*4+1} + plane, n{j*4+1}, out_row, b, acc{r}_{j}.y); }
+        if (col0 + {j*4+2}u < cols) { store(ybase{j*4+2} + plane, n{j*4+2}, out_row, b, acc{r}_{j}.z); }
+        if (col0 + {j*4+3}u < cols) { store(ybase{j*4+3} + plane, n{j*4+3}, out_row, b, acc{r}_{j}.w); }
     }
     #end
 }

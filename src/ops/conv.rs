@@ -188,10 +188,7 @@ pub struct ConvGeometry {
 }
 
 /// Index of `slices` in the `Conv` uniform: the weight gradient's split-K slice count.
-const SLICES_PARAM: usize = 22;
-/// Indices of `bias_stride` and `residual` in the `Conv` uniform (the tiled forward's epilogue).
-const BIAS_STRIDE_PARAM: usize = 20;
-const RESIDUAL_PARAM: usize = 21;
+const SLICES_PARAM: usize = 20;
 
 impl ConvGeometry {
     /// Geometry of `conv2d(x [N,Cin,H,W], w [Cout,Cin/groups,KH,KW])`, checked.
@@ -275,9 +272,9 @@ impl ConvGeometry {
         ConvGeometry { n, ..*self }
     }
 
-    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl): one bias per channel, no
-    /// residual, `slices` ([`SLICES_PARAM`]) 1, `part_base` 0.
-    fn params(&self) -> [u32; 24] {
+    /// The kernels' `Conv` uniform (shaders/conv_params.wgsl), `slices` ([`SLICES_PARAM`]) 1,
+    /// `part_base` 0.
+    fn params(&self) -> [u32; 22] {
         let o = &self.opts;
         [
             self.n,
@@ -300,8 +297,6 @@ impl ConvGeometry {
             self.cout_g(),
             self.k(),
             self.k4(),
-            0,
-            0,
             1,
             0,
         ]
@@ -738,12 +733,14 @@ fn conv_forward_tiled(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeomet
     };
     let residual = match add.residual {
         Some(r) => r.clone(),
-        None => Tensor::zeros(gpu, &[1], dt)?,
+        None => Tensor::empty(gpu, &[1], dt)?, // not read by the kernel variant without one
     };
-    let mut params = geo.params();
-    params[BIAS_STRIDE_PARAM] = if bias.rank() == 2 { geo.cout as u32 } else { 0 };
-    params[RESIDUAL_PARAM] = add.residual.is_some() as u32;
-    let epilogue = (&bias, &residual, params.as_slice());
+    let epilogue = Epilogue {
+        bias: &bias,
+        residual: &residual,
+        per_sample_bias: bias.rank() == 2,
+        has_residual: add.residual.is_some(),
+    };
     let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     let key = format!("{}:tile", geo.tuning_key(dt));
@@ -809,12 +806,22 @@ fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvIm
 
 /// Records the implicit-GEMM kernel with register tile `tile` (the matmul's tile shapes:
 /// output channels x pixels per invocation, invocations per workgroup).
-/// One tiled forward dispatch: y = conv(x, w4) + bias + residual, with the `Conv` uniform
-/// `params` saying how the bias is indexed and whether the residual is added.
+/// The tiled forward's output terms: the bias (`[Cout]`, or `[N, Cout]` when
+/// `per_sample_bias`) and the residual (a placeholder unless `has_residual`). Each variant is
+/// its own pipeline, so the plain conv's epilogue pays for neither.
+#[derive(Clone, Copy)]
+struct Epilogue<'a> {
+    bias: &'a Tensor,
+    residual: &'a Tensor,
+    per_sample_bias: bool,
+    has_residual: bool,
+}
+
+/// One tiled forward dispatch: y = conv(x, w4) + the epilogue's terms.
 fn dispatch_tiled(
     x: &Tensor,
     w4: &Tensor,
-    (bias, residual, params): (&Tensor, &Tensor, &[u32]),
+    epilogue: Epilogue,
     y: &Tensor,
     geo: &ConvGeometry,
     tile: BlockShape,
@@ -830,6 +837,8 @@ fn dispatch_tiled(
             ("C4", tile.col4.to_string()),
             ("C", (4 * tile.col4).to_string()),
             ("W", tile.lanes.to_string()),
+            ("PER_SAMPLE_BIAS", epilogue.per_sample_bias.to_string()),
+            ("RESIDUAL", epilogue.has_residual.to_string()),
         ],
         4,
         1,
@@ -842,8 +851,13 @@ fn dispatch_tiled(
     ];
     gpu.dispatch_parts(
         &kernel,
-        params,
-        &[x.buffer(), w4.buffer(), bias.buffer(), residual.buffer()],
+        &geo.params(),
+        &[
+            x.buffer(),
+            w4.buffer(),
+            epilogue.bias.buffer(),
+            epilogue.residual.buffer(),
+        ],
         &[y.buffer()],
         groups,
         SplitAxis::X,
