@@ -212,7 +212,11 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
         .to_string_lossy()
         .into_owned();
     remove_stale_temporaries(path, &name);
-    let tmp = path.with_file_name(format!("{name}.tmp{}", std::process::id()));
+    // Unique per process and per write: threads and processes writing one path at once
+    // (autotune caches) each rename their own complete copy.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!("{name}.tmp{}.{write}", std::process::id()));
     let written = std::fs::File::create(&tmp).and_then(|mut file| {
         file.write_all(bytes)?;
         file.sync_all()?;
@@ -234,8 +238,8 @@ pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
-/// Removes `<name>.tmp<PID>` files beside `path` left by writers that were killed (their
-/// process no longer exists). Only where `/proc` tells which processes live (Linux).
+/// Removes `<name>.tmp<PID>[.<write>]` files beside `path` left by writers that were killed
+/// (their process no longer exists). Only where `/proc` tells which processes live (Linux).
 #[cfg(not(target_arch = "wasm32"))]
 fn remove_stale_temporaries(path: &std::path::Path, name: &str) {
     let proc_fs = std::path::Path::new("/proc");
@@ -252,7 +256,10 @@ fn remove_stale_temporaries(path: &std::path::Path, name: &str) {
     let prefix = format!("{name}.tmp");
     for entry in entries.flatten() {
         let file_name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file_name.strip_prefix(&prefix) else {
+        let Some(pid) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|suffix| suffix.split('.').next())
+        else {
             continue;
         };
         let dead = pid

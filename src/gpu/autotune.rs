@@ -74,23 +74,22 @@ impl Autotuner {
         *self.cache_file.lock().unwrap() = Some(path);
     }
 
+    /// Writes every choice to the cache file, holding its lock (one writer per process at a
+    /// time) and through a temporary of this process's own (several wgdiff processes may tune
+    /// at once: a shared temporary name let one rename away the file another was writing).
     fn save(&self) -> Result<()> {
-        let Some(path) = self.cache_file.lock().unwrap().clone() else {
+        let cache_file = self.cache_file.lock().unwrap();
+        let Some(path) = cache_file.as_ref() else {
             return Ok(());
         };
         let text = serde_json::to_string_pretty(&*self.choices.lock().unwrap()).expect("map serialises");
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let tmp = path.with_extension("json.tmp");
-            std::fs::write(&tmp, text)?;
-            std::fs::rename(&tmp, &path)
-        };
-        write().map_err(|e| crate::Error::Io {
+        #[cfg(not(target_arch = "wasm32"))]
+        return crate::checkpoint::write_atomic(path, text.as_bytes());
+        #[cfg(target_arch = "wasm32")]
+        return Err(crate::Error::Io {
             what: format!("the autotune cache {}", path.display()),
-            reason: e.to_string(),
-        })
+            reason: format!("the browser has no file system ({} bytes not saved)", text.len()),
+        });
     }
 
     /// Index of the fastest candidate (named by `labels`) as timed by `run(i)`, measured

@@ -171,6 +171,41 @@ fn autotune_choices_persist_in_the_cache_file() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Tuners of several processes (here threads, each with its own tuner) saving to one cache
+/// file at once: every save succeeds and the file stays valid JSON. With one shared temporary
+/// name, a writer's rename could take away the file another was writing (ENOENT), and
+/// `wgdiff sample` failed in CI while other tests tuned.
+#[test]
+fn concurrent_saves_of_one_autotune_cache_file_all_succeed() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-tune-race-{}", std::process::id()));
+    let path = dir.join("autotune.json");
+    let labels = vec!["only".to_string()];
+    std::thread::scope(|s| {
+        for thread in 0..8 {
+            let (path, labels) = (path.clone(), labels.clone());
+            s.spawn(move || {
+                let tuner = wgdiff::gpu::Autotuner::default();
+                tuner.use_cache_file(path);
+                for key in 0..40 {
+                    tuner
+                        .choose(gpu(), &format!("race:{thread}:{key}"), &labels, 0, |_| Ok(()))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let saved = std::fs::read_to_string(&path).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    assert!(parsed.as_object().is_some_and(|m| !m.is_empty()), "{saved}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn attention_falls_back_to_f32_without_f16() {
     let gpu = Gpu::new_blocking(AdapterChoice {
