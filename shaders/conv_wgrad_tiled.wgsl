@@ -5,6 +5,9 @@
 // writing a partial sum the caller adds up. A workgroup owns C output channels (dY reads are
 // workgroup-uniform) and W*R kernel offsets, R per invocation interleaved across lanes (input
 // gathers per lane), as the forward kernel. Output: partial[s][g*cout_g + co][k], k padded to K4.
+// With SHARE = 1 (a workgroup is one subgroup and C a multiple of W) each lane reads the dY
+// values of C / W channels and subgroupBroadcast hands them to every lane: on lavapipe a read
+// at a workgroup-uniform address costs a gather of every lane.
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
@@ -25,8 +28,14 @@ fn conv_weight_grad_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
     let q_end = min(q_begin + per_slice, cols);
     let row0 = wid.x * {{W}}u * {{R}}u + lid;
     let col0 = wid.y * {{C}}u;
-    // dY row base of each owned output channel (clamped; not stored past cout_g).
+    // dY row base of each owned output channel (clamped; not stored past cout_g): all of them,
+    // or with SHARE those this lane reads (channels h * W + lid).
+    #for s in 0..{{UNSHARED}} {
     #for c in 0..{{C}}: let dyc{c} = (g * p.cout_g + min(col0 + {c}u, p.cout_g - 1u)) * pixels;
+    #end
+    #for s in 0..{{SHARE}} {
+    #for h in 0..{{CH}}: let dyl{h} = (g * p.cout_g + min(col0 + {h*{{W}}+0}u + lid, p.cout_g - 1u)) * pixels;
+    #end
     // Offset of each owned kernel offset (channel, row, column) from a window's origin; rows
     // past k read a valid element and are not stored.
     #for r in 0..{{R}} {
@@ -49,7 +58,13 @@ fn conv_weight_grad_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
         ow += 1u;
         if (ow == p.ow) { ow = 0u; oh += 1u; if (oh == p.oh) { oh = 0u; n += 1u; } }
         #end
+        #for s in 0..{{UNSHARED}} {
         #for c in 0..{{C}}: let b{c} = vec4<f32>(select(0.0, f32(dy_g[dyoff0 + dyc{c}]), qok0), select(0.0, f32(dy_g[dyoff1 + dyc{c}]), qok1), select(0.0, f32(dy_g[dyoff2 + dyc{c}]), qok2), select(0.0, f32(dy_g[dyoff3 + dyc{c}]), qok3));
+        #end
+        #for s in 0..{{SHARE}} {
+        #for h in 0..{{CH}}: let mine{h} = vec4<f32>(select(0.0, f32(dy_g[dyoff0 + dyl{h}]), qok0), select(0.0, f32(dy_g[dyoff1 + dyl{h}]), qok1), select(0.0, f32(dy_g[dyoff2 + dyl{h}]), qok2), select(0.0, f32(dy_g[dyoff3 + dyl{h}]), qok3));
+        #for h in 0..{{CH}}, l in 0..{{W}}: let b{h*{{W}}+l} = subgroupBroadcast(mine{h}, {l}u);
+        #end
         #for r in 0..{{R}} {
         let a{r} = vec4<f32>(f32(x[origin0 + koff{r}]), f32(x[origin1 + koff{r}]), f32(x[origin2 + koff{r}]), f32(x[origin3 + koff{r}]));
         #for c in 0..{{C}}: acc{r}_{c} = fma(a{r}.w, b{c}.w, fma(a{r}.z, b{c}.z, fma(a{r}.y, b{c}.y, fma(a{r}.x, b{c}.x, acc{r}_{c}))));

@@ -14,7 +14,7 @@ pub enum BenchCommand {
     /// Every conv implementation (forward, forward+backward) on the convs of a 32x32 U-Net
     /// (batch 16), beside a matmul of the same GEMM size
     Conv {
-        /// Implementations: naive, im2col, tiled, direct, auto (comma-separated; default all)
+        /// Implementations: naive, im2col, tiled, direct, winograd, auto (comma-separated; default all)
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
         /// forward, backward (= forward+backward) or both

@@ -52,13 +52,14 @@ pub(crate) struct PipelineCache {
 }
 
 /// Substitutes `{{NAME}}` placeholders and unrolls `#for` lines (a body may use derived
-/// indices such as `{j*4+1}`); panics on an unresolved
-/// placeholder (a bug in the caller).
+/// indices such as `{j*4+1}` or, with two loop variables, `{h*8+l}`); panics on an
+/// unresolved placeholder (a bug in the caller).
 ///
 /// `#for r in 0..4, c in 0..2: acc{r}_{c} += x{r};` repeats its body for every (r, c)
 /// (the first variable outermost), replacing `{r}` and `{c}`. A line
 /// `#for j in 0..8 {` repeats every line up to the matching `#end`, which may hold further
-/// `#for` lines. Bounds may be template values (`0..{{R}}`).
+/// `#for` lines. Bounds may be template values (`0..{{R}}`); a block over `0..0` is left
+/// out and one over `0..1` kept, which is how a template value switches lines on and off.
 pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
     let mut out = include_shared(src);
     for (k, v) in defines {
@@ -125,7 +126,7 @@ fn parse_loops(header: &str) -> Vec<(String, usize)> {
 fn repeat(text: &str, loops: &[(String, usize)]) -> Vec<String> {
     let mut copies = vec![text.to_string()];
     for (var, n) in loops {
-        let (pat, product) = (format!("{{{var}}}"), format!("{{{var}*"));
+        let (pat, product, addend) = (format!("{{{var}}}"), format!("{{{var}*"), format!("+{var}}}"));
         copies = copies
             .iter()
             .flat_map(|b| {
@@ -133,7 +134,8 @@ fn repeat(text: &str, loops: &[(String, usize)]) -> Vec<String> {
                     .map(|i| {
                         let text = b
                             .replace(&pat, &i.to_string())
-                            .replace(&product, &format!("{{{i}*"));
+                            .replace(&product, &format!("{{{i}*"))
+                            .replace(&addend, &format!("+{i}}}"));
                         eval_index_products(&text)
                     })
                     .collect::<Vec<_>>()
@@ -330,5 +332,10 @@ mod tests {
         let src = "#for j in 0..2 {\nif (a{j*4+1} < n) { y[b{j*2+0}] = 1; }\n#end";
         let out = expand_template(src, &[]);
         assert_eq!(out, "if (a1 < n) { y[b0] = 1; }\nif (a5 < n) { y[b2] = 1; }");
+        // A derived index of two variables, and blocks switched off and on by their bound.
+        let src = "#for h in 0..2, l in 0..{{W}}: b{h*{{W}}+l}\n#for s in 0..{{OFF}} {\noff\n#end\n#for s in 0..{{ON}} {\non\n#end";
+        let defines = [("W", "3".into()), ("OFF", "0".into()), ("ON", "1".into())];
+        let out = expand_template(src, &defines);
+        assert_eq!(out, "b0\nb1\nb2\nb3\nb4\nb5\non");
     }
 }

@@ -19,19 +19,24 @@ pub enum ConvImpl {
     /// Direct loops sharing weights across a workgroup, for grouped/depthwise and
     /// small-channel convs; backward by gather kernels.
     Direct,
-    /// Fastest of im2col, tiled and direct for this shape, measured once and remembered;
-    /// without timing (the web, [`crate::Gpu::set_deterministic`]) the fixed rule
+    /// Winograd F(2x2, 3x3) for 3x3 stride-1 undilated convs (16 multiplies per 2x2 outputs
+    /// instead of 36), tiled for every other shape; backward: the input gradient the same
+    /// way (a stride-1 3x3 conv again), the weight gradient as tiled.
+    Winograd,
+    /// Fastest of im2col, tiled, direct and (where it applies) Winograd for this shape,
+    /// measured once and remembered; without timing (the web, [`crate::Gpu::set_deterministic`]) the fixed rule
     /// [`untimed_conv_impl`]. On a thread with a live [`use_conv_impl`] guard, the guard's.
     Auto,
 }
 
 impl ConvImpl {
     /// All implementations selectable by name.
-    pub const ALL: [ConvImpl; 5] = [
+    pub const ALL: [ConvImpl; 6] = [
         ConvImpl::Naive,
         ConvImpl::Im2col,
         ConvImpl::Tiled,
         ConvImpl::Direct,
+        ConvImpl::Winograd,
         ConvImpl::Auto,
     ];
 
@@ -42,6 +47,7 @@ impl ConvImpl {
             ConvImpl::Im2col => "im2col",
             ConvImpl::Tiled => "tiled",
             ConvImpl::Direct => "direct",
+            ConvImpl::Winograd => "winograd",
             ConvImpl::Auto => "auto",
         }
     }
@@ -55,7 +61,7 @@ impl ConvImpl {
                 Error::shape(
                     "conv2d",
                     format!(
-                        "unknown conv implementation \"{name}\"; use naive, im2col, tiled, direct or auto"
+                        "unknown conv implementation \"{name}\"; use naive, im2col, tiled, direct, winograd or auto"
                     ),
                 )
             })
@@ -407,7 +413,7 @@ impl Tensor {
         add.check(&geo, self.dtype())?;
         let imp = resolve(self, weight, &geo, imp)?;
         // The tiled kernels read a zero-padded input: pad once here, and keep the padded input
-        // for the weight gradient.
+        // for the weight gradient. (The Winograd kernel pads as it reads.)
         let (x, x_geo, y) = {
             let _g = crate::no_grad();
             let (x, x_geo) = match imp {
@@ -653,7 +659,8 @@ pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
 }
 
 /// The implementation `imp` stands for on these operands: `auto` is the live
-/// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled and direct once per
+/// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled, direct and (where it
+/// applies, [`winograd_applies`]) Winograd once per
 /// rounded shape ([`untimed_conv_impl`] where nothing is timed).
 pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
     let imp = match imp {
@@ -664,19 +671,23 @@ pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Res
         return Ok(imp);
     }
     let gpu = x.gpu();
-    let candidates = [ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
+    let mut candidates = vec![ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
+    if winograd_applies(x.gpu(), geo) {
+        candidates.push(ConvImpl::Winograd);
+    }
     let labels: Vec<String> = candidates.iter().map(|c| c.name().to_string()).collect();
+    // The candidates are part of the key, so a choice cached before a candidate existed is
+    // measured again.
+    let key = format!("{}:of {}", geo.tuning_key(x.dtype()), labels.join(","));
     let untimed = untimed_conv_impl(geo);
     let fallback = candidates
         .iter()
         .position(|&c| c == untimed)
         .expect("a candidate");
     let _g = crate::no_grad();
-    let choice = gpu
-        .tuner()
-        .choose(gpu, &geo.tuning_key(x.dtype()), &labels, fallback, |c| {
-            conv_forward(x, w, ConvAddends::default(), geo, candidates[c]).map(drop)
-        })?;
+    let choice = gpu.tuner().choose(gpu, &key, &labels, fallback, |c| {
+        conv_forward(x, w, ConvAddends::default(), geo, candidates[c]).map(drop)
+    })?;
     Ok(candidates[choice])
 }
 
@@ -693,8 +704,10 @@ pub(crate) fn conv_forward(
     geo: &ConvGeometry,
     imp: ConvImpl,
 ) -> Result<Tensor> {
-    if imp == ConvImpl::Tiled {
-        return conv_forward_tiled(x, w, add, geo);
+    match imp {
+        ConvImpl::Winograd if winograd_applies(x.gpu(), geo) => return conv_forward_winograd(x, w, add, geo),
+        ConvImpl::Tiled | ConvImpl::Winograd => return conv_forward_tiled(x, w, add, geo),
+        _ => {}
     }
     let mut y = conv_forward_unbiased(x, w, geo, imp)?;
     if let Some(b) = add.bias {
@@ -727,20 +740,7 @@ fn conv_forward_tiled(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeomet
     let (x, geo) = &padded_input(x, geo)?;
     let k = geo.k();
     let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
-    let bias = match add.bias {
-        Some(b) => b.clone(),
-        None => Tensor::zeros(gpu, &[geo.cout], dt)?,
-    };
-    let residual = match add.residual {
-        Some(r) => r.clone(),
-        None => Tensor::empty(gpu, &[1], dt)?, // not read by the kernel variant without one
-    };
-    let epilogue = Epilogue {
-        bias: &bias,
-        residual: &residual,
-        per_sample_bias: bias.rank() == 2,
-        has_residual: add.residual.is_some(),
-    };
+    let epilogue = &Epilogue::new(add, geo, dt, gpu)?;
     let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     let key = format!("{}:tile", geo.tuning_key(dt));
@@ -797,49 +797,74 @@ fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvIm
                 .permute(&[2, 0, 1, 3])?
                 .reshape(&gc.output_shape())
         }),
-        ConvImpl::Tiled | ConvImpl::Auto => Err(Error::shape(
+        ConvImpl::Tiled | ConvImpl::Winograd | ConvImpl::Auto => Err(Error::shape(
             "conv2d",
-            "internal: tiled runs through conv_forward_tiled and Auto must be resolved first",
+            "internal: tiled and winograd run with their epilogue and Auto must be resolved first",
         )),
     }
 }
 
-/// Records the implicit-GEMM kernel with register tile `tile` (the matmul's tile shapes:
-/// output channels x pixels per invocation, invocations per workgroup).
-/// The tiled forward's output terms: the bias (`[Cout]`, or `[N, Cout]` when
-/// `per_sample_bias`) and the residual (a placeholder unless `has_residual`). Each variant is
-/// its own pipeline, so the plain conv's epilogue pays for neither.
-#[derive(Clone, Copy)]
-struct Epilogue<'a> {
-    bias: &'a Tensor,
-    residual: &'a Tensor,
+/// The tiled and Winograd forwards' output terms: the bias (`[Cout]`, zeros when none, or
+/// `[N, Cout]` when `per_sample_bias`) and the residual (a placeholder unless
+/// `has_residual`). Each variant is its own pipeline, so the plain conv's epilogue pays for
+/// neither.
+struct Epilogue {
+    bias: Tensor,
+    residual: Tensor,
     per_sample_bias: bool,
     has_residual: bool,
+}
+
+impl Epilogue {
+    fn new(add: ConvAddends, geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<Epilogue> {
+        let bias = match add.bias {
+            Some(b) => b.clone(),
+            None => Tensor::zeros(gpu, &[geo.cout], dt)?,
+        };
+        let residual = match add.residual {
+            Some(r) => r.clone(),
+            None => Tensor::empty(gpu, &[1], dt)?, // not read by the kernel variant without one
+        };
+        Ok(Epilogue {
+            per_sample_bias: bias.rank() == 2,
+            has_residual: add.residual.is_some(),
+            bias,
+            residual,
+        })
+    }
+
+    /// The template constants choosing the kernel's variant.
+    fn defines(&self) -> [(&'static str, String); 2] {
+        [
+            ("PER_SAMPLE_BIAS", self.per_sample_bias.to_string()),
+            ("RESIDUAL", self.has_residual.to_string()),
+        ]
+    }
 }
 
 /// One tiled forward dispatch: y = conv(x, w4) + the epilogue's terms.
 fn dispatch_tiled(
     x: &Tensor,
     w4: &Tensor,
-    epilogue: Epilogue,
+    epilogue: &Epilogue,
     y: &Tensor,
     geo: &ConvGeometry,
     tile: BlockShape,
 ) {
     let gpu = x.gpu();
+    let mut defines = vec![
+        ("R", tile.rows.to_string()),
+        ("C4", tile.col4.to_string()),
+        ("C", (4 * tile.col4).to_string()),
+        ("W", tile.lanes.to_string()),
+    ];
+    defines.extend(epilogue.defines());
     let kernel = kernel_for(
         gpu,
         shader!("conv_tiled"),
         "conv_forward_tiled",
         x.dtype(),
-        &[
-            ("R", tile.rows.to_string()),
-            ("C4", tile.col4.to_string()),
-            ("C", (4 * tile.col4).to_string()),
-            ("W", tile.lanes.to_string()),
-            ("PER_SAMPLE_BIAS", epilogue.per_sample_bias.to_string()),
-            ("RESIDUAL", epilogue.has_residual.to_string()),
-        ],
+        &defines,
         4,
         1,
     );
@@ -865,6 +890,157 @@ fn dispatch_tiled(
     );
 }
 
+/// Whether [`ConvImpl::Winograd`] computes this conv with its own kernel (3x3, stride 1,
+/// dilation 1, any padding and groups) rather than the tiled one: the kernel also needs
+/// subgroups of one fixed size (a workgroup is one subgroup sharing its weight loads).
+pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
+    (geo.kh, geo.kw) == (3, 3)
+        && geo.opts.stride == (1, 1)
+        && geo.opts.dilation == (1, 1)
+        && fixed_subgroup_size(gpu).is_some()
+}
+
+/// The adapter's subgroup size when it has subgroups of one size, a multiple of 4 between 4
+/// and 64 (lavapipe: 8): a workgroup of that many invocations is one subgroup, whose lanes can
+/// share loads (the Winograd kernel's workgroup size; the tiled weight gradient's dY reads).
+fn fixed_subgroup_size(gpu: &Gpu) -> Option<u32> {
+    let (min, max) = (gpu.info.subgroup_min_size, gpu.info.subgroup_max_size);
+    (gpu.has_subgroups() && min == max && (4..=64).contains(&min) && min % 4 == 0).then_some(min)
+}
+
+/// A Winograd kernel's register tile: output channels x 2x2 output tiles per invocation,
+/// invocations per workgroup (one subgroup; rows a multiple of lanes / 4, the rows one
+/// load of a vec4 per lane covers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WinogradTile {
+    rows: u32,
+    tiles: u32,
+    lanes: u32,
+}
+
+impl WinogradTile {
+    const fn new(rows: u32, tiles: u32, lanes: u32) -> WinogradTile {
+        WinogradTile { rows, tiles, lanes }
+    }
+
+    /// Tiles worth measuring for `cout_g` output channels and `tiles` 2x2 output tiles with
+    /// `lanes` invocations (the subgroup size): on CPU adapters 8..32 channels x 2..4 tiles
+    /// of 16 sums each, on GPUs fewer sums per invocation.
+    fn candidates(gpu: &Gpu, lanes: u32, cout_g: usize, tiles: usize) -> Vec<WinogradTile> {
+        let rpl = lanes / 4;
+        let all: Vec<WinogradTile> = if gpu.is_cpu() {
+            [(8, 2), (4, 4), (8, 4), (16, 2), (4, 2)]
+                .map(|(loads, tiles)| WinogradTile::new(loads * rpl, tiles, lanes))
+                .to_vec()
+        } else {
+            [(1, 1), (2, 1), (1, 2)]
+                .map(|(loads, tiles)| WinogradTile::new(loads * rpl, tiles, lanes))
+                .to_vec()
+        };
+        let fits = |t: &&WinogradTile| {
+            t.rows as usize <= 2 * cout_g.max(8) && (t.tiles * t.lanes) as usize <= 2 * tiles.max(32)
+        };
+        let kept: Vec<WinogradTile> = all.iter().filter(fits).copied().collect();
+        if kept.is_empty() {
+            vec![*all.last().expect("a tile")]
+        } else {
+            kept
+        }
+    }
+}
+
+impl std::fmt::Display for WinogradTile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} channels x {} 2x2 tiles per invocation, {} invocations",
+            self.rows, self.tiles, self.lanes
+        )
+    }
+}
+
+/// The Winograd F(2x2, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
+/// input: the weights transformed once (`[Cin/g, Cout, 4x4]` f32), the register tile autotuned per
+/// shape, the bias and residual added by the kernel.
+fn conv_forward_winograd(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeometry) -> Result<Tensor> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
+    let u = Tensor::empty(gpu, &[geo.cin_g(), geo.cout, 16], DType::F32)?;
+    let kernel = kernel_for(gpu, shader!("conv_weights"), "winograd_weights", dt, &[], 1, 1);
+    gpu.dispatch_named(
+        &kernel,
+        &geo.params(),
+        &[w.buffer()],
+        &[u.buffer()],
+        flat_groups(gpu, geo.cin_g() * geo.cout),
+        Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
+    );
+    let epilogue = &Epilogue::new(add, geo, dt, gpu)?;
+    let tiles = geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2);
+    let lanes = fixed_subgroup_size(gpu).expect("winograd_applies checked the subgroups");
+    let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), tiles);
+    let labels: Vec<String> = shapes.iter().map(|t| t.to_string()).collect();
+    let key = format!("{}:winograd", geo.tuning_key(dt));
+    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+        let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+        dispatch_winograd(x, &u, epilogue, &scratch, geo, shapes[c]);
+        Ok(())
+    })?;
+    let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+    dispatch_winograd(x, &u, epilogue, &y, geo, shapes[choice]);
+    Ok(y)
+}
+
+/// One Winograd forward dispatch: y = conv(x, w) + the epilogue's terms, `u` the transformed
+/// weights.
+fn dispatch_winograd(
+    x: &Tensor,
+    u: &Tensor,
+    epilogue: &Epilogue,
+    y: &Tensor,
+    geo: &ConvGeometry,
+    shape: WinogradTile,
+) {
+    let gpu = x.gpu();
+    let rows_per_load = shape.lanes / 4;
+    let mut defines = vec![
+        ("R", shape.rows.to_string()),
+        ("RPL", rows_per_load.to_string()),
+        ("LOADS", (shape.rows / rows_per_load).to_string()),
+        ("TILES", shape.tiles.to_string()),
+        ("W", shape.lanes.to_string()),
+    ];
+    defines.extend(epilogue.defines());
+    let kernel = kernel_for(
+        gpu,
+        shader!("conv_winograd"),
+        "conv_forward_winograd",
+        x.dtype(),
+        &defines,
+        4,
+        1,
+    );
+    let tiles = geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2);
+    let groups = [
+        tiles.div_ceil((shape.tiles * shape.lanes) as usize) as u32,
+        geo.cout_g().div_ceil(shape.rows as usize) as u32,
+        geo.opts.groups as u32,
+    ];
+    gpu.dispatch_parts(
+        &kernel,
+        &geo.params(),
+        &[
+            x.buffer(),
+            u.buffer(),
+            epilogue.bias.buffer(),
+            epilogue.residual.buffer(),
+        ],
+        &[y.buffer()],
+        groups,
+        SplitAxis::X,
+        Cost::new("conv2d", geo.flops(), x.byte_len() + u.byte_len() + y.byte_len()),
+    );
+}
+
 /// dw by the implicit-GEMM kernel: no column matrix; the pixel reduction is split in slices
 /// (enough workgroups for every core, each slice under the loop budget) summed afterwards.
 /// On CPU adapters each invocation owns 24 kernel offsets x 32 output channels (measured
@@ -873,6 +1049,7 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
     let gpu = x.gpu();
     let (x, geo) = &padded_input(x, geo)?;
     let (rows, cols, lanes) = if gpu.is_cpu() { (24, 32, 8) } else { (4, 4, 64) };
+    let share = fixed_subgroup_size(gpu) == Some(lanes as u32) && cols % lanes == 0;
     let groups_xy = geo.k4().div_ceil(rows * lanes) * geo.cout_g().div_ceil(cols) * geo.opts.groups;
     let reduction = geo.n * geo.pixels();
     let slices = (reduction / 4)
@@ -890,6 +1067,9 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
             ("C", cols.to_string()),
             ("W", lanes.to_string()),
             ("C4", "1".into()),
+            ("SHARE", u8::from(share).to_string()),
+            ("UNSHARED", u8::from(!share).to_string()),
+            ("CH", (cols / lanes).to_string()),
         ],
         2,
         1,
@@ -1009,7 +1189,10 @@ pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: 
     let as_conv = o.stride == (1, 1)
         && o.dilation.0 * (geo.kh - 1) >= o.padding.0
         && o.dilation.1 * (geo.kw - 1) >= o.padding.1
-        && matches!(imp, ConvImpl::Im2col | ConvImpl::Tiled | ConvImpl::Direct);
+        && matches!(
+            imp,
+            ConvImpl::Im2col | ConvImpl::Tiled | ConvImpl::Direct | ConvImpl::Winograd
+        );
     match imp {
         _ if as_conv => {
             let flipped = Tensor::empty(gpu, &[geo.cin, geo.cout_g(), geo.kh, geo.kw], dt)?;
@@ -1123,7 +1306,7 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
             }
             Ok(total.expect("batch of at least one image"))
         }
-        ConvImpl::Tiled => weight_grad_tiled(x, dy, geo),
+        ConvImpl::Tiled | ConvImpl::Winograd => weight_grad_tiled(x, dy, geo),
         _ => {
             let fit = images_per_chunk(geo, dt, gpu)?;
             let mut total: Option<Tensor> = None;

@@ -26,6 +26,10 @@ fn cases() -> Vec<ConvCase> {
         ([1, 4, 9, 8], [5, 4, 1, 7], o().padding_hw(0, 3)),
         ([1, 4, 8, 9], [5, 4, 7, 1], o().padding_hw(3, 0)),
         ([2, 3, 5, 6], [4, 3, 3, 1], o().padding_hw(1, 0)),
+        // 3x3 stride 1 (Winograd's own kernel): grouped with padding 2, unpadded and even-sized
+        ([2, 4, 6, 5], [6, 2, 3, 3], o().padding(2).groups(2)),
+        ([1, 3, 8, 6], [5, 3, 3, 3], o()),
+        ([1, 8, 6, 6], [40, 8, 3, 3], o().padding(1)),
     ]
 }
 
@@ -346,8 +350,8 @@ fn direct_weight_gradient_over_many_pixels_is_complete() {
 }
 
 #[test]
-fn paced_tiled_convs_run_in_parts_with_the_same_results() {
-    // Pacing with a tiny FLOP budget splits the tiled forward (over pixel tiles) and weight
+fn paced_tiled_and_winograd_convs_run_in_parts_with_the_same_results() {
+    // Pacing with a tiny FLOP budget splits the tiled and Winograd forwards (over pixel tiles) and weight
     // gradient (over groups x slices) into as many dispatches as they have workgroups along
     // the split axis; every part must land where the whole dispatch would have written.
     let gpu = gpu();
@@ -359,14 +363,17 @@ fn paced_tiled_convs_run_in_parts_with_the_same_results() {
             ConvOptions::default().stride(2).groups(4),
         ),
     ];
-    for (xs, ws, opts) in cases {
+    for ((xs, ws, opts), imp) in cases
+        .into_iter()
+        .flat_map(|case| [(case, ConvImpl::Tiled), (case, ConvImpl::Winograd)])
+    {
         let mut r = rng();
         let x = normal_vec(&mut r, xs.iter().product());
         let w = normal_vec(&mut r, ws.iter().product());
         let run = || {
             let xt = upload(&xs, &x, DType::F32).requires_grad();
             let wt = upload(&ws, &w, DType::F32).requires_grad();
-            let y = xt.conv2d_with(&wt, None, opts, ConvImpl::Tiled).unwrap();
+            let y = xt.conv2d_with(&wt, None, opts, imp).unwrap();
             wgdiff::backward(&y.square().unwrap().sum_all().unwrap()).unwrap();
             [y, xt.grad().unwrap(), wt.grad().unwrap()].map(|t| download(&t))
         };
@@ -378,7 +385,12 @@ fn paced_tiled_convs_run_in_parts_with_the_same_results() {
         let parts = run();
         gpu.set_pacing(None);
         for (name, (a, b)) in ["y", "dx", "dw"].iter().zip(whole.iter().zip(&parts)) {
-            assert_eq!(a, b, "{name} of conv x{xs:?} w{ws:?} differs when run in parts");
+            assert_eq!(
+                a,
+                b,
+                "{name} of {} conv x{xs:?} w{ws:?} differs when run in parts",
+                imp.name()
+            );
         }
         let want = cpu::conv2d(
             &round_to(&x, DType::F32),
