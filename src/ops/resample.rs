@@ -86,21 +86,31 @@ struct Resample {
 }
 
 /// Runs the resample.wgsl entry point `entry` with `params` on `src` ([N, C, ..]) into a new
-/// [N, C, out_hw] tensor.
+/// [N, C, out_hw] tensor: one invocation per output element, or per output row for the
+/// [`ROW_ENTRIES`].
 fn run_map(entry: &str, params: &[u32], src: &Tensor, out_hw: [usize; 2]) -> Result<Tensor> {
     let gpu = src.gpu();
     let shape = [src.shape()[0], src.shape()[1], out_hw[0], out_hw[1]];
     let out = Tensor::empty(gpu, &shape, src.dtype())?;
     let kernel = kernel_for(gpu, shader!("resample"), entry, src.dtype(), &[], 1, 1);
+    let per_invocation = if ROW_ENTRIES.contains(&entry) {
+        out_hw[1]
+    } else {
+        1
+    };
     gpu.dispatch(
         &kernel,
         params,
         &[src.buffer()],
         &[out.buffer()],
-        gpu.grid((out.numel() as u32).div_ceil(FLAT_WG)),
+        gpu.grid(((out.numel() / per_invocation) as u32).div_ceil(FLAT_WG)),
     );
     Ok(out)
 }
+
+/// The nearest resize's entry points, forward and backward: a row per invocation, no
+/// divisions per element.
+const ROW_ENTRIES: [&str; 2] = ["nearest_rows", "nearest_rows_backward"];
 
 impl Resample {
     fn run(&self, entry: &str, src: &Tensor, out_hw: [usize; 2]) -> Result<Tensor> {
@@ -305,8 +315,14 @@ impl Tensor {
         };
         Resample {
             planes,
-            map: "interp_forward",
-            transpose: "interp_backward",
+            map: match mode {
+                Interp::Nearest => ROW_ENTRIES[0],
+                _ => "interp_forward",
+            },
+            transpose: match mode {
+                Interp::Nearest => ROW_ENTRIES[1],
+                _ => "interp_backward",
+            },
             params: planes.interp_params(mode),
         }
         .apply(op, self)
