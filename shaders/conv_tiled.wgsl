@@ -1,6 +1,6 @@
 // Implicit-GEMM conv2d forward, tiled for the adapter: per group g, Y_g [Cout_g, N*P] =
-// W_g [Cout_g, K4] x X_col [K4, N*P] + bias (per channel, or per sample and channel)
-// [+ residual] without materialising X_col. Each invocation owns
+// W_g [Cout_g, K4] x X_col [K4, N*P] [+ bias per channel] [+ bias per sample and channel]
+// [+ residual] (conv_epilogue.wgsl) without materialising X_col. Each invocation owns
 // R output channels x (4*C4) output pixels in named vec4 accumulators; a workgroup of W
 // invocations shares the same output channels, so weights are read as vec4 along k at a
 // workgroup-uniform address (weights are repacked with K padded to K4 = multiple of 4, pad
@@ -12,30 +12,7 @@
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
-@group(0) @binding(3) var<storage, read> bias: array<{{T}}>;
-@group(0) @binding(4) var<storage, read> residual: array<{{T}}>; // one element when unused
-@group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
-
-// The epilogue's variant, fixed per pipeline so the unused terms compile away: the bias is
-// read per (sample, channel) from bias[n * cout + c] rather than per channel, and a residual
-// of the output's shape is added.
-const PER_SAMPLE_BIAS: bool = {{PER_SAMPLE_BIAS}};
-const RESIDUAL: bool = {{RESIDUAL}};
-
-// Stores output element i (output channel `out_row` of sample n, whose per-channel bias is
-// `b`) from its accumulated sum.
-fn store(i: u32, n: u32, out_row: u32, b: f32, acc: f32) {
-    var v = acc;
-    if (PER_SAMPLE_BIAS) {
-        v += f32(bias[n * p.cout + out_row]);
-    } else {
-        v += b;
-    }
-    if (RESIDUAL) {
-        v += f32(residual[i]);
-    }
-    y[i] = {{T}}(v);
-}
+#include conv_epilogue
 
 @compute @workgroup_size({{W}})
 fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -79,7 +56,7 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     if (row0 + {r}u < p.cout_g) {
         let out_row = g * p.cout_g + row0 + {r}u;
         let plane = out_row * pixels;
-        let b = f32(bias[out_row]); // (a valid element of a per-sample bias too)
+        let b = channel_bias(out_row);
         if (col0 + {j*4+0}u < cols) { store(ybase{j*4+0} + plane, n{j*4+0}, out_row, b, acc{r}_{j}.x); }
         if (col0 + {j*4+1}u < cols) { store(ybase{j*4+1} + plane, n{j*4+1}, out_row, b, acc{r}_{j}.y); }
         if (col0 + {j*4+2}u < cols) { store(ybase{j*4+2} + plane, n{j*4+2}, out_row, b, acc{r}_{j}.z); }

@@ -1,42 +1,21 @@
 // Winograd F(2x2, 3x3) conv2d forward for 3x3, stride-1, undilated convs: per 2x2 output
 // tile, Y = A^T [sum_ci (G g G^T) . (B^T d B)] A with d the tile's 4x4 input patch: 16
 // multiplies per tile, channel pair and input channel instead of 36. The weights are
-// transformed once per call (`winograd_weights` in conv_weights.wgsl); the input patches are transformed in
-// registers as they are read, and the output transform runs in the epilogue with the bias
-// (per channel, or per sample and channel) and the residual, as in conv_tiled.wgsl. Each
-// invocation owns R output channels (the same for the whole workgroup, which is one
-// subgroup of W lanes) x TILES tiles (its own). Padding is applied as the patches are read
-// (reads outside the input are clamped to a valid element and replaced by 0), so the input
-// needs no padded copy. The workgroup's weights for one input channel (R x 16 values) are read once, W vec4s
-// at a time, one per lane, and handed to every lane by subgroupBroadcast: on lavapipe a load
-// at a workgroup-uniform address costs a gather, and loading each weight in every lane made
-// this kernel 2.3x slower. Rows are numbered r = h * RPL + a, RPL = W / 4 rows per load.
+// transformed once per call (`winograd_weights` in conv_weights.wgsl); the input patches are
+// transformed in registers as they are read, and the output transform runs in the epilogue
+// with the terms of conv_epilogue.wgsl (biases, residual). Each invocation owns R output
+// channels (the same for the whole workgroup, which is one subgroup of W lanes) x TILES
+// tiles (its own). Padding is applied as the patches are read (reads outside the input are
+// clamped to a valid element and replaced by 0), so the input needs no padded copy. The
+// workgroup's weights for one input channel (R x 16 values) are read once, W vec4s at a time,
+// one per lane, and handed to every lane by subgroupBroadcast: on lavapipe a load at a
+// workgroup-uniform address costs a gather, and loading each weight in every lane made this
+// kernel 2.3x slower. Rows are numbered r = h * RPL + a, RPL = W / 4 rows per load.
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> u: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> bias: array<{{T}}>;
-@group(0) @binding(4) var<storage, read> residual: array<{{T}}>; // one element when unused
-@group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
-
-// The epilogue's variant, fixed per pipeline (see conv_tiled.wgsl).
-const PER_SAMPLE_BIAS: bool = {{PER_SAMPLE_BIAS}};
-const RESIDUAL: bool = {{RESIDUAL}};
-
-// Stores output element i (output channel `out_row` of sample n, whose per-channel bias is
-// `b`) from its accumulated sum.
-fn store(i: u32, n: u32, out_row: u32, b: f32, acc: f32) {
-    var v = acc;
-    if (PER_SAMPLE_BIAS) {
-        v += f32(bias[n * p.cout + out_row]);
-    } else {
-        v += b;
-    }
-    if (RESIDUAL) {
-        v += f32(residual[i]);
-    }
-    y[i] = {{T}}(v);
-}
+#include conv_epilogue
 
 // One row (4 values along x) of the transformed input V = B^T d B from the row `t` of B^T d.
 fn input_row(t: vec4<f32>) -> vec4<f32> {
@@ -100,7 +79,7 @@ fn conv_forward_winograd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     if (row0 + {h*{{RPL}}+0}u + {a}u < p.cout_g) {
         let out_row = g * p.cout_g + row0 + {h*{{RPL}}+0}u + {a}u;
         let plane_out = out_row * p.oh * p.ow;
-        let b = f32(bias[out_row]); // (a valid element of a per-sample bias too)
+        let b = channel_bias(out_row);
         #for t in 0..{{TILES}} {
         if (tile0 + {t}u < tiles) {
             let s0 = m{h}_{a}_{t}_0 + m{h}_{a}_{t}_1 + m{h}_{a}_{t}_2;

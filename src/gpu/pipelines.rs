@@ -78,10 +78,14 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
 }
 
 /// Shader pieces several files share, pulled in by a line `#include <name>`.
-const SHARED: [(&str, &str); 2] = [
+const SHARED: [(&str, &str); 3] = [
     (
         "conv_params",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
+    ),
+    (
+        "conv_epilogue",
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_epilogue.wgsl")),
     ),
     (
         "attention_params",

@@ -84,12 +84,9 @@ impl Conv2d {
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (weight, bias) = cast_params(&self.weight, self.bias.as_ref(), x)?;
-        let bias = match (bias, sample_bias) {
-            (Some(b), Some(s)) => Some(s.add(&b.reshape(&[1, b.numel()])?)?),
-            (b, s) => b.or_else(|| s.cloned()),
-        };
         let add = ConvAddends {
             bias: bias.as_ref(),
+            sample_bias,
             residual,
         };
         x.conv2d_plus(&weight, self.opts, self.imp, add)

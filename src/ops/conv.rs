@@ -384,12 +384,17 @@ impl Tensor {
         opts: ConvOptions,
         imp: ConvImpl,
     ) -> Result<Tensor> {
-        self.conv2d_plus(weight, opts, imp, ConvAddends { bias, residual: None })
+        let add = ConvAddends {
+            bias,
+            ..Default::default()
+        };
+        self.conv2d_plus(weight, opts, imp, add)
     }
 
-    /// `conv2d(x, w) + add.bias + add.residual` with the implementation `imp`: the tiled
-    /// kernel adds both as it stores its output (a ResBlock's time embedding and skip
-    /// connection cost no pass of their own); the other implementations add them after.
+    /// `conv2d(x, w) + add.bias + add.sample_bias + add.residual` with the implementation
+    /// `imp`: the tiled and Winograd kernels add them as they store their output (a
+    /// ResBlock's time embedding and skip connection cost no pass of their own); the other
+    /// implementations add them after.
     pub fn conv2d_plus(
         &self,
         weight: &Tensor,
@@ -403,9 +408,11 @@ impl Tensor {
             let f32 = |t: &Tensor| t.to_dtype(DType::F32);
             let (x, w) = (f32(self)?, f32(weight)?);
             let bias = add.bias.map(f32).transpose()?;
+            let sample_bias = add.sample_bias.map(f32).transpose()?;
             let residual = add.residual.map(f32).transpose()?;
             let add = ConvAddends {
                 bias: bias.as_ref(),
+                sample_bias: sample_bias.as_ref(),
                 residual: residual.as_ref(),
             };
             return x.conv2d_plus(&w, opts, imp, add)?.to_dtype(DType::F16);
@@ -427,13 +434,11 @@ impl Tensor {
         let x_tracks_grad = self.tracks_grad();
         let mut inputs = vec![self.clone(), weight.clone()];
         inputs.extend(add.bias.cloned());
+        inputs.extend(add.sample_bias.cloned());
         inputs.extend(add.residual.cloned());
-        let bias_grad =
-            add.bias
-                .filter(|b| b.tracks_grad())
-                .map(|b| if b.rank() == 2 { vec![2, 3] } else { vec![0, 2, 3] });
-        let (has_bias, has_residual) = (add.bias.is_some(), add.residual.is_some());
-        let residual_grad = add.residual.is_some_and(Tensor::tracks_grad);
+        let tracks = |t: Option<&Tensor>| t.map(Tensor::tracks_grad);
+        let (bias_grad, sample_bias_grad, residual_grad) =
+            (tracks(add.bias), tracks(add.sample_bias), tracks(add.residual));
         Ok(y.with_grad_fn(
             "conv2d",
             inputs,
@@ -446,11 +451,14 @@ impl Tensor {
                     .then(|| conv_weight_grad(&x, g, &x_geo, imp))
                     .transpose()?;
                 let mut grads = vec![dx, dw];
-                if has_bias {
-                    grads.push(bias_grad.as_ref().map(|axes| g.sum(axes, false)).transpose()?);
+                if let Some(wanted) = bias_grad {
+                    grads.push(wanted.then(|| g.sum(&[0, 2, 3], false)).transpose()?);
                 }
-                if has_residual {
-                    grads.push(residual_grad.then(|| g.clone()));
+                if let Some(wanted) = sample_bias_grad {
+                    grads.push(wanted.then(|| g.sum(&[2, 3], false)).transpose()?);
+                }
+                if let Some(wanted) = residual_grad {
+                    grads.push(wanted.then(|| g.clone()));
                 }
                 Ok(grads)
             }),
@@ -603,42 +611,31 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 /// What a convolution adds to its output ([`Tensor::conv2d_plus`]).
 #[derive(Clone, Copy, Default)]
 pub struct ConvAddends<'a> {
-    /// `[Cout]` (one bias per output channel, PyTorch's conv bias) or `[N, Cout]` (one per
-    /// sample and channel, e.g. a conv bias plus a projected time embedding).
+    /// `[Cout]`: one bias per output channel (PyTorch's conv bias).
     pub bias: Option<&'a Tensor>,
+    /// `[N, Cout]`: one bias per sample and channel (e.g. a projected time embedding).
+    pub sample_bias: Option<&'a Tensor>,
     /// A tensor of the output's shape (a residual connection).
     pub residual: Option<&'a Tensor>,
 }
 
 impl ConvAddends<'_> {
-    /// Errors unless the bias is `[Cout]` or `[N, Cout]` and the residual has the output's
-    /// shape, both in the input's dtype (the kernels read them as `T`).
+    /// Errors unless the bias is `[Cout]`, the sample bias `[N, Cout]` and the residual the
+    /// output's shape, all in the input's dtype (the kernels read them as `T`).
     fn check(&self, geo: &ConvGeometry, dtype: DType) -> Result<()> {
-        let bias_shapes = [vec![geo.cout], vec![geo.n, geo.cout]];
-        if let Some(b) = self.bias {
-            if !bias_shapes.iter().any(|s| b.shape() == s) || b.dtype() != dtype {
+        let terms = [
+            ("conv bias", self.bias, vec![geo.cout]),
+            ("conv sample bias", self.sample_bias, vec![geo.n, geo.cout]),
+            ("conv residual", self.residual, geo.output_shape().to_vec()),
+        ];
+        for (what, term, shape) in terms {
+            if let Some(t) = term.filter(|t| t.shape() != shape.as_slice() || t.dtype() != dtype) {
                 return Err(Error::shape(
-                    "conv bias",
+                    what,
                     format!(
-                        "bias {:?} {:?} should be [{}] or [{}, {}] {dtype:?} like the input (cast it with to_dtype)",
-                        b.shape(),
-                        b.dtype(),
-                        geo.cout,
-                        geo.n,
-                        geo.cout
-                    ),
-                ));
-            }
-        }
-        if let Some(r) = self.residual {
-            if r.shape() != geo.output_shape().as_slice() || r.dtype() != dtype {
-                return Err(Error::shape(
-                    "conv residual",
-                    format!(
-                        "residual {:?} {:?} should be the output's shape {:?} and the input's dtype {dtype:?}",
-                        r.shape(),
-                        r.dtype(),
-                        geo.output_shape()
+                        "{what} {:?} {:?} should be {shape:?} {dtype:?} (the input's dtype; cast it with to_dtype)",
+                        t.shape(),
+                        t.dtype(),
                     ),
                 ));
             }
@@ -711,8 +708,10 @@ pub(crate) fn conv_forward(
     }
     let mut y = conv_forward_unbiased(x, w, geo, imp)?;
     if let Some(b) = add.bias {
-        let samples = if b.rank() == 2 { geo.n } else { 1 };
-        y = y.add(&b.reshape(&[samples, geo.cout, 1, 1])?)?;
+        y = y.add(&b.reshape(&[1, geo.cout, 1, 1])?)?;
+    }
+    if let Some(b) = add.sample_bias {
+        y = y.add(&b.reshape(&[geo.n, geo.cout, 1, 1])?)?;
     }
     match add.residual {
         Some(r) => y.add(r),
@@ -740,7 +739,7 @@ fn conv_forward_tiled(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeomet
     let (x, geo) = &padded_input(x, geo)?;
     let k = geo.k();
     let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
-    let epilogue = &Epilogue::new(add, geo, dt, gpu)?;
+    let epilogue = &Epilogue::new(add, dt, gpu)?;
     let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     let key = format!("{}:tile", geo.tuning_key(dt));
@@ -804,41 +803,36 @@ fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvIm
     }
 }
 
-/// The tiled and Winograd forwards' output terms: the bias (`[Cout]`, zeros when none, or
-/// `[N, Cout]` when `per_sample_bias`) and the residual (a placeholder unless
-/// `has_residual`). Each variant is its own pipeline, so the plain conv's epilogue pays for
-/// neither.
+/// The tiled and Winograd forwards' output terms, each a tensor or (when absent) a
+/// one-element placeholder the kernel does not read: the bias `[Cout]`, the sample bias
+/// `[N, Cout]`, the residual. Which are present is a template constant, so each combination
+/// is its own pipeline and a plain conv's epilogue pays for none of them.
 struct Epilogue {
-    bias: Tensor,
-    residual: Tensor,
-    per_sample_bias: bool,
-    has_residual: bool,
+    terms: [(Tensor, bool); 3],
 }
 
 impl Epilogue {
-    fn new(add: ConvAddends, geo: &ConvGeometry, dt: DType, gpu: &Gpu) -> Result<Epilogue> {
-        let bias = match add.bias {
-            Some(b) => b.clone(),
-            None => Tensor::zeros(gpu, &[geo.cout], dt)?,
-        };
-        let residual = match add.residual {
-            Some(r) => r.clone(),
-            None => Tensor::empty(gpu, &[1], dt)?, // not read by the kernel variant without one
+    fn new(add: ConvAddends, dt: DType, gpu: &Gpu) -> Result<Epilogue> {
+        let term = |t: Option<&Tensor>| -> Result<(Tensor, bool)> {
+            Ok(match t {
+                Some(t) => (t.clone(), true),
+                None => (Tensor::empty(gpu, &[1], dt)?, false),
+            })
         };
         Ok(Epilogue {
-            per_sample_bias: bias.rank() == 2,
-            has_residual: add.residual.is_some(),
-            bias,
-            residual,
+            terms: [term(add.bias)?, term(add.sample_bias)?, term(add.residual)?],
         })
     }
 
     /// The template constants choosing the kernel's variant.
-    fn defines(&self) -> [(&'static str, String); 2] {
-        [
-            ("PER_SAMPLE_BIAS", self.per_sample_bias.to_string()),
-            ("RESIDUAL", self.has_residual.to_string()),
-        ]
+    fn defines(&self) -> [(&'static str, String); 3] {
+        let on = |i: usize| self.terms[i].1.to_string();
+        [("BIAS", on(0)), ("SAMPLE_BIAS", on(1)), ("RESIDUAL", on(2))]
+    }
+
+    /// The terms' buffers, bound after the input and the weights.
+    fn buffers(&self) -> [&wgpu::Buffer; 3] {
+        self.terms.each_ref().map(|(t, _)| t.buffer())
     }
 }
 
@@ -865,7 +859,7 @@ fn dispatch_tiled(
         "conv_forward_tiled",
         x.dtype(),
         &defines,
-        4,
+        5,
         1,
     );
     let cols = geo.n * geo.pixels();
@@ -877,12 +871,7 @@ fn dispatch_tiled(
     gpu.dispatch_parts(
         &kernel,
         &geo.params(),
-        &[
-            x.buffer(),
-            w4.buffer(),
-            epilogue.bias.buffer(),
-            epilogue.residual.buffer(),
-        ],
+        &[&[x.buffer(), w4.buffer()], &epilogue.buffers()[..]].concat(),
         &[y.buffer()],
         groups,
         SplitAxis::X,
@@ -974,7 +963,7 @@ fn conv_forward_winograd(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeo
         flat_groups(gpu, geo.cin_g() * geo.cout),
         Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
     );
-    let epilogue = &Epilogue::new(add, geo, dt, gpu)?;
+    let epilogue = &Epilogue::new(add, dt, gpu)?;
     let tiles = geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2);
     let lanes = fixed_subgroup_size(gpu).expect("winograd_applies checked the subgroups");
     let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), tiles);
@@ -1016,7 +1005,7 @@ fn dispatch_winograd(
         "conv_forward_winograd",
         x.dtype(),
         &defines,
-        4,
+        5,
         1,
     );
     let tiles = geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2);
@@ -1028,12 +1017,7 @@ fn dispatch_winograd(
     gpu.dispatch_parts(
         &kernel,
         &geo.params(),
-        &[
-            x.buffer(),
-            u.buffer(),
-            epilogue.bias.buffer(),
-            epilogue.residual.buffer(),
-        ],
+        &[&[x.buffer(), u.buffer()], &epilogue.buffers()[..]].concat(),
         &[y.buffer()],
         groups,
         SplitAxis::X,

@@ -101,44 +101,55 @@ fn rectangular_stride_padding_and_dilation_work_in_every_implementation() {
     }
 }
 
-/// conv2d + a bias per (sample, channel) + a residual, added in the tiled kernel's epilogue
-/// and after the other implementations, against the CPU reference with finite-difference
-/// gradients of all four operands.
+/// conv2d + a bias per channel + a bias per (sample, channel) + a residual, added in the
+/// tiled and Winograd kernels' epilogues and after the other implementations, against the
+/// CPU reference with finite-difference gradients of all five operands; and, in the two
+/// kernels with an epilogue (each combination of terms is its own pipeline), the U-Net's
+/// combinations (conv1: biases; conv2: bias and residual) and a sample bias alone.
 #[test]
-fn conv_adds_a_per_sample_bias_and_a_residual_in_every_implementation() {
+fn conv_adds_biases_and_a_residual_in_every_implementation() {
     let (xs, ws, opts) = ([2, 4, 7, 9], [6, 4, 3, 3], ConvOptions::default().padding(1));
     let ys = [2, 6, 7, 9];
+    // Which of (bias, sample bias, residual) each run adds, in which implementations.
+    let all = (ConvImpl::ALL.to_vec(), [true, true, true]);
+    let epilogues = [[true, true, false], [true, false, true], [false, true, false]]
+        .map(|on| (vec![ConvImpl::Tiled, ConvImpl::Winograd], on));
     for dtype in dtypes() {
-        for imp in ConvImpl::ALL {
-            let mut r = rng();
-            let x = normal_vec(&mut r, xs.iter().product());
-            let w = normal_vec(&mut r, ws.iter().product());
-            let b = normal_vec(&mut r, ys[0] * ys[1]);
-            let res = normal_vec(&mut r, ys.iter().product());
-            check_op(
-                &format!("conv2d_plus {}", imp.name()),
-                dtype,
-                &[
-                    (xs.to_vec(), x),
-                    (ws.to_vec(), w),
-                    (vec![ys[0], ys[1]], b),
-                    (ys.to_vec(), res),
-                ],
-                move |v| {
-                    let (mut y, [_, _, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
-                    for (i, y) in y.iter_mut().enumerate() {
-                        *y += v[2][i / (oh * ow)] + v[3][i];
-                    }
-                    y
-                },
-                |t| {
-                    let add = ConvAddends {
-                        bias: Some(&t[2]),
-                        residual: Some(&t[3]),
-                    };
-                    t[0].conv2d_plus(&t[1], opts, imp, add)
-                },
-            );
+        for (imps, on) in std::iter::once(all.clone()).chain(epilogues.clone()) {
+            for imp in imps {
+                let mut r = rng();
+                let x = normal_vec(&mut r, xs.iter().product());
+                let w = normal_vec(&mut r, ws.iter().product());
+                let term_shapes = [vec![ys[1]], vec![ys[0], ys[1]], ys.to_vec()];
+                // The operand index of each present term (x and w come first).
+                let mut slot = [None; 3];
+                let mut inputs = vec![(xs.to_vec(), x), (ws.to_vec(), w)];
+                for (t, shape) in term_shapes.into_iter().enumerate().filter(|&(t, _)| on[t]) {
+                    slot[t] = Some(inputs.len());
+                    inputs.push((shape.clone(), normal_vec(&mut r, shape.iter().product())));
+                }
+                check_op(
+                    &format!("conv2d_plus {} (bias, sample bias, residual) {on:?}", imp.name()),
+                    dtype,
+                    &inputs,
+                    move |v| {
+                        let (mut y, [_, c, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
+                        let term = |t: usize, at: usize| slot[t].map_or(0.0, |s| v[s][at]);
+                        for (i, y) in y.iter_mut().enumerate() {
+                            *y += term(0, (i / (oh * ow)) % c) + term(1, i / (oh * ow)) + term(2, i);
+                        }
+                        y
+                    },
+                    |t| {
+                        let add = ConvAddends {
+                            bias: slot[0].map(|s| &t[s]),
+                            sample_bias: slot[1].map(|s| &t[s]),
+                            residual: slot[2].map(|s| &t[s]),
+                        };
+                        t[0].conv2d_plus(&t[1], opts, imp, add)
+                    },
+                );
+            }
         }
     }
 }
@@ -149,24 +160,18 @@ fn conv_addends_of_the_wrong_shape_are_refused() {
     let x = Tensor::zeros(g, &[2, 3, 5, 5], DType::F32).unwrap();
     let w = Tensor::zeros(g, &[4, 3, 3, 3], DType::F32).unwrap();
     let opts = ConvOptions::default().padding(1);
-    let bias = Tensor::zeros(g, &[3, 4], DType::F32).unwrap();
-    let residual = Tensor::zeros(g, &[2, 4, 3, 3], DType::F32).unwrap();
-    for (add, want) in [
-        (
-            ConvAddends {
-                bias: Some(&bias),
-                residual: None,
-            },
-            "should be [4] or [2, 4]",
-        ),
-        (
-            ConvAddends {
-                bias: None,
-                residual: Some(&residual),
-            },
-            "should be the output's shape [2, 4, 5, 5]",
-        ),
-    ] {
+    let wrong = Tensor::zeros(g, &[2, 4, 3, 3], DType::F32).unwrap();
+    let cases = [
+        (0, "conv bias [2, 4, 3, 3] F32 should be [4] F32"),
+        (1, "conv sample bias [2, 4, 3, 3] F32 should be [2, 4] F32"),
+        (2, "conv residual [2, 4, 3, 3] F32 should be [2, 4, 5, 5] F32"),
+    ];
+    for (term, want) in cases {
+        let add = ConvAddends {
+            bias: (term == 0).then_some(&wrong),
+            sample_bias: (term == 1).then_some(&wrong),
+            residual: (term == 2).then_some(&wrong),
+        };
         let err = x
             .conv2d_plus(&w, opts, ConvImpl::Tiled, add)
             .unwrap_err()
