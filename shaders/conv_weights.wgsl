@@ -1,4 +1,5 @@
-// Weight transforms. flip_transpose: for computing a stride-1 conv's input gradient as another conv:
+// Weight transforms: flip_transpose (below) and winograd_weights (U = G g G^T for the Winograd
+// kernel, at the end). flip_transpose, for computing a stride-1 conv's input gradient as another conv:
 // w [Cout, Cin/g, KH, KW] -> w' [Cin, Cout/g, KH, KW] with in/out channels swapped within
 // each group and the window flipped: w'[g*cin_g + ci, co, r, c] = w[g*cout_g + co, ci, KH-1-r, KW-1-c].
 #include conv_params

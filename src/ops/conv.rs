@@ -24,8 +24,9 @@ pub enum ConvImpl {
     /// way (a stride-1 3x3 conv again), the weight gradient as tiled.
     Winograd,
     /// Fastest of im2col, tiled, direct and (where it applies) Winograd for this shape,
-    /// measured once and remembered; without timing (the web, [`crate::Gpu::set_deterministic`]) the fixed rule
-    /// [`untimed_conv_impl`]. On a thread with a live [`use_conv_impl`] guard, the guard's.
+    /// measured once and remembered; without timing (the web,
+    /// [`crate::Gpu::set_deterministic`]) the fixed rule [`untimed_conv_impl`]. On a thread
+    /// with a live [`use_conv_impl`] guard, the guard's.
     Auto,
 }
 
@@ -656,9 +657,9 @@ pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
 }
 
 /// The implementation `imp` stands for on these operands: `auto` is the live
-/// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled, direct and (where it
-/// applies, [`winograd_applies`]) Winograd once per
-/// rounded shape ([`untimed_conv_impl`] where nothing is timed).
+/// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled, direct and (where
+/// [`winograd_applies`]) Winograd once per rounded shape ([`untimed_conv_impl`] where
+/// nothing is timed).
 pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
     let imp = match imp {
         ConvImpl::Auto => auto_conv_impl(),
@@ -669,7 +670,7 @@ pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Res
     }
     let gpu = x.gpu();
     let mut candidates = vec![ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
-    if winograd_applies(x.gpu(), geo) {
+    if winograd_applies(gpu, geo) {
         candidates.push(ConvImpl::Winograd);
     }
     let labels: Vec<String> = candidates.iter().map(|c| c.name().to_string()).collect();
@@ -881,12 +882,21 @@ fn dispatch_tiled(
 
 /// Whether [`ConvImpl::Winograd`] computes this conv with its own kernel (3x3, stride 1,
 /// dilation 1, any padding and groups) rather than the tiled one: the kernel also needs
-/// subgroups of one fixed size (a workgroup is one subgroup sharing its weight loads).
+/// subgroups of one fixed size (a workgroup is one subgroup sharing its weight loads), and
+/// one workgroup per subgroup-sized run of 2x2 tiles must fit the dispatch limit.
 pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
+    let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
     (geo.kh, geo.kw) == (3, 3)
         && geo.opts.stride == (1, 1)
         && geo.opts.dilation == (1, 1)
-        && fixed_subgroup_size(gpu).is_some()
+        && fixed_subgroup_size(gpu)
+            .is_some_and(|lanes| winograd_tiles(geo).div_ceil(lanes as usize) <= max_groups)
+}
+
+/// The 2x2 output tiles of a Winograd conv (a last row or column of an odd size is half a
+/// tile).
+fn winograd_tiles(geo: &ConvGeometry) -> usize {
+    geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2)
 }
 
 /// The adapter's subgroup size when it has subgroups of one size, a multiple of 4 between 4
@@ -916,16 +926,16 @@ impl WinogradTile {
     /// `lanes` invocations (the subgroup size): on CPU adapters 8..32 channels x 2..4 tiles
     /// of 16 sums each, on GPUs fewer sums per invocation.
     fn candidates(gpu: &Gpu, lanes: u32, cout_g: usize, tiles: usize) -> Vec<WinogradTile> {
-        let rpl = lanes / 4;
-        let all: Vec<WinogradTile> = if gpu.is_cpu() {
-            [(8, 2), (4, 4), (8, 4), (16, 2), (4, 2)]
-                .map(|(loads, tiles)| WinogradTile::new(loads * rpl, tiles, lanes))
-                .to_vec()
+        // (vec4 loads per lane per input channel, tiles per invocation)
+        let shapes: &[(u32, u32)] = if gpu.is_cpu() {
+            &[(8, 2), (4, 4), (8, 4), (16, 2), (4, 2)]
         } else {
-            [(1, 1), (2, 1), (1, 2)]
-                .map(|(loads, tiles)| WinogradTile::new(loads * rpl, tiles, lanes))
-                .to_vec()
+            &[(1, 1), (2, 1), (1, 2)]
         };
+        let all: Vec<WinogradTile> = shapes
+            .iter()
+            .map(|&(loads, tiles)| WinogradTile::new(loads * lanes / 4, tiles, lanes))
+            .collect();
         let fits = |t: &&WinogradTile| {
             t.rows as usize <= 2 * cout_g.max(8) && (t.tiles * t.lanes) as usize <= 2 * tiles.max(32)
         };
@@ -949,8 +959,8 @@ impl std::fmt::Display for WinogradTile {
 }
 
 /// The Winograd F(2x2, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
-/// input: the weights transformed once (`[Cin/g, Cout, 4x4]` f32), the register tile autotuned per
-/// shape, the bias and residual added by the kernel.
+/// input: the weights transformed once (`[Cin/g, Cout, 4x4]` f32), the register tile
+/// autotuned per shape, the epilogue's terms added by the kernel.
 fn conv_forward_winograd(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeometry) -> Result<Tensor> {
     let (gpu, dt) = (x.gpu(), x.dtype());
     let u = Tensor::empty(gpu, &[geo.cin_g(), geo.cout, 16], DType::F32)?;
@@ -964,9 +974,8 @@ fn conv_forward_winograd(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeo
         Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
     );
     let epilogue = &Epilogue::new(add, dt, gpu)?;
-    let tiles = geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2);
     let lanes = fixed_subgroup_size(gpu).expect("winograd_applies checked the subgroups");
-    let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), tiles);
+    let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), winograd_tiles(geo));
     let labels: Vec<String> = shapes.iter().map(|t| t.to_string()).collect();
     let key = format!("{}:winograd", geo.tuning_key(dt));
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
@@ -1008,9 +1017,8 @@ fn dispatch_winograd(
         5,
         1,
     );
-    let tiles = geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2);
     let groups = [
-        tiles.div_ceil((shape.tiles * shape.lanes) as usize) as u32,
+        winograd_tiles(geo).div_ceil((shape.tiles * shape.lanes) as usize) as u32,
         geo.cout_g().div_ceil(shape.rows as usize) as u32,
         geo.opts.groups as u32,
     ];
@@ -1028,7 +1036,8 @@ fn dispatch_winograd(
 /// dw by the implicit-GEMM kernel: no column matrix; the pixel reduction is split in slices
 /// (enough workgroups for every core, each slice under the loop budget) summed afterwards.
 /// On CPU adapters each invocation owns 24 kernel offsets x 32 output channels (measured
-/// best of 8..32 x 16..64 with `wgdiff profile`; about the forward's GFLOP/s).
+/// best of 8..32 x 16..64 with `wgdiff profile`; about the forward's GFLOP/s); where a
+/// workgroup is one subgroup, its lanes share the dY reads (`SHARE`, subgroupBroadcast).
 fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
     let gpu = x.gpu();
     let (x, geo) = &padded_input(x, geo)?;
