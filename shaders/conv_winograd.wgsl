@@ -67,7 +67,7 @@ fn conv_forward_winograd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         #for h in 0..{{LOADS}} {
         {
         let mine{h} = u[ubase + min(urow + {h*{{W}}+0}u, ulast)];
-        #for a in 0..{{RPL}}, i in 0..4: let u{a}_{i} = subgroupBroadcast(mine{h}, {a*4+0}u + {i}u);
+        #for a in 0..{{RPL}}, i in 0..4: let u{a}_{i} = subgroupBroadcast(mine{h}, {a*4+i}u);
         #for a in 0..{{RPL}}, t in 0..{{TILES}}, i in 0..4: m{h}_{a}_{t}_{i} = fma(u{a}_{i}, v{i}_{t}, m{h}_{a}_{t}_{i});
         }
         #end
@@ -76,8 +76,8 @@ fn conv_forward_winograd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     // Output transform Y = A^T M A per (channel, tile), then the epilogue.
     #for t in 0..{{TILES}}: let ybase{t} = n{t} * p.cout * p.oh * p.ow + oy{t} * p.ow + ox{t};
     #for h in 0..{{LOADS}}, a in 0..{{RPL}} {
-    if (row0 + {h*{{RPL}}+0}u + {a}u < p.cout_g) {
-        let out_row = g * p.cout_g + row0 + {h*{{RPL}}+0}u + {a}u;
+    if (row0 + {h*{{RPL}}+a}u < p.cout_g) {
+        let out_row = g * p.cout_g + row0 + {h*{{RPL}}+a}u;
         let plane_out = out_row * p.oh * p.ow;
         let b = channel_bias(out_row);
         #for t in 0..{{TILES}} {
