@@ -1,12 +1,12 @@
 // Weight transforms: flip_transpose (below) and winograd_weights (U = G g G^T for the Winograd
-// kernel, at the end). flip_transpose, for computing a stride-1 conv's input gradient as another conv:
+// F(4x4, 3x3) kernel, at the end). flip_transpose, for computing a stride-1 conv's input gradient as another conv:
 // w [Cout, Cin/g, KH, KW] -> w' [Cin, Cout/g, KH, KW] with in/out channels swapped within
 // each group and the window flipped: w'[g*cin_g + ci, co, r, c] = w[g*cout_g + co, ci, KH-1-r, KW-1-c].
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> wts: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> flipped: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> u_out: array<vec4<f32>>; // winograd_weights
+@group(0) @binding(2) var<storage, read_write> u_out: array<f32>; // winograd_weights
 
 @compute @workgroup_size(64)
 fn flip_transpose(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -23,30 +23,43 @@ fn flip_transpose(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     flipped[i] = wts[src];
 }
 
-// One row of U = (G g) G^T from the row `a` of G g.
-fn weight_row(a: vec3<f32>) -> vec4<f32> {
-    return vec4<f32>(a.x, 0.5 * (a.x + a.y + a.z), 0.5 * (a.x - a.y + a.z), a.z);
+// G times three values: a column, then a row, of G g.
+fn weight_transform(g: vec3<f32>) -> array<f32, 6> {
+    let outer = g.x + g.z;
+    return array<f32, 6>(
+        0.25 * g.x,
+        -(outer + g.y) / 6.0,
+        (g.y - outer) / 6.0,
+        (g.x + 2.0 * g.y + 4.0 * g.z) / 24.0,
+        (g.x - 2.0 * g.y + 4.0 * g.z) / 24.0,
+        g.z,
+    );
 }
 
-// U = G g G^T for every (input channel ci of a group, output channel co) of a 3x3 weight
-// w [Cout, Cin/g, 3, 3]: u[(ci * cout + co) * 4 + row] holds row `row` of the 4x4 U.
+// U = G g G^T (6x6) for every input channel ci of a group and output channel of a 3x3
+// weight w [Cout, Cin/g, 3, 3], as vec4s over four output channels of a group (a group's
+// last quad padded with zeros): u[((ci * quads + quad) * 36 + k * 6 + l) * 4 + c] holds
+// U[k][l] of output channel 4 * quad + c (quads = groups x quads per group). One invocation
+// per (ci, quad, c).
 @compute @workgroup_size(64)
 fn winograd_weights(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
     let i = (wid.x + wid.y * nwg.x) * 64u + lid;
-    if (i >= p.cout * p.cin_g) { return; }
-    let co = i % p.cout;
-    let ci = i / p.cout;
-    let src = (co * p.cin_g + ci) * 9u;
+    let quads_g = (p.cout_g + 3u) / 4u;
+    let quads = p.groups * quads_g;
+    if (i >= p.cin_g * quads * 4u) { return; }
+    let c = i % 4u;
+    let quad = (i / 4u) % quads;
+    let ci = i / (4u * quads);
+    let co_g = (quad % quads_g) * 4u + c;
+    let out = (i / 4u) * 36u * 4u + c;
+    if (co_g >= p.cout_g) {
+        #for e in 0..36: u_out[out + {e*4+0}u] = 0.0;
+        return;
+    }
+    let src = (((quad / quads_g) * p.cout_g + co_g) * p.cin_g + ci) * 9u;
     #for k in 0..9: let g{k} = f32(wts[src + {k}u]);
-    // G g (4 x 3), row by row, then each row times G^T.
-    let a0 = vec3<f32>(g0, g1, g2);
-    let a3 = vec3<f32>(g6, g7, g8);
-    let a1 = 0.5 * (a0 + vec3<f32>(g3, g4, g5) + a3);
-    let a2 = 0.5 * (a0 - vec3<f32>(g3, g4, g5) + a3);
-    let out = i * 4u;
-    u_out[out + 0u] = weight_row(a0);
-    u_out[out + 1u] = weight_row(a1);
-    u_out[out + 2u] = weight_row(a2);
-    u_out[out + 3u] = weight_row(a3);
+    #for j in 0..3: let gg{j} = weight_transform(vec3<f32>(g{j}, g{j*1+3}, g{j*1+6}));
+    #for k in 0..6: let u{k} = weight_transform(vec3<f32>(gg0[{k}], gg1[{k}], gg2[{k}]));
+    #for k in 0..6, l in 0..6: u_out[out + {k*24+0}u + {l*4+0}u] = u{k}[{l}];
 }

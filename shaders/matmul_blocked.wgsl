@@ -3,12 +3,22 @@
 // a workgroup of W invocations shares the same R rows of A, so A is read as vec4 along k
 // at a workgroup-uniform address (one broadcast load on CPU adapters), while B is read as
 // vec4 along n. k advances by 4 with every FMA unrolled. R, C4 and W are chosen per
-// adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs).
+// adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs). BIAS 1
+// adds bias[n] to every row as C is stored (a Linear layer's bias), BIAS 2 bias[m] to every
+// column; with BIAS 0 `bias` is a placeholder the kernel does not read.
 struct Params { m: u32, n: u32, k: u32, a_batch: u32, b_batch: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<vec4<{{T}}>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<{{T}}>>;
-@group(0) @binding(3) var<storage, read_write> c: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read> bias: array<vec4<{{T}}>>; // [N] or [M], padded to 4
+@group(0) @binding(4) var<storage, read_write> c: array<vec4<{{T}}>>;
+const BIAS: u32 = {{BIAS}}u;
+
+// The bias of row `row` (rows past M read the last one; they are not stored).
+fn row_bias(row: u32) -> f32 {
+    let r = min(row, p.m - 1u);
+    return f32(bias[r / 4u][r % 4u]);
+}
 
 @compute @workgroup_size({{W}})
 fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -35,5 +45,13 @@ fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }
-    #for r in 0..{{R}}, j in 0..{{C4}}: if (row0 + {r}u < p.m && col0 + {j}u < n4) { c[c_base + (row0 + {r}u) * n4 + col0 + {j}u] = vec4<{{T}}>(acc{r}_{j}); }
+    #for j in 0..{{C4}}: var add{j} = vec4<f32>(0.0);
+    #for r in 0..{{R}}: var add_row{r} = 0.0;
+    if (BIAS == 1u) {
+        #for j in 0..{{C4}}: add{j} = vec4<f32>(bias[bcol{j} - b_base]);
+    }
+    if (BIAS == 2u) {
+        #for r in 0..{{R}}: add_row{r} = row_bias(row0 + {r}u);
+    }
+    #for r in 0..{{R}}, j in 0..{{C4}}: if (row0 + {r}u < p.m && col0 + {j}u < n4) { c[c_base + (row0 + {r}u) * n4 + col0 + {j}u] = vec4<{{T}}>(acc{r}_{j} + add{j} + add_row{r}); }
 }

@@ -2,6 +2,7 @@
 //! layers with tanh between them.
 
 use crate::ops::random::Rng;
+use crate::ops::BiasAlong;
 use crate::{DType, Gpu, Result, Tensor};
 
 /// A fully connected layer's weight [fan_in, fan_out] and bias [fan_out].
@@ -26,8 +27,11 @@ impl Linear {
     /// cast at use for an f16 `x`).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dtype = x.dtype();
-        x.matmul(&self.weight.to_dtype(dtype)?)?
-            .add(&self.bias.to_dtype(dtype)?)
+        x.matmul_bias(
+            &self.weight.to_dtype(dtype)?,
+            &self.bias.to_dtype(dtype)?,
+            BiasAlong::Columns,
+        )
     }
 }
 

@@ -2,7 +2,7 @@
 //! forward and FlashAttention-style backward (shaders/attention.wgsl, attention_sliced.wgsl),
 //! and the U-Net spatial self-attention layer built on it.
 
-use super::{check_same_dtype, kernel_for, needs_f32_fallback};
+use super::{check_same_dtype, kernel_for, needs_f32_fallback, BiasAlong};
 use crate::gpu::{Cost, Kernel, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
@@ -309,8 +309,7 @@ pub fn spatial_self_attention(
     let d = c / heads;
     // [3C, C] @ [B, C, L] -> [B, 3C, L] -> [B, 3, heads, d, L] -> [3, B, heads, L, d]
     let qkv = qkv_weight
-        .matmul(&x.reshape(&[b, c, len])?)?
-        .add(&qkv_bias.reshape(&[3 * c, 1])?)?
+        .matmul_bias(&x.reshape(&[b, c, len])?, qkv_bias, BiasAlong::Rows)?
         .reshape(&[b, 3, heads, d, len])?
         .permute(&[1, 0, 2, 4, 3])?;
     let part = |i| qkv.slice(0, i, 1)?.reshape(&[b, heads, len, d]);
@@ -318,7 +317,6 @@ pub fn spatial_self_attention(
     // [B, heads, L, d] -> [B, heads, d, L] = [B, C, L]
     let merged = attended.permute(&[0, 1, 3, 2])?.reshape(&[b, c, len])?;
     out_weight
-        .matmul(&merged)?
-        .add(&out_bias.reshape(&[c, 1])?)?
+        .matmul_bias(&merged, out_bias, BiasAlong::Rows)?
         .reshape(&shape)
 }

@@ -19,8 +19,8 @@ pub enum ConvImpl {
     /// Direct loops sharing weights across a workgroup, for grouped/depthwise and
     /// small-channel convs; backward by gather kernels.
     Direct,
-    /// Winograd F(2x2, 3x3) for 3x3 stride-1 undilated convs (16 multiplies per 2x2 outputs
-    /// instead of 36), tiled for every other shape; backward: the input gradient the same
+    /// Winograd F(4x4, 3x3) for 3x3 stride-1 undilated convs (36 multiplies per 4x4 outputs
+    /// instead of 144), tiled for every other shape; backward: the input gradient the same
     /// way (a stride-1 3x3 conv again), the weight gradient as tiled.
     Winograd,
     /// Fastest of im2col, tiled, direct and (where it applies) Winograd for this shape,
@@ -883,7 +883,7 @@ fn dispatch_tiled(
 /// Whether [`ConvImpl::Winograd`] computes this conv with its own kernel (3x3, stride 1,
 /// dilation 1, any padding and groups) rather than the tiled one: the kernel also needs
 /// subgroups of one fixed size (a workgroup is one subgroup sharing its weight loads), and
-/// one workgroup per subgroup-sized run of 2x2 tiles must fit the dispatch limit.
+/// one workgroup per subgroup-sized run of 4x4 tiles must fit the dispatch limit.
 pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
     let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
     (geo.kh, geo.kw) == (3, 3)
@@ -893,10 +893,10 @@ pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
             .is_some_and(|lanes| winograd_tiles(geo).div_ceil(lanes as usize) <= max_groups)
 }
 
-/// The 2x2 output tiles of a Winograd conv (a last row or column of an odd size is half a
-/// tile).
+/// The 4x4 output tiles of a Winograd conv (the last rows or columns of a size that is not a
+/// multiple of 4 are part of a tile).
 fn winograd_tiles(geo: &ConvGeometry) -> usize {
-    geo.n * geo.oh.div_ceil(2) * geo.ow.div_ceil(2)
+    geo.n * geo.oh.div_ceil(4) * geo.ow.div_ceil(4)
 }
 
 /// The adapter's subgroup size when it has subgroups of one size, a multiple of 4 between 4
@@ -907,37 +907,33 @@ fn fixed_subgroup_size(gpu: &Gpu) -> Option<u32> {
     (gpu.has_subgroups() && min == max && (4..=64).contains(&min) && min % 4 == 0).then_some(min)
 }
 
-/// A Winograd kernel's register tile: output channels x 2x2 output tiles per invocation,
-/// invocations per workgroup (one subgroup; rows a multiple of lanes / 4, the rows one
-/// load of a vec4 per lane covers).
+/// A Winograd kernel's register tile: quads of output channels x 4x4 output tiles per
+/// invocation (36 sums of four channels per quad and tile), invocations per workgroup (one
+/// subgroup).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct WinogradTile {
-    rows: u32,
+    quads: u32,
     tiles: u32,
     lanes: u32,
 }
 
 impl WinogradTile {
-    const fn new(rows: u32, tiles: u32, lanes: u32) -> WinogradTile {
-        WinogradTile { rows, tiles, lanes }
-    }
-
-    /// Tiles worth measuring for `cout_g` output channels and `tiles` 2x2 output tiles with
-    /// `lanes` invocations (the subgroup size): on CPU adapters 8..32 channels x 2..4 tiles
-    /// of 16 sums each, on GPUs fewer sums per invocation.
+    /// Tiles worth measuring for `cout_g` output channels and `tiles` 4x4 output tiles with
+    /// `lanes` invocations (the subgroup size): on CPU adapters 8..32 channels x 1..2 tiles,
+    /// on GPUs fewer sums per invocation.
     fn candidates(gpu: &Gpu, lanes: u32, cout_g: usize, tiles: usize) -> Vec<WinogradTile> {
-        // (vec4 loads per lane per input channel, tiles per invocation)
+        // (quads of output channels, tiles per invocation)
         let shapes: &[(u32, u32)] = if gpu.is_cpu() {
-            &[(8, 2), (4, 4), (8, 4), (16, 2), (4, 2)]
+            &[(4, 2), (4, 1), (2, 2), (8, 1), (2, 1)]
         } else {
             &[(1, 1), (2, 1), (1, 2)]
         };
         let all: Vec<WinogradTile> = shapes
             .iter()
-            .map(|&(loads, tiles)| WinogradTile::new(loads * lanes / 4, tiles, lanes))
+            .map(|&(quads, tiles)| WinogradTile { quads, tiles, lanes })
             .collect();
         let fits = |t: &&WinogradTile| {
-            t.rows as usize <= 2 * cout_g.max(8) && (t.tiles * t.lanes) as usize <= 2 * tiles.max(32)
+            4 * t.quads as usize <= 2 * cout_g.max(4) && (t.tiles * t.lanes) as usize <= 2 * tiles.max(16)
         };
         let kept: Vec<WinogradTile> = all.iter().filter(fits).copied().collect();
         if kept.is_empty() {
@@ -952,25 +948,28 @@ impl std::fmt::Display for WinogradTile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} channels x {} 2x2 tiles per invocation, {} invocations",
-            self.rows, self.tiles, self.lanes
+            "{} channels x {} 4x4 tiles per invocation, {} invocations",
+            4 * self.quads,
+            self.tiles,
+            self.lanes
         )
     }
 }
 
-/// The Winograd F(2x2, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
-/// input: the weights transformed once (`[Cin/g, Cout, 4x4]` f32), the register tile
-/// autotuned per shape, the epilogue's terms added by the kernel.
+/// The Winograd F(4x4, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
+/// input: the weights transformed once (`[Cin/g, quads of Cout, 6x6, 4]` f32), the register
+/// tile autotuned per shape, the epilogue's terms added by the kernel.
 fn conv_forward_winograd(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeometry) -> Result<Tensor> {
     let (gpu, dt) = (x.gpu(), x.dtype());
-    let u = Tensor::empty(gpu, &[geo.cin_g(), geo.cout, 16], DType::F32)?;
+    let quads = geo.opts.groups * geo.cout_g().div_ceil(4);
+    let u = Tensor::empty(gpu, &[geo.cin_g(), quads, 36, 4], DType::F32)?;
     let kernel = kernel_for(gpu, shader!("conv_weights"), "winograd_weights", dt, &[], 1, 1);
     gpu.dispatch_named(
         &kernel,
         &geo.params(),
         &[w.buffer()],
         &[u.buffer()],
-        flat_groups(gpu, geo.cin_g() * geo.cout),
+        flat_groups(gpu, geo.cin_g() * quads * 4),
         Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
     );
     let epilogue = &Epilogue::new(add, dt, gpu)?;
@@ -999,11 +998,9 @@ fn dispatch_winograd(
     shape: WinogradTile,
 ) {
     let gpu = x.gpu();
-    let rows_per_load = shape.lanes / 4;
     let mut defines = vec![
-        ("R", shape.rows.to_string()),
-        ("RPL", rows_per_load.to_string()),
-        ("LOADS", (shape.rows / rows_per_load).to_string()),
+        ("QUADS", shape.quads.to_string()),
+        ("LOADS", (36 * shape.quads).div_ceil(shape.lanes).to_string()),
         ("TILES", shape.tiles.to_string()),
         ("W", shape.lanes.to_string()),
     ];
@@ -1019,7 +1016,7 @@ fn dispatch_winograd(
     );
     let groups = [
         winograd_tiles(geo).div_ceil((shape.tiles * shape.lanes) as usize) as u32,
-        geo.cout_g().div_ceil(shape.rows as usize) as u32,
+        geo.cout_g().div_ceil(4 * shape.quads as usize) as u32,
         geo.opts.groups as u32,
     ];
     gpu.dispatch_parts(

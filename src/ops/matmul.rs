@@ -17,6 +17,15 @@ pub enum MatmulKernel {
     BlockedWith(BlockShape),
 }
 
+/// The axis of a bias fused into a matmul ([`Tensor::matmul_bias`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BiasAlong {
+    /// One value per output column, added to every row: `x @ w + b` (a Linear layer).
+    Columns,
+    /// One value per output row, added to every column: `w @ x + b[:, None]`.
+    Rows,
+}
+
 /// Tile shape of the blocked kernel: rows per invocation, vec4 columns per invocation,
 /// invocations per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,12 +151,47 @@ impl Tensor {
         self.matmul_with(other, ta, tb, MatmulKernel::Blocked)
     }
 
+    /// `self @ other` plus a bias along `along`: [N] added to every row (a Linear layer,
+    /// `x @ w + b`) or [M] added to every column (`w @ x + b[:, None]`, a projection of
+    /// each position), added by the blocked kernel as it stores the product.
+    pub fn matmul_bias(&self, other: &Tensor, bias: &Tensor, along: BiasAlong) -> Result<Tensor> {
+        self.matmul_plus(other, false, false, MatmulKernel::Blocked, Some((bias, along)))
+    }
+
     /// [`Tensor::matmul_t`] with an explicit kernel (benchmarks, tests).
     pub fn matmul_with(&self, other: &Tensor, ta: bool, tb: bool, kernel: MatmulKernel) -> Result<Tensor> {
+        self.matmul_plus(other, ta, tb, kernel, None)
+    }
+
+    /// `op(self) @ op(other)` (+ the bias) with `kernel` (the naive kernel adds the bias as a
+    /// separate op).
+    fn matmul_plus(
+        &self,
+        other: &Tensor,
+        ta: bool,
+        tb: bool,
+        kernel: MatmulKernel,
+        bias: Option<(&Tensor, BiasAlong)>,
+    ) -> Result<Tensor> {
         check_same_dtype("matmul", self, other)?;
+        if let Some((bias, _)) = bias {
+            check_same_dtype("matmul", self, bias)?;
+        }
         if needs_f32_fallback(self.gpu(), self.dtype()) {
-            let (a, b) = (self.to_dtype(DType::F32)?, other.to_dtype(DType::F32)?);
-            return a.matmul_with(&b, ta, tb, kernel)?.to_dtype(DType::F16);
+            let f32 = |t: &Tensor| t.to_dtype(DType::F32);
+            let bias = bias
+                .map(|(b, along)| Ok::<_, Error>((f32(b)?, along)))
+                .transpose()?;
+            return f32(self)?
+                .matmul_plus(&f32(other)?, ta, tb, kernel, bias.as_ref().map(|(b, a)| (b, *a)))?
+                .to_dtype(DType::F16);
+        }
+        if let (Some((bias, along)), MatmulKernel::Naive) = (bias, kernel) {
+            let product = self.matmul_with(other, ta, tb, kernel)?;
+            return match along {
+                BiasAlong::Columns => product.add(bias),
+                BiasAlong::Rows => product.add(&bias.reshape(&[bias.numel(), 1])?),
+            };
         }
         let (ba, m, k) = dims(self, ta)?;
         let (bb, k2, n) = dims(other, tb)?;
@@ -173,6 +217,21 @@ impl Tensor {
                 ),
             ));
         }
+        if let Some((bias, along)) = bias {
+            let (len, of) = match along {
+                BiasAlong::Columns => (n, "column"),
+                BiasAlong::Rows => (m, "row"),
+            };
+            if bias.shape() != [len] {
+                return Err(Error::shape(
+                    "matmul",
+                    format!(
+                        "the bias {:?} must be [{len}], one value per output {of}",
+                        bias.shape()
+                    ),
+                ));
+            }
+        }
         let batch = ba.max(bb);
         let mut out_shape = batch_shape.to_vec();
         out_shape.extend([m, n]);
@@ -181,17 +240,22 @@ impl Tensor {
             match kernel {
                 MatmulKernel::Naive => matmul_naive(self, other, ta, tb, (batch, m, n, k), &out_shape)?,
                 MatmulKernel::Blocked => {
-                    matmul_blocked(self, other, ta, tb, (batch, m, n, k), &out_shape, None)?
+                    let operands = (self, ta, other, tb, bias);
+                    matmul_blocked(operands, (batch, m, n, k), &out_shape, None)?
                 }
                 MatmulKernel::BlockedWith(tile) => {
-                    matmul_blocked(self, other, ta, tb, (batch, m, n, k), &out_shape, Some(tile))?
+                    let operands = (self, ta, other, tb, bias);
+                    matmul_blocked(operands, (batch, m, n, k), &out_shape, Some(tile))?
                 }
             }
         };
         let (a, b) = (self.clone(), other.clone());
+        let mut inputs = vec![self.clone(), other.clone()];
+        inputs.extend(bias.map(|(b, _)| b.clone()));
+        let bias_along = bias.map(|(_, along)| along);
         Ok(out.with_grad_fn(
             "matmul",
-            vec![self.clone(), other.clone()],
+            inputs,
             Box::new(move |g| {
                 // C = op(A) op(B): dop(A) = G op(B)^T, dop(B) = op(A)^T G.
                 let ga = a
@@ -214,10 +278,17 @@ impl Tensor {
                         }
                     })
                     .transpose()?;
-                Ok(vec![
+                let mut grads = vec![
                     ga.map(|t| t.sum_to_shape(a.shape())).transpose()?,
                     gb.map(|t| t.sum_to_shape(b.shape())).transpose()?,
-                ])
+                ];
+                let (rows, cols) = (g.shape()[g.rank() - 2], g.shape()[g.rank() - 1]);
+                match bias_along {
+                    Some(BiasAlong::Columns) => grads.push(Some(g.sum_to_shape(&[cols])?)),
+                    Some(BiasAlong::Rows) => grads.push(Some(g.sum_to_shape(&[rows, 1])?.reshape(&[rows])?)),
+                    None => {}
+                }
+                Ok(grads)
             }),
         ))
     }
@@ -293,11 +364,17 @@ fn blocked_operand(t: &Tensor, transposed: bool, pad_rows_to4: bool) -> Result<T
     }
 }
 
+/// A, whether it is transposed, B, whether it is transposed, the bias and its axis.
+type BlockedOperands<'a> = (
+    &'a Tensor,
+    bool,
+    &'a Tensor,
+    bool,
+    Option<(&'a Tensor, BiasAlong)>,
+);
+
 fn matmul_blocked(
-    a: &Tensor,
-    b: &Tensor,
-    ta: bool,
-    tb: bool,
+    (a, ta, b, tb, bias): BlockedOperands,
     (batch, m, n, k): (usize, usize, usize, usize),
     out_shape: &[usize],
     fixed_tile: Option<BlockShape>,
@@ -306,6 +383,13 @@ fn matmul_blocked(
     let a = blocked_operand(a, ta, false)?; // (.., M, K4)
     let b = blocked_operand(b, tb, true)?; // (.., K4, N4)
     let n4 = n.next_multiple_of(4);
+    let bias = match bias {
+        Some((bias, along)) => {
+            let len = bias.numel();
+            Some((bias.pad_axis(0, 0, len.next_multiple_of(4) - len)?, along))
+        }
+        None => None,
+    };
     let mut padded_shape = out_shape.to_vec();
     *padded_shape.last_mut().unwrap() = n4;
     let dims = (batch, m, n4, k.next_multiple_of(4));
@@ -326,10 +410,22 @@ fn matmul_blocked(
     let flops = matmul_flops(batch, m, n, k);
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-        dispatch_blocked(&a, &b, &scratch, dims, tiles[c], flops)
+        dispatch_blocked(
+            (&a, &b, bias.as_ref().map(|(t, a)| (t, *a))),
+            &scratch,
+            dims,
+            tiles[c],
+            flops,
+        )
     })?;
     let out = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-    dispatch_blocked(&a, &b, &out, dims, tiles[choice], flops)?;
+    dispatch_blocked(
+        (&a, &b, bias.as_ref().map(|(t, a)| (t, *a))),
+        &out,
+        dims,
+        tiles[choice],
+        flops,
+    )?;
     let r = out.rank();
     out.slice(r - 1, 0, n)
 }
@@ -342,11 +438,11 @@ fn labels_key(tiles: &[BlockShape]) -> String {
     }
 }
 
-/// Records the blocked kernel with tile `shape` for padded operands (K, N multiples of 4);
-/// `flops` (of the unpadded product) goes to the profiler.
+/// Records the blocked kernel with tile `shape` for padded operands (K, N multiples of 4) and
+/// the bias, if any (padded to a multiple of 4); `flops` (of the unpadded product) goes to
+/// the profiler.
 fn dispatch_blocked(
-    a: &Tensor,
-    b: &Tensor,
+    (a, b, bias): (&Tensor, &Tensor, Option<(&Tensor, BiasAlong)>),
     out: &Tensor,
     (batch, m, n4, k4): (usize, usize, usize, usize),
     shape: BlockShape,
@@ -362,10 +458,19 @@ fn dispatch_blocked(
             ("R", shape.rows.to_string()),
             ("C4", shape.col4.to_string()),
             ("W", shape.lanes.to_string()),
+            ("BIAS", bias.map_or(0, |(_, along)| along as u32 + 1).to_string()),
         ],
-        2,
+        3,
         1,
     );
+    let placeholder;
+    let bias = match bias {
+        Some((bias, _)) => bias,
+        None => {
+            placeholder = Tensor::empty(gpu, &[4], a.dtype())?;
+            &placeholder
+        }
+    };
     let params = [m, n4, k4, batch_stride(a), batch_stride(b)].map(|v| v as u32);
     let groups = [
         n4.div_ceil(shape.columns()) as u32,
@@ -381,7 +486,7 @@ fn dispatch_blocked(
     gpu.dispatch_named(
         &kernel,
         &params,
-        &[a.buffer(), b.buffer()],
+        &[a.buffer(), b.buffer(), bias.buffer()],
         &[out.buffer()],
         groups,
         Cost::new("matmul", flops, a.byte_len() + b.byte_len() + out.byte_len()),

@@ -18,7 +18,7 @@ pub mod softmax;
 pub use attention::{attention, spatial_self_attention};
 pub use conv::{ConvAddends, ConvImpl, ConvOptions};
 pub use elementwise::{Binary, GeluForm, Unary};
-pub use matmul::MatmulKernel;
+pub use matmul::{BiasAlong, MatmulKernel};
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::gpu::{Gpu, KernelSpec, ShaderSource};

@@ -3,7 +3,7 @@
 use crate::common::*;
 use crate::cpu;
 use wgdiff::ops::matmul::BlockShape;
-use wgdiff::ops::MatmulKernel;
+use wgdiff::ops::{BiasAlong, MatmulKernel};
 
 /// (batch dims of A, batch dims of B, M, N, K)
 type MatmulCase = (&'static [usize], &'static [usize], usize, usize, usize);
@@ -64,6 +64,59 @@ fn every_blocked_tile_shape_is_correct() {
             );
         }
     }
+}
+
+/// `x @ w + bias` and `w @ x + bias[:, None]` with the bias added by the blocked kernel as it
+/// stores (the Linear layer, the attention's projections), on sizes that are and are not
+/// multiples of 4, with a batch dim on one side.
+#[test]
+fn matmul_with_a_bias_matches_the_reference_with_gradients() {
+    for dtype in dtypes() {
+        for along in [BiasAlong::Columns, BiasAlong::Rows] {
+            for (sa, sb) in [
+                (vec![5, 12], vec![12, 16]),
+                (vec![3, 4, 7], vec![7, 9]),
+                (vec![9, 6], vec![2, 6, 5]),
+                (vec![1, 3], vec![3, 1]),
+            ] {
+                let (m, n) = (sa[sa.len() - 2], sb[sb.len() - 1]);
+                let len = if along == BiasAlong::Columns { n } else { m };
+                let mut r = rng();
+                let a = normal_vec(&mut r, sa.iter().product());
+                let b = normal_vec(&mut r, sb.iter().product());
+                let bias = normal_vec(&mut r, len);
+                let (sa2, sb2) = (sa.clone(), sb.clone());
+                check_op(
+                    &format!("{sa:?} @ {sb:?} + bias along {along:?}"),
+                    dtype,
+                    &[(sa.clone(), a), (sb.clone(), b), (vec![len], bias)],
+                    move |v| {
+                        let y = cpu::matmul(&v[0], &sa2, false, &v[1], &sb2, false);
+                        let at = |i: usize| {
+                            if along == BiasAlong::Columns {
+                                i % n
+                            } else {
+                                i / n % m
+                            }
+                        };
+                        y.iter().enumerate().map(|(i, y)| y + v[2][at(i)]).collect()
+                    },
+                    |ts| ts[0].matmul_bias(&ts[1], &ts[2], along),
+                );
+            }
+        }
+    }
+    let x = upload(&[2, 3], &[1.0; 6], wgdiff::DType::F32);
+    let w = upload(&[3, 4], &[1.0; 12], wgdiff::DType::F32);
+    let bias = upload(&[3], &[1.0; 3], wgdiff::DType::F32);
+    let msg = x
+        .matmul_bias(&w, &bias, BiasAlong::Columns)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("bias [3] must be [4], one value per output column"),
+        "{msg}"
+    );
 }
 
 #[test]
