@@ -10,7 +10,7 @@
 // replaced by 0), so the input needs no padded copy. The workgroup's weights for one input
 // channel (36 x QUADS vec4s) are read once, W at a time, one per lane, and handed to every
 // lane by subgroupBroadcast: on lavapipe a load at a workgroup-uniform address costs a
-// gather, and loading each weight in every lane made the F(2x2) kernel 2.3x slower.
+// gather, and loading each weight in every lane made an F(2x2) kernel 2.3x slower.
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
