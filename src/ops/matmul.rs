@@ -163,8 +163,7 @@ impl Tensor {
         self.matmul_plus(other, ta, tb, kernel, None)
     }
 
-    /// `op(self) @ op(other)` (+ the bias) with `kernel` (the naive kernel adds the bias as a
-    /// separate op).
+    /// `op(self) @ op(other)` (+ the bias, with the blocked kernels) with `kernel`.
     fn matmul_plus(
         &self,
         other: &Tensor,
@@ -185,13 +184,6 @@ impl Tensor {
             return f32(self)?
                 .matmul_plus(&f32(other)?, ta, tb, kernel, bias.as_ref().map(|(b, a)| (b, *a)))?
                 .to_dtype(DType::F16);
-        }
-        if let (Some((bias, along)), MatmulKernel::Naive) = (bias, kernel) {
-            let product = self.matmul_with(other, ta, tb, kernel)?;
-            return match along {
-                BiasAlong::Columns => product.add(bias),
-                BiasAlong::Rows => product.add(&bias.reshape(&[bias.numel(), 1])?),
-            };
         }
         let (ba, m, k) = dims(self, ta)?;
         let (bb, k2, n) = dims(other, tb)?;
@@ -231,6 +223,12 @@ impl Tensor {
                     ),
                 ));
             }
+        }
+        if bias.is_some() && matches!(kernel, MatmulKernel::Naive) {
+            return Err(Error::shape(
+                "matmul",
+                "internal: a bias is added by the blocked kernels only",
+            ));
         }
         let batch = ba.max(bb);
         let mut out_shape = batch_shape.to_vec();
@@ -408,24 +406,13 @@ fn matmul_blocked(
     );
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     let flops = matmul_flops(batch, m, n, k);
+    let operands = (&a, &b, bias.as_ref().map(|(t, along)| (t, *along)));
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-        dispatch_blocked(
-            (&a, &b, bias.as_ref().map(|(t, a)| (t, *a))),
-            &scratch,
-            dims,
-            tiles[c],
-            flops,
-        )
+        dispatch_blocked(operands, &scratch, dims, tiles[c], flops)
     })?;
     let out = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-    dispatch_blocked(
-        (&a, &b, bias.as_ref().map(|(t, a)| (t, *a))),
-        &out,
-        dims,
-        tiles[choice],
-        flops,
-    )?;
+    dispatch_blocked(operands, &out, dims, tiles[choice], flops)?;
     let r = out.rank();
     out.slice(r - 1, 0, n)
 }
@@ -449,6 +436,12 @@ fn dispatch_blocked(
     flops: f64,
 ) -> Result<()> {
     let gpu = a.gpu();
+    // The shader's BIAS: 0 none, 1 one per column, 2 one per row.
+    let bias_mode = match bias {
+        None => 0,
+        Some((_, BiasAlong::Columns)) => 1,
+        Some((_, BiasAlong::Rows)) => 2,
+    };
     let kernel = kernel_for(
         gpu,
         shader!("matmul_blocked"),
@@ -458,7 +451,7 @@ fn dispatch_blocked(
             ("R", shape.rows.to_string()),
             ("C4", shape.col4.to_string()),
             ("W", shape.lanes.to_string()),
-            ("BIAS", bias.map_or(0, |(_, along)| along as u32 + 1).to_string()),
+            ("BIAS", bias_mode.to_string()),
         ],
         3,
         1,
