@@ -137,9 +137,7 @@ fn act_grad(z: f32) -> f32 {
 // Each forward and backward pass visits elements first, first + step, ... of a row and
 // returns its partial sums. The *_lane entry points give each invocation a whole row
 // (first 0, step 1: no barriers, best on CPU adapters); the others give each workgroup a row
-// (first lid, step WG) and add the partial sums in workgroup memory. A pass reads a channel's
-// (a, b) when its walk enters the channel, not per element (on CPU adapters each table read
-// is a gather, costing as much as the element itself).
+// (first lid, step WG) and add the partial sums in workgroup memory.
 
 // The row's first element: the sums below are of x - shift, so that the variance
 // sum((x - shift)^2) / len - mean(x - shift)^2 loses no precision when |mean| >> std.
@@ -161,13 +159,8 @@ fn sum_x_sq(r: u32, first: u32, step: u32, shift: f32) -> vec2<f32> {
 
 fn write_y(r: u32, first: u32, step: u32, ms: vec2<f32>) {
     var w = walk(r, first, step);
-    var read_c = p.c; // the channel whose (a, b) is in ab (none yet)
-    var ab = vec2<f32>(0.0);
     for (var j = first; j < p.len; j += step) {
-        if (w.c != read_c) {
-            ab = coef_{{COEF}}(w.n, w.c);
-            read_c = w.c;
-        }
+        let ab = coef_{{COEF}}(w.n, w.c);
         y[w.i] = {{T}}(act((f32(x[w.i]) - ms.x) * ms.y * ab.x + ab.y));
         advance(&w);
     }
@@ -222,13 +215,8 @@ fn sum_dxh(r: u32, first: u32, step: u32) -> vec2<f32> {
     let ms = saved_stats(r);
     var w = walk(r, first, step);
     var acc = vec2<f32>(0.0);
-    var read_c = p.c; // the channel whose (a, b) is in ab (none yet)
-    var ab = vec2<f32>(0.0);
     for (var j = first; j < p.len; j += step) {
-        if (w.c != read_c) {
-            ab = coef_table(w.n, w.c);
-            read_c = w.c;
-        }
+        let ab = coef_table(w.n, w.c);
         let h = xhat_dz(w.i, ms, ab);
         let dxh = h.y * ab.x;
         acc += vec2<f32>(dxh, dxh * h.x);
@@ -241,13 +229,8 @@ fn sum_dxh(r: u32, first: u32, step: u32) -> vec2<f32> {
 fn write_gx(r: u32, first: u32, step: u32, m: vec2<f32>) {
     let ms = saved_stats(r);
     var w = walk(r, first, step);
-    var read_c = p.c; // the channel whose (a, b) is in ab (none yet)
-    var ab = vec2<f32>(0.0);
     for (var j = first; j < p.len; j += step) {
-        if (w.c != read_c) {
-            ab = coef_table(w.n, w.c);
-            read_c = w.c;
-        }
+        let ab = coef_table(w.n, w.c);
         let h = xhat_dz(w.i, ms, ab);
         gx[w.i] = {{T}}(ms.y * (h.y * ab.x - m.x - h.x * m.y));
         advance(&w);
