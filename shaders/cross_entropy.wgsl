@@ -1,6 +1,6 @@
 // Cross-entropy of logits [rows, classes] against class ids, one row per invocation (rows
 // are short: class counts): a max-subtracted log-softmax fused with the NLL gather, so
-// loss_i = logsumexp(x_i) - x_i[label_i]; the row's logsumexp is saved (f32) for the
+// loss_i = (max_i - x_i[label_i]) + (logsumexp(x_i) - max_i); the row's logsumexp is saved (f32) for the
 // backward, gx_ij = gy_i * (exp(x_ij - lse_i) - [j == label_i]).
 struct Params { rows: u32, classes: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -19,16 +19,30 @@ fn cross_entropy_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     if (row >= p.rows) { return; }
     let base = row * p.classes;
     var mx = -3.4028234663852886e38;
+    var top = 0u;
     for (var j = 0u; j < p.classes; j++) {
-        mx = max(mx, f32(x[base + j]));
+        let v = f32(x[base + j]);
+        if (v > mx) {
+            mx = v;
+            top = j;
+        }
     }
-    var total = 0.0;
+    // logsumexp - max = log(1 + the other classes' exp(x - max)), kept apart from the max so
+    // that a confident row's small loss keeps its relative precision.
+    var others = 0.0;
     for (var j = 0u; j < p.classes; j++) {
-        total += exp(f32(x[base + j]) - mx);
+        others += select(exp(f32(x[base + j]) - mx), 0.0, j == top);
     }
-    let l = mx + log(total);
-    lse[row] = l;
-    loss[row] = {{T}}(l - f32(x[base + labels[row]]));
+    let above_max = log_one_plus(others);
+    lse[row] = mx + above_max;
+    loss[row] = {{T}}((mx - f32(x[base + labels[row]])) + above_max);
+}
+
+// log(1 + a) for a >= 0 without losing a small a to the rounding of 1 + a (Kahan: the
+// rounding of u = 1 + a cancels in log(u) * a / (u - 1)).
+fn log_one_plus(a: f32) -> f32 {
+    let u = 1.0 + a;
+    return select(log(u) * a / (u - 1.0), a, u == 1.0);
 }
 
 @compute @workgroup_size(64)

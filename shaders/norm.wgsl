@@ -1,5 +1,6 @@
 // Normalization of an NCHW tensor viewed as [N, C, S] (S = H*W), one row per invocation
-// (the *_lane kernels) or per workgroup (the autotuner picks):
+// (the *_lane kernels), per subgroup (the *_subgroup kernels, where SUBGROUP is 1) or per
+// workgroup (the autotuner picks):
 // GroupNorm (a row is one (n, group): Cg channels x S positions) and channel LayerNorm (a row
 // is one (n, position): C channels); LayerNorm over the last dim D is the channel LayerNorm of
 // [N, D, 1] (N the product of the leading dims). Each row is normalized, xhat = (x - mean) * rstd, then
@@ -7,6 +8,9 @@
 // from: "table" reads them from gamma/beta at n * coef_stride + c (plain norms pass the
 // per-channel gamma, beta with coef_stride 0); "film" computes a = gamma (1 + scale),
 // b = beta (1 + scale) + shift, so GroupNorm + FiLM + SiLU is one forward kernel.
+// VEC 4 reads and writes x, y, gy and gx as vec4s (V = vec4<T>, VF = vec4<f32>): only for
+// GroupNorm rows whose S is a multiple of 4, so a vec4 never spans two channels; the lengths
+// and positions in Params then count vec4s. VEC 1 is element by element (V = T, VF = f32).
 // Backward (tables only; film_coefs writes the FiLM tables, coef_stride C),
 // with dz = gy * act'(z), dxh = dz * a:
 //   norm_backward_coef: per (n, c): da = sum_s dz * xhat, db = sum_s dz (runs first)
@@ -18,15 +22,18 @@
 //                       (summed over n on the Rust side into dgamma, dbeta).
 
 const WG: u32 = 64u;
+const VEC: u32 = {{VEC}}u; // elements per V
 const ACT: u32 = {{ACT}}u; // 0 identity, 1 silu
+// SUBGROUP: 1 adds the *_subgroup entry points, whose workgroups are one subgroup of LANES
+// invocations (the adapter's fixed subgroup size); 0 leaves them out (no subgroups).
 // OUT: first output binding (1 + the number of inputs).
 
 struct Params {
     rows: u32,        // rows normalized independently
-    len: u32,         // elements per row
+    len: u32,         // Vs per row
     batch: u32,       // N
     c: u32,           // channels
-    s: u32,           // positions per channel (H*W)
+    s: u32,           // Vs per channel (H*W / VEC)
     cg: u32,          // channels per row (channels per group, or C for layer norm)
     sr: u32,          // position blocks normalized separately (1: group norm, S: layer norm)
     coef_stride: u32, // a/b index is n * coef_stride + c
@@ -39,20 +46,20 @@ struct Params {
 // norm_backward_coef: (x, a, b, stats, gy) -> (ga, gb); norm_backward_x: (x, a, b, stats, gy,
 // ga, gb) -> gx
 // film_grads: (da, gamma, beta, scale, db) -> (gscale, gamma_part, beta_part)
-@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> x: array<{{V}}>;
 @group(0) @binding(2) var<storage, read> gamma: array<{{T}}>; // or the table a
 @group(0) @binding(3) var<storage, read> beta: array<{{T}}>; // or the table b
 @group(0) @binding(4) var<storage, read> scale: array<{{T}}>;
 @group(0) @binding(5) var<storage, read> shift: array<{{T}}>;
-@group(0) @binding({{OUT}}) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding({{OUT}}) var<storage, read_write> y: array<{{V}}>;
 @group(0) @binding({{OUT}} + 1) var<storage, read_write> stats: array<f32>; // (mean, rstd) per row
 @group(0) @binding(6) var<storage, read_write> fa: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> fb: array<{{T}}>;
 @group(0) @binding(4) var<storage, read> saved: array<f32>;
-@group(0) @binding(5) var<storage, read> gy: array<{{T}}>;
+@group(0) @binding(5) var<storage, read> gy: array<{{V}}>;
 @group(0) @binding(6) var<storage, read> coef_da: array<{{T}}>;
 @group(0) @binding(7) var<storage, read> coef_db: array<{{T}}>;
-@group(0) @binding(8) var<storage, read_write> gx: array<{{T}}>;
+@group(0) @binding(8) var<storage, read_write> gx: array<{{V}}>;
 @group(0) @binding(6) var<storage, read_write> ga: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> gb: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> da: array<{{T}}>;
@@ -121,28 +128,40 @@ fn coef_film(n: u32, c: u32) -> vec2<f32> {
     return vec2<f32>(f32(gamma[c]) * k, f32(beta[c]) * k + f32(shift[n * p.c + c]));
 }
 
-fn sigmoid(v: f32) -> f32 {
+fn sigmoid(v: {{VF}}) -> {{VF}} {
     return 1.0 / (1.0 + exp(-v));
 }
 
-fn act(z: f32) -> f32 {
+fn act(z: {{VF}}) -> {{VF}} {
     return select(z, z * sigmoid(z), ACT == 1u);
 }
 
-fn act_grad(z: f32) -> f32 {
+fn act_grad(z: {{VF}}) -> {{VF}} {
     let s = sigmoid(z);
-    return select(1.0, s * (1.0 + z * (1.0 - s)), ACT == 1u);
+    return select({{VF}}(1.0), s * (1.0 + z * (1.0 - s)), ACT == 1u);
+}
+
+// The sum of the VEC elements of v.
+fn total(v: {{VF}}) -> f32 {
+    return {{TOTAL}};
+}
+
+// Elements per row.
+fn row_elements() -> f32 {
+    return f32(p.len * VEC);
 }
 
 // Each forward and backward pass visits elements first, first + step, ... of a row and
 // returns its partial sums. The *_lane entry points give each invocation a whole row
-// (first 0, step 1: no barriers, best on CPU adapters); the others give each workgroup a row
-// (first lid, step WG) and add the partial sums in workgroup memory.
+// (first 0, step 1: no barriers); the *_subgroup ones give each subgroup a row (first lane,
+// step LANES: neighbouring lanes read neighbouring elements, subgroupAdd adds, no barriers);
+// the others give each workgroup a row (first lid, step WG) and add the partial sums in
+// workgroup memory.
 
-// The row's first element: the sums below are of x - shift, so that the variance
+// The mean of the row's first V: the sums below are of x - shift, so that the variance
 // sum((x - shift)^2) / len - mean(x - shift)^2 loses no precision when |mean| >> std.
 fn row_shift(r: u32) -> f32 {
-    return f32(x[walk(r, 0u, 1u).i]);
+    return total({{VF}}(x[walk(r, 0u, 1u).i])) / f32(VEC);
 }
 
 // Partial (sum of x - shift, sum of (x - shift)^2): one read of x for both statistics.
@@ -150,8 +169,8 @@ fn sum_x_sq(r: u32, first: u32, step: u32, shift: f32) -> vec2<f32> {
     var w = walk(r, first, step);
     var acc = vec2<f32>(0.0);
     for (var j = first; j < p.len; j += step) {
-        let d = f32(x[w.i]) - shift;
-        acc += vec2<f32>(d, d * d);
+        let d = {{VF}}(x[w.i]) - shift;
+        acc += vec2<f32>(total(d), total(d * d));
         advance(&w);
     }
     return acc;
@@ -161,14 +180,14 @@ fn write_y(r: u32, first: u32, step: u32, ms: vec2<f32>) {
     var w = walk(r, first, step);
     for (var j = first; j < p.len; j += step) {
         let ab = coef_{{COEF}}(w.n, w.c);
-        y[w.i] = {{T}}(act((f32(x[w.i]) - ms.x) * ms.y * ab.x + ab.y));
+        y[w.i] = {{V}}(act(({{VF}}(x[w.i]) - ms.x) * ms.y * ab.x + ab.y));
         advance(&w);
     }
 }
 
 // (mean, rstd) of a row from its sums of x - shift and (x - shift)^2.
 fn row_stats(sums: vec2<f32>, shift: f32) -> vec2<f32> {
-    let m = sums / f32(p.len);
+    let m = sums / row_elements();
     return vec2<f32>(shift + m.x, inverseSqrt(max(m.y - m.x * m.x, 0.0) + p.eps));
 }
 
@@ -200,10 +219,14 @@ fn norm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     write_y(r, lid, WG, ms);
 }
 
-// (xhat, dz) of x[i] with its row's (mean, rstd) and its channel's (a, b).
-fn xhat_dz(i: u32, ms: vec2<f32>, ab: vec2<f32>) -> vec2<f32> {
-    let xh = (f32(x[i]) - ms.x) * ms.y;
-    return vec2<f32>(xh, f32(gy[i]) * act_grad(xh * ab.x + ab.y));
+// xhat of x[i] with its row's (mean, rstd).
+fn xhat(i: u32, ms: vec2<f32>) -> {{VF}} {
+    return ({{VF}}(x[i]) - ms.x) * ms.y;
+}
+
+// dz of gy[i] at xhat xh with its channel's (a, b).
+fn dz(i: u32, xh: {{VF}}, ab: vec2<f32>) -> {{VF}} {
+    return {{VF}}(gy[i]) * act_grad(xh * ab.x + ab.y);
 }
 
 fn saved_stats(r: u32) -> vec2<f32> {
@@ -217,9 +240,9 @@ fn sum_dxh(r: u32, first: u32, step: u32) -> vec2<f32> {
     var acc = vec2<f32>(0.0);
     for (var j = first; j < p.len; j += step) {
         let ab = coef_table(w.n, w.c);
-        let h = xhat_dz(w.i, ms, ab);
-        let dxh = h.y * ab.x;
-        acc += vec2<f32>(dxh, dxh * h.x);
+        let xh = xhat(w.i, ms);
+        let dxh = dz(w.i, xh, ab) * ab.x;
+        acc += vec2<f32>(total(dxh), total(dxh * xh));
         advance(&w);
     }
     return acc;
@@ -231,8 +254,8 @@ fn write_gx(r: u32, first: u32, step: u32, m: vec2<f32>) {
     var w = walk(r, first, step);
     for (var j = first; j < p.len; j += step) {
         let ab = coef_table(w.n, w.c);
-        let h = xhat_dz(w.i, ms, ab);
-        gx[w.i] = {{T}}(ms.y * (h.y * ab.x - m.x - h.x * m.y));
+        let xh = xhat(w.i, ms);
+        gx[w.i] = {{V}}(ms.y * (dz(w.i, xh, ab) * ab.x - m.x - xh * m.y));
         advance(&w);
     }
 }
@@ -254,7 +277,7 @@ fn group_means(r: u32) -> vec2<f32> {
         let q = n * p.c + c;
         acc += coef_table(n, c).x * vec2<f32>(f32(coef_db[q]), f32(coef_da[q]));
     }
-    return acc / f32(p.len);
+    return acc / row_elements();
 }
 
 @compute @workgroup_size(64)
@@ -265,7 +288,7 @@ fn norm_backward_x_lane(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
     if (spans_positions()) {
         m = group_means(r);
     } else {
-        m = sum_dxh(r, 0u, 1u) / f32(p.len);
+        m = sum_dxh(r, 0u, 1u) / row_elements();
     }
     write_gx(r, 0u, 1u, m);
 }
@@ -279,7 +302,7 @@ fn norm_backward_x(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     if (spans_positions()) {
         m = group_means(r);
     } else {
-        m = wg_sum(lid, sum_dxh(r, lid, WG)) / f32(p.len);
+        m = wg_sum(lid, sum_dxh(r, lid, WG)) / row_elements();
     }
     write_gx(r, lid, WG, m);
 }
@@ -295,8 +318,10 @@ fn sum_coef(q: u32, first: u32, step: u32) -> vec2<f32> {
     let per_pos = select(0u, 1u, p.sr > 1u);
     var acc = vec2<f32>(0.0);
     for (var pos = first; pos < p.s; pos += step) {
-        let h = xhat_dz(q * p.s + pos, saved_stats(rq + pos * per_pos), ab);
-        acc += vec2<f32>(h.y * h.x, h.y);
+        let i = q * p.s + pos;
+        let xh = xhat(i, saved_stats(rq + pos * per_pos));
+        let d = dz(i, xh, ab);
+        acc += vec2<f32>(total(d * xh), total(d));
     }
     return acc;
 }
@@ -347,3 +372,43 @@ fn film_grads(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     gamma_part[q] = {{T}}(f32(da[q]) * k);
     beta_part[q] = {{T}}(f32(db[q]) * k);
 }
+
+#for on in 0..{{SUBGROUP}} {
+@compute @workgroup_size({{LANES}})
+fn norm_forward_subgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(subgroup_invocation_id) lane: u32) {
+    let r = wid.x + wid.y * nwg.x;
+    if (r >= p.rows) { return; }
+    let shift = row_shift(r);
+    let ms = row_stats(subgroupAdd(sum_x_sq(r, lane, {{LANES}}u, shift)), shift);
+    if (lane == 0u) {
+        save_stats(r, ms);
+    }
+    write_y(r, lane, {{LANES}}u, ms);
+}
+
+@compute @workgroup_size({{LANES}})
+fn norm_backward_x_subgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                            @builtin(subgroup_invocation_id) lane: u32) {
+    let r = wid.x + wid.y * nwg.x;
+    if (r >= p.rows) { return; }
+    var m: vec2<f32>;
+    if (spans_positions()) {
+        m = group_means(r);
+    } else {
+        m = subgroupAdd(sum_dxh(r, lane, {{LANES}}u)) / row_elements();
+    }
+    write_gx(r, lane, {{LANES}}u, m);
+}
+
+@compute @workgroup_size({{LANES}})
+fn norm_backward_coef_subgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                               @builtin(subgroup_invocation_id) lane: u32) {
+    let q = wid.x + wid.y * nwg.x;
+    if (q >= p.batch * p.c) { return; }
+    let total = subgroupAdd(sum_coef(q, lane, {{LANES}}u));
+    if (lane == 0u) {
+        write_coef(q, total);
+    }
+}
+#end

@@ -14,7 +14,8 @@ use wgdiff::train::fid::best_fid;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::sample::write_grid;
 use wgdiff::train::{
-    default_process, FidTracker, Precision, ResumeChanges, SkipTraining, TrainConfig, Trainer, KEPT_ON_RESUME,
+    default_process, FidTracker, Optimizer, Precision, ResumeChanges, SkipTraining, TrainConfig, Trainer,
+    KEPT_ON_RESUME,
 };
 use wgdiff::Gpu;
 
@@ -136,6 +137,15 @@ pub struct TrainArgs {
     /// runs, with a warning: ops compute in f32 and cast back.
     #[arg(long)]
     precision: Option<Precision>,
+    /// Optimizer: adam (AdamW, f32 moments) or adam8bit (AdamW with 8-bit moments) [default: adam]
+    ///
+    /// adam8bit keeps m and v as one byte each per parameter, in blocks of 256 that share an f32
+    /// scale (the block's largest value) and store a sign and an exponent step of 2^(1/8) per
+    /// byte, rounded stochastically: about a quarter of adam's optimizer memory (the startup line
+    /// prints both). Checkpoints hold the moments decoded to f32, so either optimizer can
+    /// start from (--init) a checkpoint of the other.
+    #[arg(long)]
+    optimizer: Option<Optimizer>,
 }
 
 fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> {
@@ -177,6 +187,7 @@ impl TrainArgs {
             ("--skip-training", self.skip_training.is_some()),
             ("--skip-type", self.skip_type.is_some()),
             ("--precision", self.precision.is_some()),
+            ("--optimizer", self.optimizer.is_some()),
             ("--fid-every", self.fid_every.is_some()),
             ("--fid-samples", self.fid_samples.is_some()),
             ("--fid-steps", self.fid_steps.is_some()),
@@ -217,7 +228,8 @@ impl TrainArgs {
             grid_images,
             grid_steps,
             max_minutes,
-            precision
+            precision,
+            optimizer
         );
         set!(fid_every, fid_samples, fid_steps);
         if self.epochs.is_some() {
@@ -347,6 +359,15 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         trainer.state.step,
         c.steps,
         c.precision
+    );
+    let state = trainer.optimizer_state_bytes();
+    let f32_state = 8 * params as u64;
+    eprintln!(
+        "optimizer: {}, state {:.1} MiB ({:.0}% of f32 Adam's {:.1} MiB)",
+        c.optimizer,
+        state as f64 / (1 << 20) as f64,
+        100.0 * state as f64 / f32_state as f64,
+        f32_state as f64 / (1 << 20) as f64
     );
     std::fs::create_dir_all(&c.out)
         .with_context(|| format!("cannot create the output folder {}", c.out.display()))?;

@@ -210,6 +210,15 @@ impl Gpu {
         self.features.contains(wgpu::Features::SUBGROUP)
     }
 
+    /// The adapter's subgroup size when it has subgroups of one size, a multiple of 4 between 4
+    /// and 64 (lavapipe: 8): a workgroup of that many invocations is one subgroup, whose lanes
+    /// can share loads and add without barriers (the Winograd conv, the tiled weight
+    /// gradient's dY reads, the subgroup norm kernels).
+    pub fn fixed_subgroup_size(&self) -> Option<u32> {
+        let (min, max) = (self.info.subgroup_min_size, self.info.subgroup_max_size);
+        (self.has_subgroups() && min == max && (4..=64).contains(&min) && min % 4 == 0).then_some(min)
+    }
+
     /// True on software/CPU adapters such as lavapipe, which want different kernel shapes.
     pub fn is_cpu(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu

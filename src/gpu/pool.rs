@@ -32,6 +32,21 @@ struct PoolState {
     stats: PoolStats,
 }
 
+impl PoolState {
+    /// An idle buffer of `class` bytes, else the smallest idle one of at most twice that.
+    fn take_idle(&mut self, class: u64) -> Option<wgpu::Buffer> {
+        if let Some(b) = self.free.get_mut(&class).and_then(Vec::pop) {
+            return Some(b);
+        }
+        let (&fit, _) = self
+            .free
+            .iter()
+            .filter(|(&c, idle)| c > class && c <= 2 * class && !idle.is_empty())
+            .min_by_key(|(&c, _)| c)?;
+        self.free.get_mut(&fit).and_then(Vec::pop)
+    }
+}
+
 /// Size-classed free lists of storage buffers.
 #[derive(Clone, Default)]
 pub struct BufferPool {
@@ -53,11 +68,12 @@ pub fn size_class(bytes: u64) -> u64 {
 impl BufferPool {
     /// A buffer of at least `bytes` bytes, reused when one of its class is free.
     pub fn take(&self, device: &wgpu::Device, bytes: u64) -> PooledBuffer {
-        let class = size_class(bytes);
+        let mut class = size_class(bytes);
         let mut st = self.state.lock().unwrap();
-        let reused = st.free.get_mut(&class).and_then(|v| v.pop());
+        let reused = st.take_idle(class);
         let buffer = match reused {
             Some(b) => {
+                class = b.size();
                 st.stats.reused += 1;
                 st.stats.pooled_bytes -= class;
                 b

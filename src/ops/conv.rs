@@ -889,7 +889,8 @@ pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
     (geo.kh, geo.kw) == (3, 3)
         && geo.opts.stride == (1, 1)
         && geo.opts.dilation == (1, 1)
-        && fixed_subgroup_size(gpu)
+        && gpu
+            .fixed_subgroup_size()
             .is_some_and(|lanes| winograd_tiles(geo).div_ceil(lanes as usize) <= max_groups)
 }
 
@@ -897,14 +898,6 @@ pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
 /// multiple of 4 are part of a tile).
 fn winograd_tiles(geo: &ConvGeometry) -> usize {
     geo.n * geo.oh.div_ceil(4) * geo.ow.div_ceil(4)
-}
-
-/// The adapter's subgroup size when it has subgroups of one size, a multiple of 4 between 4
-/// and 64 (lavapipe: 8): a workgroup of that many invocations is one subgroup, whose lanes can
-/// share loads (the Winograd kernel's workgroup size; the tiled weight gradient's dY reads).
-fn fixed_subgroup_size(gpu: &Gpu) -> Option<u32> {
-    let (min, max) = (gpu.info.subgroup_min_size, gpu.info.subgroup_max_size);
-    (gpu.has_subgroups() && min == max && (4..=64).contains(&min) && min % 4 == 0).then_some(min)
 }
 
 /// A Winograd kernel's register tile: quads of output channels x 4x4 output tiles per
@@ -974,7 +967,9 @@ fn conv_forward_winograd(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeo
         Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
     );
     let epilogue = &Epilogue::new(add, dt, gpu)?;
-    let lanes = fixed_subgroup_size(gpu).expect("winograd_applies checked the subgroups");
+    let lanes = gpu
+        .fixed_subgroup_size()
+        .expect("winograd_applies checked the subgroups");
     let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), winograd_tiles(geo));
     let labels: Vec<String> = shapes.iter().map(|t| t.to_string()).collect();
     let key = format!("{}:winograd", geo.tuning_key(dt));
@@ -1040,7 +1035,7 @@ fn weight_grad_tiled(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tens
     let gpu = x.gpu();
     let (x, geo) = &padded_input(x, geo)?;
     let (rows, cols, lanes) = if gpu.is_cpu() { (24, 32, 8) } else { (4, 4, 64) };
-    let share = fixed_subgroup_size(gpu) == Some(lanes as u32) && cols % lanes == 0;
+    let share = gpu.fixed_subgroup_size() == Some(lanes as u32) && cols % lanes == 0;
     let groups_xy = geo.k4().div_ceil(rows * lanes) * geo.cout_g().div_ceil(cols) * geo.opts.groups;
     let reduction = geo.n * geo.pixels();
     let slices = (reduction / 4)

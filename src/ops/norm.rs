@@ -93,18 +93,34 @@ impl Rows {
         self.batch * (self.channels / self.per_row) * self.blocks
     }
 
-    /// Elements per row.
-    fn len(&self) -> usize {
-        self.per_row * self.positions / self.blocks
+    /// Elements the kernels read as one (VEC in shaders/norm.wgsl): 4 for GroupNorm rows over
+    /// a multiple of 4 positions (a vec4 then never spans two channels), else 1.
+    fn vec(&self) -> usize {
+        if self.blocks == 1 && self.positions % 4 == 0 {
+            4
+        } else {
+            1
+        }
     }
 
+    /// Vecs of [`Rows::vec`] elements per row.
+    fn len(&self) -> usize {
+        self.per_row * self.positions / self.blocks / self.vec()
+    }
+
+    /// Vecs of [`Rows::vec`] elements per channel.
+    fn vec_positions(&self) -> usize {
+        self.positions / self.vec()
+    }
+
+    /// The shader's Params, lengths and positions counted in vecs of [`Rows::vec`] elements.
     fn params(&self, coef_stride: usize, eps: f32) -> Vec<u32> {
         let mut p: Vec<u32> = [
             self.count(),
             self.len(),
             self.batch,
             self.channels,
-            self.positions,
+            self.vec_positions(),
             self.per_row,
             self.blocks,
             coef_stride,
@@ -148,15 +164,34 @@ enum Coef {
     Film,
 }
 
-/// A norm.wgsl entry point for `x`'s dtype; `act` and `coef` only matter to the norm kernels.
-fn norm_kernel(x: &Tensor, entry: &str, act: Act, coef: Coef, inputs: usize, outputs: usize) -> Kernel {
+/// A norm.wgsl entry point for `x`'s dtype reading `vec` elements at once; `act` and `coef`
+/// only matter to the norm kernels, `lanes` (the subgroup size) only to the `*_subgroup` ones.
+fn norm_kernel(
+    x: &Tensor,
+    entry: &str,
+    (act, coef): (Act, Coef),
+    (vec, lanes): (usize, Option<u32>),
+    (inputs, outputs): (usize, usize),
+) -> Kernel {
+    let t = x.dtype().wgsl();
+    let (v, vf, total) = match vec {
+        1 => (t.to_string(), "f32", "v"),
+        4 => (format!("vec4<{t}>"), "vec4<f32>", "v.x + v.y + v.z + v.w"),
+        _ => unreachable!("Rows::vec is 1 or 4"),
+    };
     let defines = [
+        ("VEC", vec.to_string()),
+        ("V", v),
+        ("VF", vf.to_string()),
+        ("TOTAL", total.to_string()),
         ("ACT", (act as u32).to_string()),
         (
             "COEF",
             if coef == Coef::Film { "film" } else { "table" }.to_string(),
         ),
         ("OUT", (1 + inputs).to_string()),
+        ("SUBGROUP", u32::from(lanes.is_some()).to_string()),
+        ("LANES", lanes.unwrap_or(0).to_string()),
     ];
     kernel_for(
         x.gpu(),
@@ -172,8 +207,11 @@ fn norm_kernel(x: &Tensor, entry: &str, act: Act, coef: Coef, inputs: usize, out
 /// How a norm kernel spreads its rows (or (n, c) items) over invocations.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NormKernel {
-    /// One row per invocation (the `*_lane` entry points): no barriers, best on CPU adapters.
+    /// One row per invocation (the `*_lane` entry points): no barriers.
     Lane,
+    /// One row per workgroup of one subgroup (the `*_subgroup` entry points, adapters with a
+    /// fixed subgroup size): neighbouring lanes read neighbouring elements, no barriers.
+    Subgroup,
     /// One row per 64-invocation workgroup, partial sums added in workgroup memory.
     Workgroup,
 }
@@ -181,12 +219,16 @@ pub enum NormKernel {
 impl NormKernel {
     /// The forms whose loops stay under [`MAX_LOOP_ITERATIONS`] when each row of `len`
     /// elements is walked `passes` times (split over the invocations of the form) and every
-    /// invocation also makes `fixed` iterations of its own.
-    pub fn available(len: usize, passes: usize, fixed: usize) -> Vec<NormKernel> {
+    /// invocation also makes `fixed` iterations of its own; the subgroup form where the adapter
+    /// has subgroups of one size, `lanes`.
+    pub fn available(len: usize, passes: usize, fixed: usize, lanes: Option<u32>) -> Vec<NormKernel> {
         let fits = |step: usize| fixed + passes * len.div_ceil(step) <= MAX_LOOP_ITERATIONS;
         let mut v = Vec::new();
         if fits(1) {
             v.push(NormKernel::Lane);
+        }
+        if lanes.is_some_and(|l| fits(l as usize)) {
+            v.push(NormKernel::Subgroup);
         }
         if fits(FLAT_WG as usize) {
             v.push(NormKernel::Workgroup);
@@ -195,12 +237,13 @@ impl NormKernel {
     }
 }
 
-/// One norm pass: `entry` over `items` rows of `len` elements walked `passes` times, plus
-/// `fixed` loop iterations per invocation.
+/// One norm pass: `entry` over `items` rows of `len` vecs of `vec` elements walked `passes`
+/// times, plus `fixed` loop iterations per invocation.
 struct Pass<'a> {
     entry: &'static str,
     act: Act,
     coef: Coef,
+    vec: usize,
     params: &'a [u32],
     inputs: &'a [&'a wgpu::Buffer],
     outputs: &'a [&'a wgpu::Buffer],
@@ -230,7 +273,11 @@ pub fn pin_norm_kernel(x: &Tensor, rows: NormRows, kind: NormKernel) -> Result<(
     for (entry, items, len) in [
         ("norm_forward", rows.count(), rows.len()),
         ("norm_backward_x", rows.count(), rows.len()),
-        ("norm_backward_coef", rows.batch * rows.channels, rows.positions),
+        (
+            "norm_backward_coef",
+            rows.batch * rows.channels,
+            rows.vec_positions(),
+        ),
     ] {
         let key = tune_key(entry, x.dtype(), items, len, rows.one_position());
         x.gpu().tuner().set(&key, &label);
@@ -242,7 +289,8 @@ pub fn pin_norm_kernel(x: &Tensor, rows: NormRows, kind: NormKernel) -> Result<(
 /// shape; the lane form by default on CPU adapters where nothing may be timed).
 fn run_pass(x: &Tensor, pass: Pass, one_position: bool) -> Result<()> {
     let gpu = x.gpu();
-    let kinds = NormKernel::available(pass.len, pass.passes, pass.fixed);
+    let lanes = gpu.fixed_subgroup_size();
+    let kinds = NormKernel::available(pass.len, pass.passes, pass.fixed, lanes);
     if kinds.is_empty() {
         return Err(Error::shape(
             pass.entry,
@@ -256,21 +304,22 @@ fn run_pass(x: &Tensor, pass: Pass, one_position: bool) -> Result<()> {
     let fallback = if gpu.is_cpu() { 0 } else { kinds.len() - 1 };
     let labels: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
     let run = |kind: NormKernel| {
-        let (entry, groups) = match kind {
+        let (entry, groups, lanes) = match kind {
             NormKernel::Lane => (
                 format!("{}_lane", pass.entry),
                 (pass.items as u32).div_ceil(FLAT_WG),
+                None,
             ),
-            NormKernel::Workgroup => (pass.entry.to_string(), pass.items as u32),
+            NormKernel::Subgroup => (format!("{}_subgroup", pass.entry), pass.items as u32, lanes),
+            NormKernel::Workgroup => (pass.entry.to_string(), pass.items as u32, None),
         };
         gpu.dispatch_named(
             &norm_kernel(
                 x,
                 &entry,
-                pass.act,
-                pass.coef,
-                pass.inputs.len(),
-                pass.outputs.len(),
+                (pass.act, pass.coef),
+                (pass.vec, lanes),
+                (pass.inputs.len(), pass.outputs.len()),
             ),
             pass.params,
             pass.inputs,
@@ -311,6 +360,7 @@ fn normalize(
             entry: "norm_forward",
             act,
             coef,
+            vec: rows.vec(),
             params: &rows.params(0, eps),
             inputs: &inputs,
             outputs: &[y.buffer(), stats.buffer()],
@@ -350,11 +400,12 @@ fn normalize_backward(
             entry: "norm_backward_coef",
             act,
             coef: Coef::Table,
+            vec: rows.vec(),
             params: &params,
             inputs: &inputs,
             outputs: &[ga.buffer(), gb.buffer()],
             items: rows.batch * rows.channels,
-            len: rows.positions,
+            len: rows.vec_positions(),
             passes: 1,
             fixed: 0,
             bytes: 2 * x.byte_len(),
@@ -370,6 +421,7 @@ fn normalize_backward(
             entry: "norm_backward_x",
             act,
             coef: Coef::Table,
+            vec: rows.vec(),
             params: &params,
             inputs: &with_coefs,
             outputs: &[gx.buffer()],
@@ -515,7 +567,7 @@ impl Tensor {
                 let new_nc = || Tensor::empty(gpu, &nc, x.dtype());
                 let (a, b) = (new_nc()?, new_nc()?);
                 gpu.dispatch(
-                    &norm_kernel(x, "film_coefs", act, Coef::Film, 5, 2),
+                    &norm_kernel(x, "film_coefs", (act, Coef::Film), (rows.vec(), None), (5, 2)),
                     &params,
                     &film.iter().map(Tensor::buffer).collect::<Vec<_>>(),
                     &[a.buffer(), b.buffer()],
@@ -524,7 +576,7 @@ impl Tensor {
                 let (gx, ga, gb) = normalize_backward(x, rows, (&a, &b, rows.channels), &stats, g, act, eps)?;
                 let (gscale, gamma_part, beta_part) = (new_nc()?, new_nc()?, new_nc()?);
                 gpu.dispatch(
-                    &norm_kernel(x, "film_grads", act, Coef::Film, 5, 3),
+                    &norm_kernel(x, "film_grads", (act, Coef::Film), (rows.vec(), None), (5, 3)),
                     &params,
                     &[
                         ga.buffer(),

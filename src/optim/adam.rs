@@ -1,6 +1,8 @@
 //! Adam and AdamW (decoupled weight decay) updating f32 parameters in place on the GPU,
-//! with optional global-norm gradient clipping whose factor never leaves the device.
+//! with f32 or 8-bit moments and optional global-norm gradient clipping whose factor never
+//! leaves the device.
 
+use super::adam8bit::{Int8Moments, StepParams};
 use super::LrSchedule;
 use crate::gpu::KernelSpec;
 use crate::ops::FLAT_WG;
@@ -19,6 +21,40 @@ pub struct AdamConfig {
     /// Clip the global gradient norm to this value (None: no clipping).
     pub max_grad_norm: Option<f32>,
     pub schedule: LrSchedule,
+    pub moments: MomentStorage,
+}
+
+/// How Adam stores its moment estimates m and v.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MomentStorage {
+    /// f32 tensors: 8 bytes per parameter.
+    #[default]
+    F32,
+    /// Block-wise 8-bit dynamic-exponent codes (shaders/adam8bit.wgsl): 2 bytes per parameter
+    /// plus 8 per block of 256, a quarter of f32's, for tensors of at least
+    /// [`MIN_INT8_ELEMENTS`]; smaller ones (biases, norm scales) keep f32 moments.
+    Int8,
+}
+
+/// Tensors smaller than this keep f32 moments under [`MomentStorage::Int8`]: their blocks would
+/// be mostly padding, and they hold a tiny share of the state (as in the 8-bit optimizer
+/// literature, which also keeps small tensors in 32 bits).
+pub const MIN_INT8_ELEMENTS: usize = 4096;
+
+/// One parameter's moments.
+enum Moments {
+    F32 { m: Tensor, v: Tensor },
+    Int8(Int8Moments),
+}
+
+impl Moments {
+    fn bytes(&self) -> u64 {
+        match self {
+            Moments::F32 { m, v } => m.byte_len() + v.byte_len(),
+            Moments::Int8(q) => q.bytes(),
+        }
+    }
 }
 
 impl Default for AdamConfig {
@@ -32,6 +68,7 @@ impl Default for AdamConfig {
             decoupled: true,
             max_grad_norm: None,
             schedule: LrSchedule::Constant,
+            moments: MomentStorage::F32,
         }
     }
 }
@@ -40,8 +77,7 @@ impl Default for AdamConfig {
 pub struct Adam {
     pub config: AdamConfig,
     params: Vec<Tensor>,
-    m: Vec<Tensor>,
-    v: Vec<Tensor>,
+    moments: Vec<Moments>,
     step: u32,
 }
 
@@ -82,8 +118,7 @@ pub fn global_grad_norm(params: &[Tensor]) -> Result<Option<Tensor>> {
 impl Adam {
     /// Optimiser over `params` (f32 leaves with `requires_grad`).
     pub fn new(params: Vec<Tensor>, config: AdamConfig) -> Result<Adam> {
-        let mut m = Vec::new();
-        let mut v = Vec::new();
+        let mut moments = Vec::new();
         for (i, p) in params.iter().enumerate() {
             if p.dtype() != DType::F32 || !p.is_leaf() || !p.tracks_grad() {
                 return Err(Error::shape(
@@ -94,14 +129,20 @@ impl Adam {
                     ),
                 ));
             }
-            m.push(Tensor::zeros(p.gpu(), p.shape(), DType::F32)?);
-            v.push(Tensor::zeros(p.gpu(), p.shape(), DType::F32)?);
+            moments.push(match config.moments {
+                MomentStorage::Int8 if p.numel() >= MIN_INT8_ELEMENTS => {
+                    Moments::Int8(Int8Moments::zeros(p.gpu(), p.numel())?)
+                }
+                _ => Moments::F32 {
+                    m: Tensor::zeros(p.gpu(), p.shape(), DType::F32)?,
+                    v: Tensor::zeros(p.gpu(), p.shape(), DType::F32)?,
+                },
+            });
         }
         Ok(Adam {
             config,
             params,
-            m,
-            v,
+            moments,
             step: 0,
         })
     }
@@ -122,9 +163,35 @@ impl Adam {
         self.config.lr * self.config.schedule.factor(self.step + 1)
     }
 
-    /// The moment estimates (m, v) of parameter `i`.
-    pub fn moments(&self, i: usize) -> (&Tensor, &Tensor) {
-        (&self.m[i], &self.v[i])
+    /// The moment estimates (m, v) of parameter `i` as f32 tensors (decoded from 8 bits, or the
+    /// f32 state itself).
+    pub fn moments_f32(&self, i: usize) -> Result<(Tensor, Tensor)> {
+        match &self.moments[i] {
+            Moments::F32 { m, v } => Ok((m.clone(), v.clone())),
+            Moments::Int8(q) => q.decode(self.params[i].gpu(), self.params[i].shape()),
+        }
+    }
+
+    /// Sets the moment estimates of parameter `i` (resuming a checkpoint) from f32 tensors of
+    /// its shape.
+    pub fn set_moments(&self, i: usize, m: &Tensor, v: &Tensor) -> Result<()> {
+        match &self.moments[i] {
+            Moments::F32 { m: sm, v: sv } => {
+                // (m, v) may be the state itself, from `moments_f32`, restored in place.
+                for (state, new) in [(sm, m), (sv, v)] {
+                    if state.buffer() != new.buffer() {
+                        state.copy_from(new)?;
+                    }
+                }
+                Ok(())
+            }
+            Moments::Int8(q) => q.encode(m, v),
+        }
+    }
+
+    /// Device bytes of the moment state over all parameters.
+    pub fn state_bytes(&self) -> u64 {
+        self.moments.iter().map(Moments::bytes).sum()
     }
 
     /// The parameters, in the order given to [`Adam::new`].
@@ -158,21 +225,29 @@ impl Adam {
             inputs: 2,
             outputs: 3,
         });
-        for ((p, m), v) in self.params.iter().zip(&self.m).zip(&self.v) {
+        let step = StepParams {
+            lr,
+            beta1: c.beta1,
+            beta2: c.beta2,
+            eps: c.eps,
+            weight_decay: c.weight_decay,
+            bias1: 1.0 - c.beta1.powi(t),
+            bias2: 1.0 - c.beta2.powi(t),
+            decoupled: c.decoupled,
+            seed: self.step,
+        };
+        for (p, moments) in self.params.iter().zip(&self.moments) {
             let Some(g) = p.grad() else { continue };
             let g = g.to_dtype(DType::F32)?;
+            let (m, v) = match moments {
+                Moments::F32 { m, v } => (m, v),
+                Moments::Int8(q) => {
+                    q.step(p, &g, &clip, &step);
+                    continue;
+                }
+            };
             let n = p.numel() as u32;
-            let params = [
-                n,
-                lr.to_bits(),
-                c.beta1.to_bits(),
-                c.beta2.to_bits(),
-                c.eps.to_bits(),
-                c.weight_decay.to_bits(),
-                (1.0 - c.beta1.powi(t)).to_bits(),
-                (1.0 - c.beta2.powi(t)).to_bits(),
-                c.decoupled as u32,
-            ];
+            let params = step.words(p.numel());
             // Reads g, p, m, v; writes p, m, v.
             let bytes = g.byte_len() + 2 * (p.byte_len() + m.byte_len() + v.byte_len());
             gpu.dispatch_named(

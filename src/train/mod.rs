@@ -10,7 +10,7 @@ pub mod run_dir;
 pub mod sample;
 pub mod speedup;
 
-pub use config::{Precision, SkipTraining, TrainConfig, CFG_GUIDANCE};
+pub use config::{Optimizer, Precision, SkipTraining, TrainConfig, CFG_GUIDANCE};
 pub use fid::{FidRecord, FidTracker};
 pub use resume::{ResumeChanges, KEPT_ON_RESUME};
 pub use sample::{SampleRequest, TrainedModel};
@@ -268,13 +268,15 @@ impl Trainer {
         };
         ckpt.restore("ema.", &named("", trainer.ema.shadow().to_vec()), origin)?;
         let (m, v): (Vec<Tensor>, Vec<Tensor>) = (0..names.len())
-            .map(|i| {
-                let (m, v) = trainer.adam.moments(i);
-                (m.clone(), v.clone())
-            })
+            .map(|i| trainer.adam.moments_f32(i))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
             .unzip();
-        ckpt.restore("adam.m.", &named("", m), origin)?;
-        ckpt.restore("adam.v.", &named("", v), origin)?;
+        ckpt.restore("adam.m.", &named("", m.clone()), origin)?;
+        ckpt.restore("adam.v.", &named("", v.clone()), origin)?;
+        for (i, (m, v)) in m.iter().zip(&v).enumerate() {
+            trainer.adam.set_moments(i, m, v)?;
+        }
         ckpt.restore("buffer.", &trainer.net.named_buffers(), origin)?;
         let mut trainer = trainer;
         trainer.resume_changes = resume_changes;
@@ -313,6 +315,7 @@ impl Trainer {
                 lr: c.lr,
                 max_grad_norm: (c.max_grad_norm > 0.0).then_some(c.max_grad_norm),
                 schedule: LrSchedule::Warmup { warmup: c.warmup },
+                moments: c.optimizer.moments(),
                 ..AdamConfig::default()
             },
         )?;
@@ -346,6 +349,11 @@ impl Trainer {
     pub fn out_of_time(&self) -> bool {
         let minutes = self.state.config.max_minutes;
         minutes > 0.0 && self.run_seconds() >= minutes as f64 * 60.0
+    }
+
+    /// Device bytes of the optimizer's moment state (8 per parameter for f32 Adam).
+    pub fn optimizer_state_bytes(&self) -> u64 {
+        self.adam.state_bytes()
     }
 
     /// The network being trained.
@@ -463,11 +471,11 @@ impl Trainer {
     pub async fn capture(&self) -> Result<Checkpoint> {
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (i, (name, t)) in self.params.iter().enumerate() {
-            let (m, v) = self.adam.moments(i);
+            let (m, v) = self.adam.moments_f32(i)?;
             named.push((format!("model.{name}"), t.clone()));
             named.push((format!("ema.{name}"), self.ema.shadow()[i].clone()));
-            named.push((format!("adam.m.{name}"), m.clone()));
-            named.push((format!("adam.v.{name}"), v.clone()));
+            named.push((format!("adam.m.{name}"), m));
+            named.push((format!("adam.v.{name}"), v));
         }
         for (name, t) in self.net.named_buffers() {
             named.push((format!("buffer.{name}"), t));

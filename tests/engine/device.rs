@@ -47,6 +47,29 @@ fn pool_counts_the_peak_device_memory_it_held() {
 }
 
 #[test]
+fn pool_serves_a_miss_from_an_idle_buffer_up_to_twice_its_size() {
+    let gpu = gpu();
+    let pool = BufferPool::default();
+    let idle = size_class(60_000);
+    drop(pool.take(&gpu.device, 60_000));
+    let smaller = pool.take(&gpu.device, 40_000); // the idle 60 000 bytes are at most twice
+    assert_eq!(smaller.raw().size(), idle);
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.reused, s.live_bytes, s.pooled_bytes),
+        (1, 1, idle, 0)
+    );
+    drop(smaller);
+    let tiny = pool.take(&gpu.device, 20_000); // more than twice: a buffer of its own size
+    assert_eq!(tiny.raw().size(), size_class(20_000));
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.live_bytes, s.pooled_bytes),
+        (2, size_class(20_000), idle)
+    );
+}
+
+#[test]
 fn buffers_over_the_binding_limit_are_a_clear_error() {
     let gpu = gpu();
     let too_many = (gpu.max_binding_bytes() / 4 + 1) as usize;

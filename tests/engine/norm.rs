@@ -8,6 +8,16 @@ use wgdiff::{DType, Tensor};
 
 const EPS: f32 = 1e-5;
 
+/// Every norm kernel form the shared device runs (the subgroup one where its subgroups have
+/// one size, as on lavapipe).
+fn forms() -> Vec<NormKernel> {
+    let mut forms = vec![NormKernel::Lane, NormKernel::Workgroup];
+    if gpu().fixed_subgroup_size().is_some() {
+        forms.push(NormKernel::Subgroup);
+    }
+    forms
+}
+
 /// Input x and per-channel gamma, beta (gamma near 1).
 fn norm_inputs(shape: &[usize]) -> Vec<(Vec<usize>, Vec<f64>)> {
     affine_inputs(shape, shape[1])
@@ -108,7 +118,8 @@ fn layer_norm_over_the_last_dim_matches_cpu_and_differentiates() {
     // Leading dims [2, 3]; rank 1; rows longer than a workgroup (64 lanes) and than 256;
     // each kernel form pinned, then as the autotuner picks.
     let shapes = [vec![2, 3, 40], vec![7], vec![2, 300], vec![3, 1, 1000]];
-    for kind in [Some(NormKernel::Lane), Some(NormKernel::Workgroup), None] {
+    let kinds = forms().into_iter().map(Some).chain([None]);
+    for kind in kinds {
         for dtype in dtypes() {
             for shape in &shapes {
                 let d = *shape.last().unwrap();
@@ -242,13 +253,16 @@ fn norm_shape_errors_name_the_shapes() {
 fn every_norm_kernel_form_matches_cpu_and_differentiates() {
     // Rows longer than a workgroup's 64 lanes, positions not a multiple of 4, several
     // channels per row, and channel LayerNorm rows longer than 64 channels.
-    let cases: [(Vec<usize>, usize, bool); 4] = [
+    // GroupNorm over 20 and 12 positions reads vec4s (S a multiple of 4), the others scalars.
+    let cases: [(Vec<usize>, usize, bool); 6] = [
         (vec![2, 6, 9, 10], 2, false),
+        (vec![2, 6, 4, 5], 3, false),
+        (vec![3, 8, 12], 8, false),
         (vec![3, 4, 7], 4, false),
         (vec![1, 70, 2, 3], 1, true),
         (vec![2, 5, 3, 3], 1, true),
     ];
-    for kind in [NormKernel::Lane, NormKernel::Workgroup] {
+    for kind in forms() {
         for dtype in dtypes() {
             for (shape, groups, per_position) in &cases {
                 let (s, groups, per_position) = (shape.clone(), *groups, *per_position);
@@ -276,22 +290,23 @@ fn every_norm_kernel_form_matches_cpu_and_differentiates() {
                     },
                 );
             }
-            let shape = vec![2, 6, 9, 10];
-            let s = shape.clone();
-            check_op(
-                &format!("{kind:?} group_norm_scale_shift_silu {shape:?}"),
-                dtype,
-                &film_inputs(&shape),
-                move |xs| {
-                    cpu::group_norm_scale_shift_silu(
-                        &xs[0], &s, 3, &xs[1], &xs[2], &xs[3], &xs[4], EPS as f64,
-                    )
-                },
-                move |ts| {
-                    pin_norm_kernel(&ts[0], NormRows::Groups(3), kind)?;
-                    ts[0].group_norm_scale_shift_silu(3, &ts[1], &ts[2], &ts[3], &ts[4], EPS)
-                },
-            );
+            for shape in [vec![2, 6, 9, 10], vec![2, 6, 4, 6]] {
+                let s = shape.clone();
+                check_op(
+                    &format!("{kind:?} group_norm_scale_shift_silu {shape:?}"),
+                    dtype,
+                    &film_inputs(&shape),
+                    move |xs| {
+                        cpu::group_norm_scale_shift_silu(
+                            &xs[0], &s, 3, &xs[1], &xs[2], &xs[3], &xs[4], EPS as f64,
+                        )
+                    },
+                    move |ts| {
+                        pin_norm_kernel(&ts[0], NormRows::Groups(3), kind)?;
+                        ts[0].group_norm_scale_shift_silu(3, &ts[1], &ts[2], &ts[3], &ts[4], EPS)
+                    },
+                );
+            }
         }
     }
 }
@@ -307,7 +322,7 @@ fn norm_statistics_keep_their_precision_far_from_zero() {
     let x: Vec<f64> = normal_vec(&mut r, n).iter().map(|v| 1000.0 + v).collect();
     let (gamma, beta) = (vec![1.0; 4], vec![0.0; 4]);
     let want = cpu::norm(&x, &shape, 2, false, &gamma, &beta, EPS as f64);
-    for kind in [NormKernel::Lane, NormKernel::Workgroup] {
+    for kind in forms() {
         let xt = upload(&shape, &x, DType::F32);
         pin_norm_kernel(&xt, NormRows::Groups(2), kind).unwrap();
         let y = xt
@@ -329,14 +344,21 @@ fn norm_statistics_keep_their_precision_far_from_zero() {
 
 #[test]
 fn norm_kernel_forms_respect_the_loop_budget() {
-    // The forward walks each row three times: a lane holds rows up to 20 000 elements.
+    // The forward walks each row three times: a lane holds rows up to 20 000 elements, a
+    // subgroup of 8 lanes 8 x 20 000, a workgroup 64 x 20 000.
+    use NormKernel::{Lane, Subgroup, Workgroup};
     assert_eq!(
-        NormKernel::available(20_000, 3, 0),
-        [NormKernel::Lane, NormKernel::Workgroup]
+        NormKernel::available(20_000, 3, 0, Some(8)),
+        [Lane, Subgroup, Workgroup]
     );
-    assert_eq!(NormKernel::available(20_001, 3, 0), [NormKernel::Workgroup]);
-    assert!(NormKernel::available(64 * 20_001, 3, 0).is_empty());
+    assert_eq!(NormKernel::available(20_000, 3, 0, None), [Lane, Workgroup]);
+    assert_eq!(
+        NormKernel::available(20_001, 3, 0, Some(8)),
+        [Subgroup, Workgroup]
+    );
+    assert_eq!(NormKernel::available(8 * 20_001, 3, 0, Some(8)), [Workgroup]);
+    assert!(NormKernel::available(64 * 20_001, 3, 0, Some(64)).is_empty());
     // A GroupNorm row's input gradient first loops over its channels in every invocation.
-    assert_eq!(NormKernel::available(40_000, 1, 30_000), [NormKernel::Workgroup]);
-    assert!(NormKernel::available(64_000, 1, 59_001).is_empty());
+    assert_eq!(NormKernel::available(40_000, 1, 30_000, None), [Workgroup]);
+    assert!(NormKernel::available(64_000, 1, 59_001, Some(8)).is_empty());
 }
