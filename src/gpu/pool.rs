@@ -1,5 +1,5 @@
-//! Buffer pool: storage buffers are reused by size class instead of being re-created,
-//! and the pool keeps statistics of live and pooled bytes.
+//! Buffer pool: storage buffers are reused (of their size class, or up to twice it) instead of
+//! being re-created, and the pool keeps statistics of live and pooled bytes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -66,7 +66,8 @@ pub fn size_class(bytes: u64) -> u64 {
 }
 
 impl BufferPool {
-    /// A buffer of at least `bytes` bytes, reused when one of its class is free.
+    /// A buffer of at least `bytes` bytes, reused when an idle one of its class, or else of at
+    /// most twice its class, is free (its `size()` is then the larger class).
     pub fn take(&self, device: &wgpu::Device, bytes: u64) -> PooledBuffer {
         let mut class = size_class(bytes);
         let mut st = self.state.lock().unwrap();

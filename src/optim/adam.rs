@@ -25,8 +25,7 @@ pub struct AdamConfig {
 }
 
 /// How Adam stores its moment estimates m and v.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MomentStorage {
     /// f32 tensors: 8 bytes per parameter.
     #[default]
