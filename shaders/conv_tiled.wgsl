@@ -7,11 +7,13 @@
 // = 0), while input values are gathered per pixel. The input arrives zero-padded (the
 // geometry has padding 0), so a gather is one add and one load: window origin per pixel +
 // kernel offset (uniform, advanced by counting). On CPU adapters (lavapipe) large
-// R x 4*C4 tiles with W = 8 and no workgroup memory are fastest.
+// R x 4*C4 tiles with W = 8 and no workgroup memory are fastest. Weights may be packed
+// integers (shaders/weights.wgsl; 4-bit rows padded to K4 = multiple of 8), dequantised in
+// registers: the sums are scaled by their channel's scale as they are stored.
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> wts: array<vec4<{{T}}>>;
+#include weights
 #include conv_epilogue
 
 @compute @workgroup_size({{W}})
@@ -42,7 +44,7 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
         kc += 1u;
         if (kc == p.kw) { kc = 0u; kr += 1u; if (kr == p.kh) { kr = 0u; ci += 1u; } }
         #end
-        #for r in 0..{{R}}: let a{r} = vec4<f32>(wts[wrow{r} + kk]);
+        #for r in 0..{{R}}: let a{r} = weight_vec4(wrow{r} + kk);
         #for j in 0..{{C4}} {
         #for e in 0..4: let b{e}_{j} = vec4<f32>(f32(x[origin{j*4+0} + off{e}]), f32(x[origin{j*4+1} + off{e}]), f32(x[origin{j*4+2} + off{e}]), f32(x[origin{j*4+3} + off{e}]));
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
@@ -57,10 +59,11 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
         let out_row = g * p.cout_g + row0 + {r}u;
         let plane = out_row * pixels;
         let b = channel_bias(out_row);
-        if (col0 + {j*4+0}u < cols) { store(ybase{j*4+0} + plane, n{j*4+0}, out_row, b, acc{r}_{j}.x); }
-        if (col0 + {j*4+1}u < cols) { store(ybase{j*4+1} + plane, n{j*4+1}, out_row, b, acc{r}_{j}.y); }
-        if (col0 + {j*4+2}u < cols) { store(ybase{j*4+2} + plane, n{j*4+2}, out_row, b, acc{r}_{j}.z); }
-        if (col0 + {j*4+3}u < cols) { store(ybase{j*4+3} + plane, n{j*4+3}, out_row, b, acc{r}_{j}.w); }
+        let sums = acc{r}_{j} * weight_scale(words_of(p.cout * p.k4 / 4u), out_row);
+        if (col0 + {j*4+0}u < cols) { store(ybase{j*4+0} + plane, n{j*4+0}, out_row, b, sums.x); }
+        if (col0 + {j*4+1}u < cols) { store(ybase{j*4+1} + plane, n{j*4+1}, out_row, b, sums.y); }
+        if (col0 + {j*4+2}u < cols) { store(ybase{j*4+2} + plane, n{j*4+2}, out_row, b, sums.z); }
+        if (col0 + {j*4+3}u < cols) { store(ybase{j*4+3} + plane, n{j*4+3}, out_row, b, sums.w); }
     }
     #end
 }

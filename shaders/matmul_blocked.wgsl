@@ -5,11 +5,13 @@
 // vec4 along n. k advances by 4 with every FMA unrolled. R, C4 and W are chosen per
 // adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs). BIAS 1
 // adds bias[n] to every row as C is stored (a Linear layer's bias), BIAS 2 bias[m] to every
-// column; with BIAS 0 `bias` is a placeholder the kernel does not read.
+// column; with BIAS 0 `bias` is a placeholder the kernel does not read. B may be packed
+// integer weights (shaders/weights.wgsl; 4-bit rows padded to N = multiple of 8) with one
+// scale per column, dequantised in registers and applied to the sums as C is stored.
 struct Params { m: u32, n: u32, k: u32, a_batch: u32, b_batch: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<vec4<{{T}}>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<{{T}}>>;
+#include weights
 @group(0) @binding(3) var<storage, read> bias: array<vec4<{{T}}>>; // [N] or [M], padded to 4
 @group(0) @binding(4) var<storage, read_write> c: array<vec4<{{T}}>>;
 const BIAS: u32 = {{BIAS}}u;
@@ -38,13 +40,16 @@ fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         #for r in 0..{{R}}: let a{r} = vec4<f32>(a[arow{r} + kk]);
         // One column group at a time: its four B vectors, then every row's FMAs.
         #for j in 0..{{C4}} {
-        let b0_{j} = vec4<f32>(b[bcol{j} + b_row]);
-        let b1_{j} = vec4<f32>(b[bcol{j} + b_row + n4]);
-        let b2_{j} = vec4<f32>(b[bcol{j} + b_row + 2u * n4]);
-        let b3_{j} = vec4<f32>(b[bcol{j} + b_row + 3u * n4]);
+        let b0_{j} = weight_vec4(bcol{j} + b_row);
+        let b1_{j} = weight_vec4(bcol{j} + b_row + n4);
+        let b2_{j} = weight_vec4(bcol{j} + b_row + 2u * n4);
+        let b3_{j} = weight_vec4(bcol{j} + b_row + 3u * n4);
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }
+    // Packed B: each column's scale (1 for float weights).
+    let scales_at = words_of(k4 * p.n);
+    #for j in 0..{{C4}}: let scale{j} = vec4<f32>(weight_scale(scales_at, 4u * (bcol{j} - b_base)), weight_scale(scales_at, 4u * (bcol{j} - b_base) + 1u), weight_scale(scales_at, 4u * (bcol{j} - b_base) + 2u), weight_scale(scales_at, 4u * (bcol{j} - b_base) + 3u));
     #for j in 0..{{C4}}: var add{j} = vec4<f32>(0.0);
     #for r in 0..{{R}}: var add_row{r} = 0.0;
     if (BIAS == 1u) {
@@ -53,5 +58,5 @@ fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     if (BIAS == 2u) {
         #for r in 0..{{R}}: add_row{r} = row_bias(row0 + {r}u);
     }
-    #for r in 0..{{R}}, j in 0..{{C4}}: if (row0 + {r}u < p.m && col0 + {j}u < n4) { c[c_base + (row0 + {r}u) * n4 + col0 + {j}u] = vec4<{{T}}>(acc{r}_{j} + add{j} + add_row{r}); }
+    #for r in 0..{{R}}, j in 0..{{C4}}: if (row0 + {r}u < p.m && col0 + {j}u < n4) { c[c_base + (row0 + {r}u) * n4 + col0 + {j}u] = vec4<{{T}}>(acc{r}_{j} * scale{j} + add{j} + add_row{r}); }
 }

@@ -29,6 +29,11 @@ fn init_weight_and_bias(
     ))
 }
 
+/// Whether a layer with packed weights runs them on `x`: inference (gradients off) in f32.
+pub(crate) fn runs_packed(x: &Tensor) -> bool {
+    x.dtype() == DType::F32 && !crate::autograd::grad_enabled()
+}
+
 /// The weight and bias in `x`'s dtype (the same tensors when it is theirs).
 fn cast_params(weight: &Tensor, bias: Option<&Tensor>, x: &Tensor) -> Result<(Tensor, Option<Tensor>)> {
     let dtype = x.dtype();
@@ -76,7 +81,8 @@ impl Conv2d {
     }
 
     /// `forward(x)` + `sample_bias` ([N, Cout], e.g. a projected time embedding) + `residual`
-    /// (the output's shape), added as the convolution stores its output.
+    /// (the output's shape), added as the convolution stores its output. A weight with a
+    /// packed integer form runs it when nothing needs gradients and `x` is f32.
     pub fn forward_plus(
         &self,
         x: &Tensor,
@@ -89,7 +95,10 @@ impl Conv2d {
             sample_bias,
             residual,
         };
-        x.conv2d_plus(&weight, self.opts, self.imp, add)
+        match self.weight.packed().filter(|_| runs_packed(x)) {
+            Some(packed) => x.conv2d_packed(packed, self.opts, add),
+            None => x.conv2d_plus(&weight, self.opts, self.imp, add),
+        }
     }
 
     pub fn params(&self) -> Vec<Tensor> {

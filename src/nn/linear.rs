@@ -24,8 +24,12 @@ impl Linear {
     }
 
     /// `x @ weight + bias` for `x` of shape [.., fan_in], in `x`'s dtype (the f32 weights are
-    /// cast at use for an f16 `x`).
+    /// cast at use for an f16 `x`); a packed integer form of the weight runs when nothing
+    /// needs gradients and `x` is f32.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if let Some(packed) = self.weight.packed().filter(|_| super::conv::runs_packed(x)) {
+            return x.matmul_packed(packed, Some(&self.bias));
+        }
         let dtype = x.dtype();
         x.matmul_bias(
             &self.weight.to_dtype(dtype)?,

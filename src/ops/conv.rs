@@ -3,6 +3,7 @@
 //! direct) plus `auto`, and input/weight/bias gradients. Kernels: shaders/conv_*.wgsl.
 
 use super::matmul::BlockShape;
+use super::packed::WeightOperand;
 use super::{kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::gpu::{Cost, SplitAxis, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
@@ -196,6 +197,9 @@ pub struct ConvGeometry {
 
 /// Index of `slices` in the `Conv` uniform: the weight gradient's split-K slice count.
 const SLICES_PARAM: usize = 20;
+/// Index of `k4` in the `Conv` uniform: the padded reduction the tiled kernel walks (4-bit
+/// packed weights pad it to a multiple of 8).
+const K4_PARAM: usize = 19;
 
 impl ConvGeometry {
     /// Geometry of `conv2d(x [N,Cin,H,W], w [Cout,Cin/groups,KH,KW])`, checked.
@@ -733,24 +737,35 @@ fn padded_input(x: &Tensor, geo: &ConvGeometry) -> Result<(Tensor, ConvGeometry)
     Ok((x, geo))
 }
 
-/// The implicit-GEMM forward on the zero-padded input with its tile autotuned per shape; the
-/// bias (zeros when None) and the residual are added by the kernel.
+/// The implicit-GEMM forward of float weights (rows padded to K4 here).
 fn conv_forward_tiled(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeometry) -> Result<Tensor> {
-    let (gpu, dt) = (x.gpu(), x.dtype());
-    let (x, geo) = &padded_input(x, geo)?;
     let k = geo.k();
     let w4 = w.reshape(&[geo.cout, k])?.pad_axis(1, 0, geo.k4() - k)?;
+    tiled_forward(x, WeightOperand::Float(&w4), add, geo)
+}
+
+/// The implicit-GEMM forward on the zero-padded input with its tile autotuned per shape (and
+/// weight storage); the bias (zeros when None) and the residual are added by the kernel.
+pub(crate) fn tiled_forward(
+    x: &Tensor,
+    weights: WeightOperand,
+    add: ConvAddends,
+    geo: &ConvGeometry,
+) -> Result<Tensor> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
+    add.check(geo, dt)?;
+    let (x, geo) = &padded_input(x, geo)?;
     let epilogue = &Epilogue::new(add, dt, gpu)?;
     let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
-    let key = format!("{}:tile", geo.tuning_key(dt));
+    let key = format!("{}:tile{}", geo.tuning_key(dt), weights.tuning_suffix());
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-        dispatch_tiled(x, &w4, epilogue, &scratch, geo, tiles[c]);
+        dispatch_tiled(x, weights, epilogue, &scratch, geo, tiles[c]);
         Ok(())
     })?;
     let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-    dispatch_tiled(x, &w4, epilogue, &y, geo, tiles[choice]);
+    dispatch_tiled(x, weights, epilogue, &y, geo, tiles[choice]);
     Ok(y)
 }
 
@@ -837,10 +852,10 @@ impl Epilogue {
     }
 }
 
-/// One tiled forward dispatch: y = conv(x, w4) + the epilogue's terms.
+/// One tiled forward dispatch: y = conv(x, weights) + the epilogue's terms.
 fn dispatch_tiled(
     x: &Tensor,
-    w4: &Tensor,
+    weights: WeightOperand,
     epilogue: &Epilogue,
     y: &Tensor,
     geo: &ConvGeometry,
@@ -854,6 +869,7 @@ fn dispatch_tiled(
         ("W", tile.lanes.to_string()),
     ];
     defines.extend(epilogue.defines());
+    defines.extend(weights.defines());
     let kernel = kernel_for(
         gpu,
         shader!("conv_tiled"),
@@ -869,14 +885,20 @@ fn dispatch_tiled(
         geo.cout_g().div_ceil(tile.rows as usize) as u32,
         geo.opts.groups as u32,
     ];
+    let mut params = geo.params();
+    params[K4_PARAM] = weights.padded_k(geo.k()) as u32;
     gpu.dispatch_parts(
         &kernel,
-        &geo.params(),
-        &[&[x.buffer(), w4.buffer()], &epilogue.buffers()[..]].concat(),
+        &params,
+        &[&[x.buffer(), weights.buffer()], &epilogue.buffers()[..]].concat(),
         &[y.buffer()],
         groups,
         SplitAxis::X,
-        Cost::new("conv2d", geo.flops(), x.byte_len() + w4.byte_len() + y.byte_len()),
+        Cost::new(
+            "conv2d",
+            geo.flops(),
+            x.byte_len() + weights.byte_len() + y.byte_len(),
+        ),
     );
 }
 

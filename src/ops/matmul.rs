@@ -2,6 +2,7 @@
 //! register-blocked vec4 kernel whose tile shape is chosen per adapter; backward is two
 //! matmuls. Kernels: shaders/matmul.wgsl, shaders/matmul_blocked.wgsl.
 
+use super::packed::{PackedWeights, WeightOperand};
 use super::{check_same_dtype, kernel_for, needs_f32_fallback};
 use crate::gpu::Cost;
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
@@ -406,7 +407,11 @@ fn matmul_blocked(
     );
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
     let flops = matmul_flops(batch, m, n, k);
-    let operands = (&a, &b, bias.as_ref().map(|(t, along)| (t, *along)));
+    let operands = (
+        &a,
+        WeightOperand::Float(&b),
+        bias.as_ref().map(|(t, along)| (t, *along)),
+    );
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &padded_shape, a.dtype())?;
         dispatch_blocked(operands, &scratch, dims, tiles[c], flops)
@@ -415,6 +420,40 @@ fn matmul_blocked(
     dispatch_blocked(operands, &out, dims, tiles[choice], flops)?;
     let r = out.rank();
     out.slice(r - 1, 0, n)
+}
+
+/// `a` [M, K] @ packed `w` (+ a bias per column), f32, with the tile autotuned per shape.
+pub(crate) fn matmul_blocked_packed(
+    a: &Tensor,
+    w: &PackedWeights,
+    (m, n, k): (usize, usize, usize),
+    bias: Option<&Tensor>,
+) -> Result<Tensor> {
+    let gpu = a.gpu();
+    let weights = WeightOperand::Packed(w);
+    let a = blocked_operand(a, false, false)?; // [M, K4]
+    let padded_n = weights.padded_k(n);
+    let bias = bias.map(|b| b.pad_axis(0, 0, padded_n - n)).transpose()?;
+    let dims = (1, m, padded_n, k.next_multiple_of(4));
+    let tiles = BlockShape::candidates(gpu, m, padded_n);
+    let key = format!(
+        "matmul:F32:{}x{}x{}:false:{}{}",
+        m.next_power_of_two(),
+        padded_n.next_power_of_two(),
+        k.next_power_of_two(),
+        labels_key(&tiles),
+        weights.tuning_suffix()
+    );
+    let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
+    let flops = matmul_flops(1, m, n, k);
+    let operands = (&a, weights, bias.as_ref().map(|b| (b, BiasAlong::Columns)));
+    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+        let scratch = Tensor::empty(gpu, &[m, padded_n], DType::F32)?;
+        dispatch_blocked(operands, &scratch, dims, tiles[c], flops)
+    })?;
+    let out = Tensor::empty(gpu, &[m, padded_n], DType::F32)?;
+    dispatch_blocked(operands, &out, dims, tiles[choice], flops)?;
+    out.slice(1, 0, n)
 }
 
 fn labels_key(tiles: &[BlockShape]) -> String {
@@ -429,7 +468,7 @@ fn labels_key(tiles: &[BlockShape]) -> String {
 /// the bias, if any (padded to a multiple of 4); `flops` (of the unpadded product) goes to
 /// the profiler.
 fn dispatch_blocked(
-    (a, b, bias): (&Tensor, &Tensor, Option<(&Tensor, BiasAlong)>),
+    (a, b, bias): (&Tensor, WeightOperand, Option<(&Tensor, BiasAlong)>),
     out: &Tensor,
     (batch, m, n4, k4): (usize, usize, usize, usize),
     shape: BlockShape,
@@ -448,11 +487,16 @@ fn dispatch_blocked(
         "matmul_blocked",
         a.dtype(),
         &[
-            ("R", shape.rows.to_string()),
-            ("C4", shape.col4.to_string()),
-            ("W", shape.lanes.to_string()),
-            ("BIAS", bias_mode.to_string()),
-        ],
+            [
+                ("R", shape.rows.to_string()),
+                ("C4", shape.col4.to_string()),
+                ("W", shape.lanes.to_string()),
+                ("BIAS", bias_mode.to_string()),
+            ]
+            .as_slice(),
+            &b.defines(),
+        ]
+        .concat(),
         3,
         1,
     );
@@ -464,7 +508,11 @@ fn dispatch_blocked(
             &placeholder
         }
     };
-    let params = [m, n4, k4, batch_stride(a), batch_stride(b)].map(|v| v as u32);
+    let b_batch = match b {
+        WeightOperand::Float(b) => batch_stride(b),
+        WeightOperand::Packed(_) => 0,
+    };
+    let params = [m, n4, k4, batch_stride(a), b_batch].map(|v| v as u32);
     let groups = [
         n4.div_ceil(shape.columns()) as u32,
         m.div_ceil(shape.rows as usize) as u32,

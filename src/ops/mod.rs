@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod layout;
 pub mod matmul;
 pub mod norm;
+pub mod packed;
 pub mod random;
 pub mod reduce;
 pub mod resample;
@@ -19,6 +20,7 @@ pub use attention::{attention, spatial_self_attention};
 pub use conv::{ConvAddends, ConvImpl, ConvOptions};
 pub use elementwise::{Binary, GeluForm, Unary};
 pub use matmul::{BiasAlong, MatmulKernel};
+pub use packed::{PackedWeights, WeightBits};
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::gpu::{Gpu, KernelSpec, ShaderSource};

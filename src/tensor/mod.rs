@@ -44,6 +44,8 @@ pub(crate) struct TensorData {
     /// The tensor's place in the autograd graph. Graph nodes hold these links, not tensors,
     /// so a forward's intermediate buffers are freed unless a backward closure keeps them.
     pub(crate) link: Arc<GradLink>,
+    /// An integer form of this weight (`Tensor::attach_packed`) that inference layers run.
+    pub(crate) packed: std::sync::OnceLock<Arc<crate::ops::PackedWeights>>,
 }
 
 /// Number of elements of a shape.
@@ -78,6 +80,7 @@ impl Tensor {
             shape: shape.to_vec(),
             dtype,
             link: GradLink::untracked(shape),
+            packed: Default::default(),
         }))
     }
 
@@ -135,6 +138,7 @@ impl Tensor {
             shape: self.0.shape.clone(),
             dtype: self.0.dtype,
             link: GradLink::leaf(&self.0.shape),
+            packed: self.0.packed.clone(),
         }))
     }
 
@@ -179,6 +183,7 @@ impl Tensor {
             shape: arc.shape.clone(),
             dtype: arc.dtype,
             link: GradLink::untracked(&arc.shape),
+            packed: Default::default(),
         });
         Tensor(Arc::new(TensorData { link, ..data }))
     }

@@ -29,6 +29,7 @@ mod metrics;
 mod models;
 mod norm;
 mod optim;
+mod packed;
 mod port;
 mod profiler;
 mod random;

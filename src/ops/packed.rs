@@ -1,0 +1,335 @@
+//! Weights as 8- or 4-bit signed integers with one f32 scale per output channel, packed into
+//! u32 words on the device, and the conv and matmul forwards that dequantise them in registers.
+
+use super::conv::{tiled_forward, ConvGeometry};
+use super::matmul::matmul_blocked_packed;
+use super::{ConvAddends, ConvOptions};
+use crate::{DType, Error, Gpu, Result, Tensor};
+use std::sync::Arc;
+
+/// Bits per stored weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightBits {
+    Int8,
+    Int4,
+}
+
+impl WeightBits {
+    pub fn bits(self) -> usize {
+        match self {
+            WeightBits::Int8 => 8,
+            WeightBits::Int4 => 4,
+        }
+    }
+
+    /// The largest magnitude stored (symmetric range, so -max..=max).
+    pub fn max(self) -> i8 {
+        match self {
+            WeightBits::Int8 => 127,
+            WeightBits::Int4 => 7,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightBits::Int8 => "int8",
+            WeightBits::Int4 => "int4",
+        }
+    }
+
+    /// Weights per u32 word.
+    fn per_word(self) -> usize {
+        32 / self.bits()
+    }
+
+    /// The multiple a packed row's length is padded to: runs of 4 start on a word (int8) or
+    /// half-word (int4) boundary, so a 4-bit row holds whole words.
+    pub fn row_multiple(self) -> usize {
+        match self {
+            WeightBits::Int8 => 4,
+            WeightBits::Int4 => 8,
+        }
+    }
+}
+
+/// Which kernel reads the words, with the unpadded sizes of its weight.
+#[derive(Clone, Debug, PartialEq)]
+enum Layout {
+    /// A conv weight [Cout, Cin/groups, KH, KW]: Cout rows of K = Cin/groups x KH x KW.
+    Conv { shape: [usize; 4] },
+    /// A Linear weight [K, N] (`x @ w`): K rows of N, one scale per column.
+    Matmul { k: usize, n: usize },
+}
+
+/// Integer weights on the device: the packed rows (each padded with zeros to
+/// [`WeightBits::row_multiple`]) then one f32 scale per output channel, in one buffer.
+pub struct PackedWeights {
+    bits: WeightBits,
+    layout: Layout,
+    words: Tensor,
+}
+
+/// The kernel's weight operand: float vec4s laid out as the kernel reads them, or packed
+/// integers (the template values of shaders/weights.wgsl).
+#[derive(Clone, Copy)]
+pub(crate) enum WeightOperand<'a> {
+    Float(&'a Tensor),
+    Packed(&'a PackedWeights),
+}
+
+impl WeightOperand<'_> {
+    pub(crate) fn buffer(&self) -> &wgpu::Buffer {
+        match self {
+            WeightOperand::Float(t) => t.buffer(),
+            WeightOperand::Packed(p) => p.words.buffer(),
+        }
+    }
+
+    pub(crate) fn byte_len(&self) -> u64 {
+        match self {
+            WeightOperand::Float(t) => t.byte_len(),
+            WeightOperand::Packed(p) => p.words.byte_len(),
+        }
+    }
+
+    /// FLOAT_WEIGHTS, INT_WEIGHTS and WBITS.
+    pub(crate) fn defines(&self) -> [(&'static str, String); 3] {
+        let bits = match self {
+            WeightOperand::Float(_) => 32,
+            WeightOperand::Packed(p) => p.bits.bits(),
+        };
+        let packed = matches!(self, WeightOperand::Packed(_)) as u32;
+        [
+            ("FLOAT_WEIGHTS", (1 - packed).to_string()),
+            ("INT_WEIGHTS", packed.to_string()),
+            ("WBITS", bits.to_string()),
+        ]
+    }
+
+    /// Appended to autotune keys: each storage is tuned on its own.
+    pub(crate) fn tuning_suffix(&self) -> &'static str {
+        match self {
+            WeightOperand::Float(_) => "",
+            WeightOperand::Packed(p) => match p.bits {
+                WeightBits::Int8 => ":int8",
+                WeightBits::Int4 => ":int4",
+            },
+        }
+    }
+
+    /// The padded row length the kernel walks for a reduction of `k`.
+    pub(crate) fn padded_k(&self, k: usize) -> usize {
+        match self {
+            WeightOperand::Float(_) => k.next_multiple_of(4),
+            WeightOperand::Packed(p) => k.next_multiple_of(p.bits.row_multiple()),
+        }
+    }
+}
+
+/// Packs `rows` x `len` integers (`value(row, col)`) into words, each row padded with zeros to
+/// `padded_len`, then appends `scales` as f32 bits.
+fn pack_words(
+    bits: WeightBits,
+    (rows, padded_rows): (usize, usize),
+    (len, padded_len): (usize, usize),
+    value: impl Fn(usize, usize) -> i8,
+    scales: &[f32],
+) -> Vec<u32> {
+    let per_word = bits.per_word();
+    let mask = (1u32 << bits.bits()) - 1;
+    let mut words = vec![0u32; (padded_rows * padded_len).div_ceil(per_word)];
+    for r in 0..rows {
+        for c in 0..len {
+            let i = r * padded_len + c;
+            let v = value(r, c) as i32 as u32 & mask;
+            words[i / per_word] |= v << ((i % per_word) * bits.bits());
+        }
+    }
+    words.extend(scales.iter().map(|s| s.to_bits()));
+    words
+}
+
+/// Errors unless every value fits `bits`, the counts match and every scale is finite and
+/// positive; `what` names the weight.
+fn check_values(
+    what: &str,
+    bits: WeightBits,
+    values: &[i8],
+    expected: usize,
+    scales: &[f32],
+    channels: usize,
+) -> Result<()> {
+    let fault = if values.len() != expected {
+        Some(format!("{} values for {expected} weights", values.len()))
+    } else if scales.len() != channels {
+        Some(format!("{} scales for {channels} output channels", scales.len()))
+    } else if let Some(v) = values.iter().find(|v| v.unsigned_abs() > bits.max() as u8) {
+        Some(format!(
+            "value {v} outside {}'s range -{m}..={m}",
+            bits.name(),
+            m = bits.max()
+        ))
+    } else {
+        scales
+            .iter()
+            .find(|s| !(s.is_finite() && **s > 0.0))
+            .map(|s| format!("scale {s} is not a finite positive number"))
+    };
+    match fault {
+        Some(fault) => Err(Error::shape("packed weights", format!("{what}: {fault}"))),
+        None => Ok(()),
+    }
+}
+
+impl PackedWeights {
+    /// A conv weight of `shape` [Cout, Cin/groups, KH, KW] from its integer `values`
+    /// (row-major) and one scale per output channel: weight = value x scale.
+    pub fn conv(
+        gpu: &Gpu,
+        bits: WeightBits,
+        shape: [usize; 4],
+        values: &[i8],
+        scales: &[f32],
+    ) -> Result<PackedWeights> {
+        let (cout, k) = (shape[0], shape[1] * shape[2] * shape[3]);
+        check_values("conv weight", bits, values, cout * k, scales, cout)?;
+        let padded = k.next_multiple_of(bits.row_multiple());
+        let words = pack_words(bits, (cout, cout), (k, padded), |r, c| values[r * k + c], scales);
+        PackedWeights::upload(gpu, bits, Layout::Conv { shape }, &words)
+    }
+
+    /// A Linear weight [k, n] from its integer `values` (row-major) and one scale per column.
+    pub fn matmul(
+        gpu: &Gpu,
+        bits: WeightBits,
+        k: usize,
+        n: usize,
+        values: &[i8],
+        scales: &[f32],
+    ) -> Result<PackedWeights> {
+        check_values("matmul weight", bits, values, k * n, scales, n)?;
+        let rows = (k, k.next_multiple_of(4));
+        let cols = (n, n.next_multiple_of(bits.row_multiple()));
+        let padded_scales: Vec<f32> = (0..cols.1)
+            .map(|c| scales.get(c).copied().unwrap_or(1.0))
+            .collect();
+        let words = pack_words(bits, rows, cols, |r, c| values[r * n + c], &padded_scales);
+        PackedWeights::upload(gpu, bits, Layout::Matmul { k, n }, &words)
+    }
+
+    fn upload(gpu: &Gpu, bits: WeightBits, layout: Layout, words: &[u32]) -> Result<PackedWeights> {
+        let t = Tensor::empty(gpu, &[words.len()], DType::F32)?;
+        gpu.write(t.buffer(), bytemuck::cast_slice(words));
+        Ok(PackedWeights {
+            bits,
+            layout,
+            words: t,
+        })
+    }
+
+    pub fn bits(&self) -> WeightBits {
+        self.bits
+    }
+
+    /// Bytes on the device (words and scales).
+    pub fn byte_len(&self) -> u64 {
+        self.words.byte_len()
+    }
+
+    /// The float weight's shape: [Cout, Cin/groups, KH, KW] or [K, N].
+    pub fn shape(&self) -> Vec<usize> {
+        match &self.layout {
+            Layout::Conv { shape } => shape.to_vec(),
+            Layout::Matmul { k, n } => vec![*k, *n],
+        }
+    }
+}
+
+impl Tensor {
+    /// Attaches `packed`, the integer form of this weight, which inference layers (`Conv2d`,
+    /// `Linear`) then run with gradients off; the tensor keeps its float values (training and
+    /// f16 use them). Errors when the shapes differ or a form is already attached.
+    pub fn attach_packed(&self, packed: PackedWeights) -> Result<()> {
+        if packed.shape() != self.shape() {
+            return Err(Error::shape(
+                "attach_packed",
+                format!(
+                    "packed weights of shape {:?} for a tensor of shape {:?}",
+                    packed.shape(),
+                    self.shape()
+                ),
+            ));
+        }
+        self.0
+            .packed
+            .set(Arc::new(packed))
+            .map_err(|_| Error::shape("attach_packed", "this tensor already has packed weights"))
+    }
+
+    /// The integer form attached by [`Tensor::attach_packed`].
+    pub fn packed(&self) -> Option<&PackedWeights> {
+        self.0.packed.get().map(|p| p.as_ref())
+    }
+
+    /// conv2d(x, w) + `add` with `w` packed, by the tiled kernel dequantising in registers.
+    /// Inference only (no graph is recorded; an input that tracks gradients is an error) and
+    /// f32 only (the browser has no f16, and packed weights exist to run there too).
+    pub fn conv2d_packed(&self, w: &PackedWeights, opts: ConvOptions, add: ConvAddends) -> Result<Tensor> {
+        let Layout::Conv { shape } = &w.layout else {
+            return Err(Error::shape(
+                "conv2d_packed",
+                "these packed weights are a matmul's, not a conv's",
+            ));
+        };
+        let geo = ConvGeometry::new(self.shape(), shape, opts)?;
+        self.check_packed_input("conv2d_packed")?;
+        tiled_forward(self, WeightOperand::Packed(w), add, &geo)
+    }
+
+    /// `self @ w (+ bias)` for `self` [.., K] and packed `w` [K, N], by the blocked kernel
+    /// dequantising in registers; inference and f32 only, as [`Tensor::conv2d_packed`].
+    pub fn matmul_packed(&self, w: &PackedWeights, bias: Option<&Tensor>) -> Result<Tensor> {
+        let Layout::Matmul { k, n } = w.layout else {
+            return Err(Error::shape(
+                "matmul_packed",
+                "these packed weights are a conv's, not a matmul's",
+            ));
+        };
+        self.check_packed_input("matmul_packed")?;
+        let shape = self.shape();
+        if shape.last() != Some(&k) {
+            return Err(Error::shape(
+                "matmul_packed",
+                format!("cannot multiply {shape:?} by packed [{k}, {n}]"),
+            ));
+        }
+        if let Some(b) = bias.filter(|b| b.shape() != [n] || b.dtype() != DType::F32) {
+            return Err(Error::shape(
+                "matmul_packed",
+                format!("the bias {:?} {:?} must be [{n}] F32", b.shape(), b.dtype()),
+            ));
+        }
+        let m = self.numel() / k;
+        let out = matmul_blocked_packed(&self.reshape(&[m, k])?, w, (m, n, k), bias)?;
+        let mut out_shape = shape[..shape.len() - 1].to_vec();
+        out_shape.push(n);
+        out.reshape(&out_shape)
+    }
+
+    fn check_packed_input(&self, op: &'static str) -> Result<()> {
+        if self.dtype() != DType::F32 {
+            return Err(Error::shape(
+                op,
+                format!("packed weights run on f32 inputs, got {:?}", self.dtype()),
+            ));
+        }
+        if crate::autograd::grad_enabled() && self.tracks_grad() {
+            return Err(Error::shape(
+                op,
+                "packed weights are for inference: run under no_grad, or train on the float weights",
+            ));
+        }
+        Ok(())
+    }
+}
