@@ -7,11 +7,52 @@ use std::collections::{BTreeMap, HashMap};
 /// Metadata key holding the JSON document.
 const META_KEY: &str = "wgdiff";
 
-/// One tensor's values on the CPU.
+/// One tensor's values on the CPU, and the element type the file stores them as.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorData {
     pub shape: Vec<usize>,
     pub data: Vec<f32>,
+    pub stored: Stored,
+}
+
+/// A stored tensor's element type: F32 for weights and state; a compressed checkpoint's
+/// integer weights as I8 (int8 values) or U8 (int4 pairs, pruning masks as bits), their
+/// values held here as f32 (exact for integers this small).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    F32,
+    I8,
+    U8,
+}
+
+impl Stored {
+    fn safetensors(self) -> safetensors::Dtype {
+        match self {
+            Stored::F32 => safetensors::Dtype::F32,
+            Stored::I8 => safetensors::Dtype::I8,
+            Stored::U8 => safetensors::Dtype::U8,
+        }
+    }
+
+    /// The bytes of `data` as this type.
+    fn encode(self, data: &[f32]) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Stored::F32 => bytemuck::cast_slice(data).into(),
+            Stored::I8 => data.iter().map(|&v| v as i8 as u8).collect::<Vec<u8>>().into(),
+            Stored::U8 => data.iter().map(|&v| v as u8).collect::<Vec<u8>>().into(),
+        }
+    }
+}
+
+impl TensorData {
+    /// f32 values of `shape`.
+    pub fn f32(shape: Vec<usize>, data: Vec<f32>) -> TensorData {
+        TensorData {
+            shape,
+            data,
+            stored: Stored::F32,
+        }
+    }
 }
 
 /// Named tensors plus a JSON document, as stored in a `.safetensors` file.
@@ -27,29 +68,23 @@ impl Checkpoint {
         let mut tensors = BTreeMap::new();
         for (name, t) in named {
             let data = t.to_vec_async().await?;
-            tensors.insert(
-                name.clone(),
-                TensorData {
-                    shape: t.shape().to_vec(),
-                    data,
-                },
-            );
+            tensors.insert(name.clone(), TensorData::f32(t.shape().to_vec(), data));
         }
         Ok(Checkpoint { tensors, meta })
     }
 
-    /// The safetensors encoding (all tensors F32, the JSON document in the metadata).
+    /// The safetensors encoding (each tensor as its `stored` type, the JSON document in the
+    /// metadata).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let bytes: Vec<_> = self.tensors.values().map(|t| t.stored.encode(&t.data)).collect();
         let views = self
             .tensors
             .iter()
-            .map(|(name, t)| {
-                let view = safetensors::tensor::TensorView::new(
-                    safetensors::Dtype::F32,
-                    t.shape.clone(),
-                    bytemuck::cast_slice(&t.data),
-                )
-                .map_err(|e| checkpoint_error("(being written)", format!("tensor {name}: {e}")))?;
+            .zip(&bytes)
+            .map(|((name, t), bytes)| {
+                let view =
+                    safetensors::tensor::TensorView::new(t.stored.safetensors(), t.shape.clone(), bytes)
+                        .map_err(|e| checkpoint_error("(being written)", format!("tensor {name}: {e}")))?;
                 Ok((name.clone(), view))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -82,23 +117,22 @@ impl Checkpoint {
         let file = safetensors::SafeTensors::deserialize(bytes).map_err(corrupt)?;
         let mut tensors = BTreeMap::new();
         for (name, view) in file.tensors() {
-            if view.dtype() != safetensors::Dtype::F32 {
-                return Err(checkpoint_error(
-                    origin,
-                    format!(
-                        "tensor {name} has dtype {:?}; wgdiff checkpoints store F32",
-                        view.dtype()
-                    ),
-                ));
-            }
-            let data = bytemuck::pod_collect_to_vec(view.data());
-            tensors.insert(
-                name,
-                TensorData {
-                    shape: view.shape().to_vec(),
-                    data,
-                },
-            );
+            let (stored, data) = match view.dtype() {
+                safetensors::Dtype::F32 => (Stored::F32, bytemuck::pod_collect_to_vec(view.data())),
+                safetensors::Dtype::I8 => (Stored::I8, view.data().iter().map(|&b| b as i8 as f32).collect()),
+                safetensors::Dtype::U8 => (Stored::U8, view.data().iter().map(|&b| b as f32).collect()),
+                other => {
+                    return Err(checkpoint_error(
+                        origin,
+                        format!(
+                            "tensor {name} has dtype {other:?}; wgdiff checkpoints store F32 (and I8/U8 \
+                             in compressed ones)"
+                        ),
+                    ))
+                }
+            };
+            let shape = view.shape().to_vec();
+            tensors.insert(name, TensorData { shape, data, stored });
         }
         Ok(Checkpoint { tensors, meta })
     }
@@ -123,7 +157,11 @@ impl Checkpoint {
     pub fn build_within_size<T>(&self, origin: &str, build: impl FnOnce() -> Result<T>) -> Result<T> {
         /// Room for what building allocates besides the stored tensors (scratch, batches).
         const SLACK: u64 = 64 << 20;
-        let stored: u64 = self.tensors.values().map(|t| 4 * t.data.len() as u64).sum();
+        let stored: u64 = self
+            .tensors
+            .iter()
+            .map(|(name, t)| 4 * crate::compress::stored_elements(name, t) as u64)
+            .sum();
         crate::gpu::with_alloc_budget(2 * stored + SLACK, build).map_err(|e| match e {
             Error::OverBudget { what, bytes, .. } => checkpoint_error(
                 origin,
@@ -137,6 +175,27 @@ impl Checkpoint {
         })
     }
 
+    /// Whether the checkpoint holds tensor `key` (stored as f32 or compressed).
+    pub fn contains(&self, key: &str) -> bool {
+        self.tensors.contains_key(key) || crate::compress::is_compressed(self, key)
+    }
+
+    /// The f32 values of tensor `key`: as stored, or decoded from its compressed form
+    /// (dequantised, masked); `origin` names the checkpoint in errors.
+    pub fn values(&self, key: &str, origin: &str) -> Result<Option<std::borrow::Cow<'_, TensorData>>> {
+        match self.tensors.get(key) {
+            Some(t) if t.stored == Stored::F32 => Ok(Some(std::borrow::Cow::Borrowed(t))),
+            Some(t) => Err(checkpoint_error(
+                origin,
+                format!(
+                    "tensor {key} is stored as {:?}; weights are F32 or compressed forms",
+                    t.stored
+                ),
+            )),
+            None => Ok(crate::compress::decode(self, key, origin)?.map(std::borrow::Cow::Owned)),
+        }
+    }
+
     /// Copies the stored tensors `prefix + name` into the device tensors `named`, checking that
     /// every one exists with the right shape and finite values; `origin` names the checkpoint in errors.
     pub fn restore(&self, prefix: &str, named: &[(String, Tensor)], origin: &str) -> Result<()> {
@@ -144,7 +203,7 @@ impl Checkpoint {
         let mut sources = Vec::with_capacity(named.len());
         for (name, t) in named {
             let key = format!("{prefix}{name}");
-            let stored = self.tensors.get(&key).ok_or_else(|| {
+            let stored = self.values(&key, origin)?.ok_or_else(|| {
                 checkpoint_error(
                     origin,
                     format!("has no tensor {key}; it was written for a different model — check --preset or the config"),

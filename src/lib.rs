@@ -8,6 +8,7 @@ pub mod autograd;
 pub mod bench;
 pub mod checkpoint;
 pub mod classifier;
+pub mod compress;
 pub mod data;
 pub mod diffusion;
 pub mod error;

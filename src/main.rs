@@ -40,6 +40,10 @@ enum Command {
     /// Write a checkpoint's EMA weights alone (what sampling needs: a quarter of the file, for
     /// the web page or sharing); sample, eval, the app and train --init read it
     Export(commands::export::ExportArgs),
+    /// Prune (random or L1, in a scope of the U) and/or quantise (int8, int4) a checkpoint's
+    /// conv and linear weights; sample, eval, the app and train --init read the result, and
+    /// conv and linear layers run int8/int4 weights in their own kernels
+    Compress(commands::compress::CompressArgs),
     /// FID/KID of a checkpoint's samples against a dataset split (no flags: the shipped model,
     /// 1000 samples, MNIST-FID against mnist/test; --inception PATH: FID proper and IS)
     Eval(commands::eval::EvalArgs),
@@ -128,6 +132,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     match command {
         Command::Info => commands::info::run(choice),
         Command::Export(args) => commands::export::run(args),
+        Command::Compress(args) => commands::compress::run(choice, args),
         #[cfg(feature = "gui")]
         Command::Gui(args) => commands::gui::run(choice, args),
         Command::Profile {

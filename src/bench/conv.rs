@@ -1,12 +1,53 @@
-//! `wgdiff bench conv`: every conv implementation, forward and forward+backward, on the conv
-//! shapes of a 32x32 U-Net (batch 16), interleaved in one run, beside a matmul of the same
-//! GEMM size (the ceiling the implicit-GEMM conv is measured against).
+//! `wgdiff bench conv`: every conv implementation, forward and forward+backward, and the tiled
+//! kernel on int8/int4 weights (forward), on the conv shapes of a 32x32 U-Net (batch 16),
+//! interleaved in one run, beside a matmul of the same GEMM size (the implicit-GEMM ceiling).
 
 use super::{run_interleaved, Case, Measurement};
 use crate::ops::conv::{conv_input_grad, conv_weight_grad, ConvGeometry};
 use crate::ops::random::Rng;
-use crate::ops::{ConvImpl, ConvOptions};
-use crate::{DType, Gpu, Result};
+use crate::ops::{ConvAddends, ConvImpl, ConvOptions, PackedWeights, WeightBits};
+use crate::{DType, Gpu, Result, Tensor};
+
+/// What a row runs: an implementation on float weights, or the tiled kernel on packed integer
+/// weights with a scale per output channel (forward only: packed weights are for inference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvVariant {
+    Float(ConvImpl),
+    Packed(WeightBits),
+}
+
+impl ConvVariant {
+    /// Every implementation, then tiled-int8 and tiled-int4.
+    pub fn all() -> Vec<ConvVariant> {
+        let packed = [WeightBits::Int8, WeightBits::Int4].map(ConvVariant::Packed);
+        ConvImpl::ALL
+            .map(ConvVariant::Float)
+            .into_iter()
+            .chain(packed)
+            .collect()
+    }
+
+    pub fn from_name(name: &str) -> Result<ConvVariant> {
+        match name.strip_prefix("tiled-") {
+            Some(bits) if bits.starts_with("int") => Ok(ConvVariant::Packed(bits.parse()?)),
+            _ => Ok(ConvVariant::Float(ConvImpl::from_name(name)?)),
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            ConvVariant::Float(imp) => imp.name().into(),
+            ConvVariant::Packed(bits) => format!("tiled-{}", bits.name()),
+        }
+    }
+}
+
+/// `w` [Cout, ..] quantised per output channel to `bits` and packed for the tiled kernel.
+fn packed_conv_weights(w: &Tensor, bits: WeightBits) -> Result<PackedWeights> {
+    let s = w.shape();
+    let q = crate::compress::quantize::quantize(&w.to_vec()?, s, Some(0), bits);
+    PackedWeights::conv(w.gpu(), bits, [s[0], s[1], s[2], s[3]], &q.values, &q.scales)
+}
 
 /// (input shape, weight shape, options) of the default shapes.
 pub fn default_shapes() -> Vec<([usize; 4], [usize; 4], ConvOptions)> {
@@ -38,11 +79,11 @@ pub enum Passes {
     Both,
 }
 
-/// Runs the conv benchmark for `imps` (plus a same-size matmul row per shape).
+/// Runs the conv benchmark for `variants` (plus a same-size matmul row per shape).
 pub fn run(
     gpu: &Gpu,
     shapes: &[([usize; 4], [usize; 4], ConvOptions)],
-    imps: &[ConvImpl],
+    variants: &[ConvVariant],
     passes: Passes,
     warmup: usize,
     reps: usize,
@@ -58,7 +99,26 @@ pub fn run(
         let shape = geo.describe();
         let bytes = ((x.numel() + w.numel() + dy.numel()) * 4) as f64;
         let mut cases = Vec::new();
-        for &imp in imps {
+        for &variant in variants {
+            let imp = match variant {
+                ConvVariant::Float(imp) => imp,
+                ConvVariant::Packed(bits) => {
+                    if passes != Passes::ForwardBackward {
+                        let (x, packed) = (x.clone(), packed_conv_weights(&w, bits)?);
+                        cases.push(Case {
+                            variant: variant.name(),
+                            shape: shape.clone(),
+                            pass: Some("forward".into()),
+                            flops: geo.flops(),
+                            bytes: ((x.numel() + dy.numel()) * 4) as f64 + packed.byte_len() as f64,
+                            run: Box::new(move || {
+                                x.conv2d_packed(&packed, opts, ConvAddends::default()).map(drop)
+                            }),
+                        });
+                    }
+                    continue;
+                }
+            };
             if passes != Passes::ForwardBackward {
                 let (x, w) = (x.clone(), w.clone());
                 cases.push(Case {

@@ -1,11 +1,25 @@
-//! `wgdiff bench matmul`: the naive and blocked matmul kernels (and blocked f16 where the
-//! device has it) on square and skinny shapes, interleaved in one run.
+//! `wgdiff bench matmul`: the naive and blocked matmul kernels (blocked f16 where the device
+//! has it, blocked on int8/int4 weights) on square and skinny shapes, interleaved in one run.
 
 use super::{run_interleaved, Case, Measurement};
 use crate::ops::matmul::matmul_flops;
 use crate::ops::random::Rng;
-use crate::ops::MatmulKernel;
-use crate::{DType, Gpu, Result};
+use crate::ops::{MatmulKernel, PackedWeights, WeightBits};
+use crate::{DType, Gpu, Result, Tensor};
+
+/// The blocked kernel's operands: B as float, or quantised per column and packed.
+#[derive(Clone, Copy)]
+enum Operand {
+    Float(MatmulKernel, DType),
+    Packed(WeightBits),
+}
+
+/// `b` [K, N] quantised per column to `bits` and packed for the blocked kernel.
+fn packed_matmul_weights(b: &Tensor, bits: WeightBits) -> Result<PackedWeights> {
+    let s = b.shape();
+    let q = crate::compress::quantize::quantize(&b.to_vec()?, s, Some(1), bits);
+    PackedWeights::matmul(b.gpu(), bits, s[0], s[1], &q.values, &q.scales)
+}
 
 /// (M, N, K) shapes measured by default.
 pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [
@@ -15,8 +29,8 @@ pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [
     (4096, 64, 576),
 ];
 
-/// Runs the matmul benchmark; `variants` filters by name (naive, blocked, blocked-f16),
-/// empty means all.
+/// Runs the matmul benchmark; `variants` filters by name (naive, blocked, blocked-f16,
+/// blocked-int8, blocked-int4), empty means all.
 pub fn run(
     gpu: &Gpu,
     shapes: &[(usize, usize, usize)],
@@ -27,12 +41,14 @@ pub fn run(
     let _g = crate::no_grad();
     let mut rng = Rng::new(1);
     let mut all = vec![
-        ("naive", MatmulKernel::Naive, DType::F32),
-        ("blocked", MatmulKernel::Blocked, DType::F32),
+        ("naive", Operand::Float(MatmulKernel::Naive, DType::F32)),
+        ("blocked", Operand::Float(MatmulKernel::Blocked, DType::F32)),
     ];
     if gpu.has_f16() {
-        all.push(("blocked-f16", MatmulKernel::Blocked, DType::F16));
+        all.push(("blocked-f16", Operand::Float(MatmulKernel::Blocked, DType::F16)));
     }
+    all.push(("blocked-int8", Operand::Packed(WeightBits::Int8)));
+    all.push(("blocked-int4", Operand::Packed(WeightBits::Int4)));
     let chosen: Vec<_> = all
         .into_iter()
         .filter(|v| variants.is_empty() || variants.iter().any(|n| n == v.0))
@@ -40,16 +56,33 @@ pub fn run(
     let mut rows = Vec::new();
     for &(m, n, k) in shapes {
         let mut cases = Vec::new();
-        for &(name, kernel, dtype) in &chosen {
+        for &(name, operand) in &chosen {
+            let dtype = match operand {
+                Operand::Float(_, dtype) => dtype,
+                Operand::Packed(_) => DType::F32,
+            };
             let a = rng.normal(gpu, &[m, k], 0.0, 1.0, dtype)?;
             let b = rng.normal(gpu, &[k, n], 0.0, 1.0, dtype)?;
+            let (b_bytes, run): (usize, Box<dyn Fn() -> Result<()>>) = match operand {
+                Operand::Float(kernel, _) => (
+                    k * n * dtype.size(),
+                    Box::new(move || a.matmul_with(&b, false, false, kernel).map(drop)),
+                ),
+                Operand::Packed(bits) => {
+                    let packed = packed_matmul_weights(&b, bits)?;
+                    (
+                        packed.byte_len() as usize,
+                        Box::new(move || a.matmul_packed(&packed, None).map(drop)),
+                    )
+                }
+            };
             cases.push(Case {
                 variant: name.to_string(),
                 shape: format!("{m}x{n}x{k}"),
                 pass: None,
                 flops: matmul_flops(1, m, n, k),
-                bytes: ((m * k + k * n + m * n) * dtype.size()) as f64,
-                run: Box::new(move || a.matmul_with(&b, false, false, kernel).map(drop)),
+                bytes: ((m * k + m * n) * dtype.size() + b_bytes) as f64,
+                run,
             });
         }
         rows.extend(run_interleaved(gpu, "matmul", &cases, warmup, reps)?);

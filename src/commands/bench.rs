@@ -4,9 +4,8 @@
 use super::print_tuner;
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use wgdiff::bench::conv::Passes;
+use wgdiff::bench::conv::{ConvVariant, Passes};
 use wgdiff::gpu::describe;
-use wgdiff::ops::ConvImpl;
 use wgdiff::Gpu;
 
 #[derive(Subcommand)]
@@ -14,7 +13,9 @@ pub enum BenchCommand {
     /// Every conv implementation (forward, forward+backward) on the convs of a 32x32 U-Net
     /// (batch 16), beside a matmul of the same GEMM size
     Conv {
-        /// Implementations: naive, im2col, tiled, direct, winograd, auto (comma-separated; default all)
+        /// Implementations: naive, im2col, tiled, direct, winograd, auto, and tiled-int8 /
+        /// tiled-int4 (the tiled kernel on packed integer weights, forward only)
+        /// (comma-separated; default all)
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
         /// forward, backward (= forward+backward) or both
@@ -110,12 +111,12 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             warmup,
             json,
         } => {
-            let imps = if variants.is_empty() {
-                ConvImpl::ALL.to_vec()
+            let chosen = if variants.is_empty() {
+                ConvVariant::all()
             } else {
                 variants
                     .iter()
-                    .map(|v| ConvImpl::from_name(v))
+                    .map(|v| ConvVariant::from_name(v))
                     .collect::<Result<_, _>>()?
             };
             let passes = match pass.as_str() {
@@ -127,7 +128,7 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             let rows = wgdiff::bench::conv::run(
                 gpu,
                 &wgdiff::bench::conv::default_shapes(),
-                &imps,
+                &chosen,
                 passes,
                 warmup,
                 reps,

@@ -2,6 +2,7 @@
 //! autotuner's cache file, and printing the autotuner's choices.
 
 pub mod bench;
+pub mod compress;
 pub mod eval;
 pub mod experiment;
 pub mod export;

@@ -52,8 +52,16 @@ impl SamplingArgs {
 
     /// The checkpoint's model.
     pub fn load_model(&self, gpu: &Gpu) -> Result<TrainedModel> {
-        TrainedModel::load(gpu, &self.checkpoint)
-            .with_context(|| format!("loading {}", self.checkpoint.display()))
+        let model = TrainedModel::load(gpu, &self.checkpoint)
+            .with_context(|| format!("loading {}", self.checkpoint.display()))?;
+        if model.packed_weights > 0 {
+            eprintln!(
+                "{}: {} conv and linear weights run as packed integers",
+                self.checkpoint.display(),
+                model.packed_weights
+            );
+        }
+        Ok(model)
     }
 
     /// The request for `count` images from `model` as the flags say.

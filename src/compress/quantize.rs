@@ -38,7 +38,11 @@ pub fn quantize(data: &[f32], shape: &[usize], axis: Option<usize>, bits: Weight
     let values = data
         .iter()
         .enumerate()
-        .map(|(i, w)| (w / scales[channel_of(shape, axis, i)]).round().clamp(-levels, levels) as i8)
+        .map(|(i, w)| {
+            (w / scales[channel_of(shape, axis, i)])
+                .round()
+                .clamp(-levels, levels) as i8
+        })
         .collect();
     Quantized {
         bits,

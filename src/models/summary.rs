@@ -11,6 +11,43 @@ pub struct LayerWalk {
     pub rows: Vec<LayerRow>,
     pub params: Vec<(String, Tensor)>,
     pub buffers: Vec<(String, Tensor)>,
+    /// Every conv, transposed conv, linear and 1x1 projection weight (what compression touches).
+    pub weights: Vec<WeightInfo>,
+    /// The spatial side of the last conv's output (where the layers that follow work).
+    side: Option<usize>,
+}
+
+/// The layer a weight belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightRole {
+    /// `Conv2d` [Cout, Cin/g, KH, KW].
+    Conv,
+    /// `ConvTranspose2d` [Cin, Cout/g, KH, KW].
+    ConvTranspose,
+    /// `Linear` [fan_in, fan_out] (`x @ w`).
+    Linear,
+    /// An attention block's 1x1 projection [Cout, Cin] (`w @ x`).
+    Projection,
+}
+
+impl WeightRole {
+    /// The axis of the weight's output channels.
+    pub fn out_axis(self) -> usize {
+        match self {
+            WeightRole::Conv | WeightRole::Projection => 0,
+            WeightRole::ConvTranspose | WeightRole::Linear => 1,
+        }
+    }
+}
+
+/// A weight as compression sees it: its parameter name, layer, and the spatial side its layer
+/// works at (a conv: the smaller of its input's and output's; a linear: its block's; `None`
+/// before the first conv, e.g. the time embedding).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightInfo {
+    pub name: String,
+    pub role: WeightRole,
+    pub side: Option<usize>,
 }
 
 /// Output [N, Cout, OH, OW] of `conv` on an input of `shape`.
@@ -55,8 +92,24 @@ impl LayerWalk {
         self.layer(name, kind, output_shape.to_vec(), &[], true);
     }
 
+    /// Records the weight of layer `name`, whose layer works at spatial side `side`.
+    fn weight(&mut self, name: &str, role: WeightRole, side: Option<usize>) {
+        self.weights.push(WeightInfo {
+            name: format!("{name}.weight"),
+            role,
+            side,
+        });
+    }
+
+    /// Records a conv's weight and the side the layers after it work at.
+    fn conv_weight(&mut self, name: &str, role: WeightRole, input: &[usize], out: &[usize]) {
+        self.weight(name, role, Some(input[2].min(out[2])));
+        self.side = Some(out[2]);
+    }
+
     pub fn conv(&mut self, name: &str, conv: &Conv2d, input: &[usize]) -> Vec<usize> {
         let out = conv_output(conv, input);
+        self.conv_weight(name, WeightRole::Conv, input, &out);
         let w = conv.weight.shape();
         let kind = format!(
             "Conv2d({}->{}, k{} s{} p{}{})",
@@ -76,6 +129,7 @@ impl LayerWalk {
 
     pub fn conv_transpose(&mut self, name: &str, conv: &ConvTranspose2d, input: &[usize]) -> Vec<usize> {
         let out = conv.output_shape(input);
+        self.conv_weight(name, WeightRole::ConvTranspose, input, &out);
         let kind = format!(
             "ConvTranspose2d({}->{}, k{} s{} op{}{})",
             input[1],
@@ -103,6 +157,7 @@ impl LayerWalk {
     pub fn linear(&mut self, name: &str, linear: &Linear, input: &[usize]) -> Vec<usize> {
         let [fan_in, fan_out] = [linear.weight.shape()[0], linear.weight.shape()[1]];
         let out = vec![input[0], fan_out];
+        self.weight(name, WeightRole::Linear, self.side);
         let tensors = [("weight", &linear.weight), ("bias", &linear.bias)];
         self.layer(
             name,
@@ -150,6 +205,8 @@ impl LayerWalk {
         let c = input[1];
         self.block(name, format!("AttentionBlock({c}, {} heads)", block.heads), input);
         self.norm(&format!("{name}.norm"), &block.norm, input);
+        self.weight(&format!("{name}.qkv"), WeightRole::Projection, Some(input[2]));
+        self.weight(&format!("{name}.out"), WeightRole::Projection, Some(input[2]));
         let qkv = [("weight", &block.qkv_weight), ("bias", &block.qkv_bias)];
         let qkv_shape = vec![input[0], 3 * c, input[2], input[3]];
         self.layer(

@@ -53,6 +53,20 @@ impl WeightBits {
     }
 }
 
+impl std::str::FromStr for WeightBits {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<WeightBits> {
+        match name {
+            "int8" => Ok(WeightBits::Int8),
+            "int4" => Ok(WeightBits::Int4),
+            _ => Err(Error::Config(format!(
+                "unknown weight format `{name}`; choose int8 or int4"
+            ))),
+        }
+    }
+}
+
 /// Which kernel reads the words, with the unpadded sizes of its weight.
 #[derive(Clone, Debug, PartialEq)]
 enum Layout {

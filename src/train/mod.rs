@@ -15,7 +15,7 @@ pub use fid::{FidRecord, FidTracker};
 pub use resume::{ResumeChanges, KEPT_ON_RESUME};
 pub use sample::{SampleRequest, TrainedModel};
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, Stored};
 use crate::data::{Batcher, BatcherState, Dataset};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::models::{DiffusionNet, ModelConfig};
@@ -81,6 +81,8 @@ pub struct Trainer {
     budget_start: f64,
     /// What a resume changed ("setting old -> new"), for the shells to report; empty otherwise.
     pub resume_changes: Vec<String>,
+    /// Pruned parameters (from a compressed `--init` checkpoint): zeroed again after every step.
+    masks: Vec<crate::compress::ParamMask>,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -198,7 +200,7 @@ impl Trainer {
             .init
             .as_ref()
             .map_or(String::new(), |p| p.display().to_string());
-        let stored = |name: &str| ckpt.tensors.contains_key(&format!("ema.{name}"));
+        let stored = |name: &str| ckpt.contains(&format!("ema.{name}"));
         if let Some((name, _)) = self
             .params
             .iter()
@@ -225,7 +227,13 @@ impl Trainer {
             .unzip();
         ckpt.restore("ema.", &weights, &origin)?;
         ckpt.restore("ema.", &shadow, &origin)?;
+        self.masks = crate::compress::load_masks(ckpt, "ema.", &self.params, &origin)?;
         ckpt.restore("buffer.", &self.net.named_buffers(), &origin)
+    }
+
+    /// Parameters a compressed `--init` checkpoint pruned (kept at zero while training).
+    pub fn pruned_params(&self) -> usize {
+        self.masks.len()
     }
 
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
@@ -279,6 +287,7 @@ impl Trainer {
         }
         ckpt.restore("buffer.", &trainer.net.named_buffers(), origin)?;
         let mut trainer = trainer;
+        trainer.masks = crate::compress::load_masks(ckpt, "model.", &trainer.params, origin)?;
         trainer.resume_changes = resume_changes;
         let skipped = trainer.state.scaler.as_ref().map_or(0, |s| s.skipped);
         trainer.adam.set_steps(trainer.state.step as u32 - skipped);
@@ -332,6 +341,7 @@ impl Trainer {
             classes,
             label_dropout,
             resume_changes: Vec::new(),
+            masks: Vec::new(),
         })
     }
 
@@ -417,6 +427,7 @@ impl Trainer {
             )));
         }
         if backward_and_step(&loss, &mut self.adam, self.state.scaler.as_mut()).await? {
+            crate::compress::apply_masks(&self.params, &self.masks)?;
             let s = (step + 1) as f32;
             self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
             let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
@@ -484,7 +495,15 @@ impl Trainer {
             path: self.state.config.out.display().to_string(),
             msg: format!("training state does not serialise: {e}"),
         })?;
-        Checkpoint::capture(&named, meta).await
+        let mut ckpt = Checkpoint::capture(&named, meta).await?;
+        for m in &self.masks {
+            let name = &self.params[m.index].0;
+            for prefix in ["model.", "ema."] {
+                ckpt.tensors
+                    .insert(format!("{prefix}{name}.mask"), m.bits.clone());
+            }
+        }
+        Ok(ckpt)
     }
 
     /// Writes the checkpoint to `path` atomically (temp file + rename), unless the run has
@@ -540,10 +559,9 @@ pub const DIVERGED_WEIGHT: f32 = 1e6;
 /// Why the weights or EMA weights of a training checkpoint show a diverged run (a tensor with
 /// NaN/infinite values or |w| > [`DIVERGED_WEIGHT`]), or None when they are healthy.
 pub fn divergence(ckpt: &Checkpoint) -> Option<String> {
-    let weights = ckpt
-        .tensors
-        .iter()
-        .filter(|(name, _)| name.starts_with("model.") || name.starts_with("ema."));
+    let weights = ckpt.tensors.iter().filter(|(name, t)| {
+        (name.starts_with("model.") || name.starts_with("ema.")) && t.stored == Stored::F32
+    });
     for (name, t) in weights {
         let broken = t.data.iter().filter(|v| !v.is_finite()).count();
         if broken > 0 {

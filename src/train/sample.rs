@@ -188,6 +188,9 @@ impl Sampling<'_> {
 pub struct TrainedModel {
     pub net: Box<dyn DiffusionNet>,
     pub state: TrainState,
+    /// Conv and linear weights stored as integers (a `wgdiff compress` checkpoint) that run
+    /// packed in the kernels.
+    pub packed_weights: usize,
 }
 
 impl TrainedModel {
@@ -231,13 +234,16 @@ impl TrainedModel {
         let params: Vec<(String, Tensor)> = net
             .named_params()
             .into_iter()
-            .filter(|(name, _)| {
-                !name.starts_with("interp.") || ckpt.tensors.contains_key(&format!("ema.{name}"))
-            })
+            .filter(|(name, _)| !name.starts_with("interp.") || ckpt.contains(&format!("ema.{name}")))
             .collect();
         ckpt.restore("ema.", &params, origin)?;
         ckpt.restore("buffer.", &net.named_buffers(), origin)?;
-        Ok(TrainedModel { net, state })
+        let packed_weights = crate::compress::attach_packed(ckpt, "ema.", net.as_ref(), gpu, origin)?;
+        Ok(TrainedModel {
+            net,
+            state,
+            packed_weights,
+        })
     }
 
     /// The network with its model and process.

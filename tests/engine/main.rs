@@ -10,6 +10,7 @@ mod blocks;
 mod checkpoint;
 mod classifier;
 mod cli;
+mod compress;
 mod conv;
 mod crash;
 mod data;
