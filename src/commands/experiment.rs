@@ -15,7 +15,7 @@ use wgdiff::experiment::adaptive_skip::{self, skip_model_path, Plan, SkipModel, 
 use wgdiff::experiment::ladder::{self, Progress, RUNGS};
 use wgdiff::experiment::ladder_report;
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
-use wgdiff::experiment::speedrun;
+use wgdiff::experiment::{compression, speedrun};
 use wgdiff::gpu::describe;
 use wgdiff::train::sample::DEFAULT_CHECKPOINT;
 use wgdiff::train::TrainedModel;
@@ -33,6 +33,43 @@ pub enum ExperimentCommand {
     /// The seeds' speed ladders: a ConvNeXt DDPM step from naive conv to fused blocks
     /// (cuda-optimizations), and the MNIST U-Net with one technique switched per row (nyu)
     Ladder(LadderArgs),
+    /// The umass report's compression tables: pruning and int8/int4 weights on the shipped
+    /// DDPM U-Net and NCSN ScoreNet, with size, gzipped size, ms per image, memory and MNIST-FID
+    Compression(CompressionArgs),
+}
+
+/// Flags of `wgdiff experiment compression`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    wgdiff experiment compression --quick     # lavapipe: under 25 minutes, 100 samples x 10 steps per row\n  \
+    wgdiff experiment compression             # 1,000 samples x 50 steps per row\n\n\
+Rows (each model): the float baseline; int8 and int4 weights (a scale per output channel, run\n\
+by the int8/int4 conv and matmul kernels); random and L1 pruning, global at 10/30/70%; random\n\
+30% in the middle (layers at a quarter of the image's side or less) and at the ends of the U;\n\
+L1 30% with int8 and int4 weights. Each row is a compressed sampling export (`wgdiff compress`\n\
+writes the same file) whose bytes, gzipped bytes, sampling ms per image (network evaluations\n\
+timed interleaved across the rows), peak device memory and MNIST-FID are measured; the\n\
+report's published (bytes, ms, FID) stand beside. Writes compression.md, compression.json,\n\
+fid-vs-size.png and fid-vs-ms.png to --out.")]
+pub struct CompressionArgs {
+    /// Small run for lavapipe (under 25 minutes): 100 samples at 10 steps per row
+    #[arg(long)]
+    quick: bool,
+    /// The DDPM U-Net to compress
+    #[arg(long, default_value = DEFAULT_CHECKPOINT)]
+    unet: PathBuf,
+    /// The NCSN ScoreNet to compress
+    #[arg(long, default_value = compression::SHIPPED_SCORENET)]
+    scorenet: PathBuf,
+    /// Images per MNIST-FID [default: 100 with --quick, else 1000]
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Sampler steps [default: 10 with --quick, else 50]
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Output folder
+    #[arg(long, default_value = "runs/compression")]
+    out: PathBuf,
 }
 
 /// Flags of `wgdiff experiment ladder`.
@@ -143,6 +180,7 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
     match command {
         ExperimentCommand::AdaptiveSkip(args) => adaptive_skip_run(gpu, args),
         ExperimentCommand::Speedrun(args) => speedrun_run(gpu, args),
+        ExperimentCommand::Compression(args) => compression_run(gpu, args),
         ExperimentCommand::Ladder(args) => ladder_run(gpu, args),
     }
 }
@@ -242,6 +280,60 @@ fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
         command,
         plan,
         rungs,
+        rows,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    };
+    let written = report
+        .write_files(&args.out)
+        .with_context(|| format!("writing the report into {}", args.out.display()))?;
+    eprintln!("wrote {}", written.join(", "));
+    println!("{}", report.markdown());
+    Ok(())
+}
+
+fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
+    let started = Instant::now();
+    let mut plan = if args.quick {
+        compression::Plan::quick()
+    } else {
+        compression::Plan::full()
+    };
+    plan.samples = args.samples.unwrap_or(plan.samples);
+    plan.steps = args.steps.unwrap_or(plan.steps);
+    eprintln!("device: {}", describe(&gpu.info));
+    let read = |path: &PathBuf| {
+        wgdiff::checkpoint::Checkpoint::load(path).with_context(|| format!("reading {}", path.display()))
+    };
+    let (unet, scorenet) = (read(&args.unet)?, read(&args.scorenet)?);
+    let subjects = [
+        compression::Subject {
+            label: "DDPM U-Net",
+            checkpoint: &unet,
+            origin: args.unet.display().to_string(),
+            published: &compression::PUBLISHED_DDPM,
+        },
+        compression::Subject {
+            label: "NCSN ScoreNet",
+            checkpoint: &scorenet,
+            origin: args.scorenet.display().to_string(),
+            published: &compression::PUBLISHED_NCSN,
+        },
+    ];
+    let tracker = block_on(wgdiff::train::FidTracker::mnist(gpu, "mnist", &mut |_, _| {}))?;
+    let rows_total = subjects.len() * (compression::settings().len() + 1);
+    let bar = progress_bar(rows_total, "rows");
+    let rows = block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
+        if bar.is_hidden() {
+            eprintln!("{row}");
+        }
+        bar.set_message(row.to_string());
+        bar.inc(1);
+    }))?;
+    bar.finish_and_clear();
+    let report = compression::Report {
+        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        device: describe(&gpu.info),
+        plan,
         rows,
         wall_seconds: started.elapsed().as_secs_f64(),
     };

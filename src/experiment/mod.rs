@@ -2,6 +2,7 @@
 //! report and PNG plots (`wgdiff experiment ...`).
 
 pub mod adaptive_skip;
+pub mod compression;
 pub mod ladder;
 pub mod ladder_report;
 pub mod plots;

@@ -33,6 +33,16 @@ pub struct Axes<'a> {
 /// One line per series with each point labelled (the adaptive-skip experiment's FID against
 /// speed-up for each c, the speed-run's FID against training time).
 pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
+    labelled_points(path, axes, series, true)
+}
+
+/// Labelled points coloured by series, unconnected (settings with no order: the compression
+/// experiment's FID against size and time).
+pub fn scatter(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
+    labelled_points(path, axes, series, false)
+}
+
+fn labelled_points(path: &Path, axes: Axes, series: &[Series], lines: bool) -> Result<()> {
     register_font(path)?;
     let points = series.iter().flat_map(|s| &s.points);
     let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
@@ -56,9 +66,13 @@ pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
         .map_err(|e| err(&e))?;
     for (i, s) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let line: Vec<(f64, f64)> = s.points.iter().map(|p| (p.0, p.1)).collect();
+        let line: Vec<(f64, f64)> = if lines {
+            s.points.iter().map(|p| (p.0, p.1)).collect()
+        } else {
+            Vec::new()
+        };
         chart
-            .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
+            .draw_series(LineSeries::new(line, colour.stroke_width(2)))
             .map_err(|e| err(&e))?
             .label(s.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));

@@ -744,8 +744,9 @@ fn conv_forward_tiled(x: &Tensor, w: &Tensor, add: ConvAddends, geo: &ConvGeomet
     tiled_forward(x, WeightOperand::Float(&w4), add, geo)
 }
 
-/// The implicit-GEMM forward on the zero-padded input with its tile autotuned per shape (and
-/// weight storage); the bias (zeros when None) and the residual are added by the kernel.
+/// The implicit-GEMM forward on the zero-padded input; the bias (zeros when None) and the
+/// residual are added by the kernel. Float weights have their tile autotuned per shape;
+/// packed weights take the largest tile that fits, untimed (see [`WeightOperand`]).
 pub(crate) fn tiled_forward(
     x: &Tensor,
     weights: WeightOperand,
@@ -758,12 +759,15 @@ pub(crate) fn tiled_forward(
     let epilogue = &Epilogue::new(add, dt, gpu)?;
     let tiles = BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels());
     let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
-    let key = format!("{}:tile{}", geo.tuning_key(dt), weights.tuning_suffix());
-    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
-        let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-        dispatch_tiled(x, weights, epilogue, &scratch, geo, tiles[c]);
-        Ok(())
-    })?;
+    let key = format!("{}:tile", geo.tuning_key(dt));
+    let choice = match weights {
+        WeightOperand::Float(_) => gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+            let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+            dispatch_tiled(x, weights, epilogue, &scratch, geo, tiles[c]);
+            Ok(())
+        })?,
+        WeightOperand::Packed(_) => 0,
+    };
     let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
     dispatch_tiled(x, weights, epilogue, &y, geo, tiles[choice]);
     Ok(y)

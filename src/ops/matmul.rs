@@ -422,7 +422,7 @@ fn matmul_blocked(
     out.slice(r - 1, 0, n)
 }
 
-/// `a` [M, K] @ packed `w` (+ a bias per column), f32, with the tile autotuned per shape.
+/// `a` [M, K] @ packed `w` (+ a bias per column), f32.
 pub(crate) fn matmul_blocked_packed(
     a: &Tensor,
     w: &PackedWeights,
@@ -435,24 +435,11 @@ pub(crate) fn matmul_blocked_packed(
     let padded_n = weights.padded_k(n);
     let bias = bias.map(|b| b.pad_axis(0, 0, padded_n - n)).transpose()?;
     let dims = (1, m, padded_n, k.next_multiple_of(4));
-    let tiles = BlockShape::candidates(gpu, m, padded_n);
-    let key = format!(
-        "matmul:F32:{}x{}x{}:false:{}{}",
-        m.next_power_of_two(),
-        padded_n.next_power_of_two(),
-        k.next_power_of_two(),
-        labels_key(&tiles),
-        weights.tuning_suffix()
-    );
-    let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
-    let flops = matmul_flops(1, m, n, k);
+    // The largest tile that fits, untimed (see WeightOperand).
+    let tile = BlockShape::candidates(gpu, m, padded_n)[0];
     let operands = (&a, weights, bias.as_ref().map(|b| (b, BiasAlong::Columns)));
-    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
-        let scratch = Tensor::empty(gpu, &[m, padded_n], DType::F32)?;
-        dispatch_blocked(operands, &scratch, dims, tiles[c], flops)
-    })?;
     let out = Tensor::empty(gpu, &[m, padded_n], DType::F32)?;
-    dispatch_blocked(operands, &out, dims, tiles[choice], flops)?;
+    dispatch_blocked(operands, &out, dims, tile, matmul_flops(1, m, n, k))?;
     out.slice(1, 0, n)
 }
 

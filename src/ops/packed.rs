@@ -85,7 +85,10 @@ pub struct PackedWeights {
 }
 
 /// The kernel's weight operand: float vec4s laid out as the kernel reads them, or packed
-/// integers (the template values of shaders/weights.wgsl).
+/// integers (the template values of shaders/weights.wgsl). Packed weights run the largest
+/// tile that fits, untimed: timing every candidate compiles its unrolled kernel, and on
+/// lavapipe that took ~400 s for the shapes of one compressed U-Net, against a few percent
+/// between the tiles the tuner picked (`wgdiff bench conv --variants tiled,tiled-int8`).
 #[derive(Clone, Copy)]
 pub(crate) enum WeightOperand<'a> {
     Float(&'a Tensor),
@@ -119,17 +122,6 @@ impl WeightOperand<'_> {
             ("INT_WEIGHTS", packed.to_string()),
             ("WBITS", bits.to_string()),
         ]
-    }
-
-    /// Appended to autotune keys: each storage is tuned on its own.
-    pub(crate) fn tuning_suffix(&self) -> &'static str {
-        match self {
-            WeightOperand::Float(_) => "",
-            WeightOperand::Packed(p) => match p.bits {
-                WeightBits::Int8 => ":int8",
-                WeightBits::Int4 => ":int4",
-            },
-        }
     }
 
     /// The padded row length the kernel walks for a reduction of `k`.

@@ -294,3 +294,96 @@ fn median_takes_the_middle_or_the_mean_of_the_middle_two() {
     assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
     assert!(median(&[]).is_nan());
 }
+
+/// The compression tables at toy size: a tiny U-Net as both subjects, every setting a row
+/// with sizes, int weights where quantised, a time, a peak and a finite FID; the report's rows
+/// found for every setting that names one; the tables and both plots written.
+#[test]
+fn the_compression_experiment_measures_every_setting_of_both_models() {
+    use wgdiff::experiment::compression::{self, Subject, PUBLISHED_DDPM, PUBLISHED_NCSN};
+    let gpu = gpu();
+    let path = tiny_checkpoint(
+        "compression",
+        TrainConfig {
+            preset: "tiny".into(),
+            steps: 1,
+            batch: 4,
+            ..TrainConfig::default()
+        },
+    );
+    let ckpt = wgdiff::checkpoint::Checkpoint::load(&path).unwrap();
+    let subject = |label, published: &'static [(&'static str, f64, f64, f64)]| Subject {
+        label,
+        checkpoint: &ckpt,
+        origin: path.display().to_string(),
+        published,
+    };
+    let subjects = [
+        subject("U-Net", &PUBLISHED_DDPM),
+        subject("ScoreNet", &PUBLISHED_NCSN),
+    ];
+    let plan = compression::Plan {
+        samples: 4,
+        steps: 2,
+        batch: 4,
+        timing_reps: 1,
+        seed: 0,
+    };
+    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &test,
+        split: Split::Test,
+        limit: Some(100),
+    };
+    let tracker = FidTracker {
+        features: Box::new(PooledPixels),
+        reference: pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap(),
+    };
+    let mut started = Vec::new();
+    let rows = pollster::block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
+        started.push(row.to_string())
+    }))
+    .unwrap();
+    let settings = compression::settings();
+    assert_eq!(rows.len(), 2 * settings.len());
+    assert_eq!(
+        started.len(),
+        2 * (settings.len() + 1),
+        "each row and each timing is announced"
+    );
+    for (row, setting) in rows.iter().zip(settings.iter().cycle()) {
+        assert_eq!(row.setting, setting.name);
+        let quantised = setting.plan.as_ref().is_some_and(|p| p.quantize.is_some());
+        assert_eq!(row.packed_weights > 0, quantised, "{}", row.setting);
+        assert!(
+            row.bytes > 0 && row.gzipped_bytes > 0 && row.peak_bytes > 0,
+            "{row:?}"
+        );
+        assert!(row.ms_per_image > 0.0 && row.fid.is_finite(), "{row:?}");
+        if row.model == "ScoreNet" {
+            assert_eq!(
+                row.published.is_some(),
+                setting.report_row.is_some(),
+                "{}",
+                row.setting
+            );
+        }
+    }
+    let report = compression::Report {
+        date: "today".into(),
+        device: "test".into(),
+        plan,
+        rows,
+        wall_seconds: 1.0,
+    };
+    let out = path.parent().unwrap().join("report");
+    let written = report.write_files(&out).unwrap();
+    for name in &written {
+        assert!(out.join(name).exists(), "{name}");
+    }
+    let md = report.markdown();
+    assert!(
+        md.contains("## U-Net") && md.contains("## ScoreNet") && md.contains("Rand 30 Extremes"),
+        "{md}"
+    );
+}
