@@ -13,18 +13,7 @@
 
 const STEPS: f32 = 8.0; // codes per doubling
 
-struct Params {
-    n: u32,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
-    bias1: f32,      // 1 - beta1^t
-    bias2: f32,      // 1 - beta2^t
-    decoupled: u32,  // 1: AdamW (decay the weights), 0: Adam (L2 added to the gradient)
-    seed: u32,       // the step: stochastic rounding differs from step to step
-}
+#include adam_params
 @group(0) @binding(0) var<uniform> p: Params;
 // adam8bit_step: (grad, clip) -> (param, m_codes, v_codes, scales)
 @group(0) @binding(1) var<storage, read> grad: array<vec4<f32>>;
@@ -76,16 +65,14 @@ fn word_of(b: vec4<u32>) -> u32 {
     return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
 }
 
-fn decode_m(word: u32, peak: f32) -> vec4<f32> {
+// The four moments of `word` relative to `peak`: m's codes are SIGNED (seven exponent bits
+// and a sign bit), v's are not (eight exponent bits).
+fn decode(word: u32, peak: f32, signed: bool) -> vec4<f32> {
     let b = bytes_of(word);
-    let e = b & vec4<u32>(127u);
-    let mag = select(peak * exp2((vec4<f32>(e) - 127.0) / STEPS), vec4<f32>(0.0), e == vec4<u32>(0u));
-    return select(mag, -mag, (b & vec4<u32>(128u)) != vec4<u32>(0u));
-}
-
-fn decode_v(word: u32, peak: f32) -> vec4<f32> {
-    let e = bytes_of(word);
-    return select(peak * exp2((vec4<f32>(e) - 255.0) / STEPS), vec4<f32>(0.0), e == vec4<u32>(0u));
+    let e = select(b, b & vec4<u32>(127u), signed);
+    let top = select(255.0, 127.0, signed);
+    let mag = select(peak * exp2((vec4<f32>(e) - top) / STEPS), vec4<f32>(0.0), e == vec4<u32>(0u));
+    return select(mag, -mag, vec4<bool>(signed) & ((b & vec4<u32>(128u)) != vec4<u32>(0u)));
 }
 
 // Exponent codes 0..top of magnitudes `a` (>= 0) relative to `peak`, rounding down after
@@ -96,14 +83,11 @@ fn exponent_codes(a: vec4<f32>, peak: f32, top: f32, u: vec4<f32>) -> vec4<u32> 
     return select(e, vec4<u32>(0u), a <= vec4<f32>(0.0));
 }
 
-fn encode_m(m: vec4<f32>, peak: f32, u: vec4<f32>) -> u32 {
-    let e = exponent_codes(abs(m), peak, 127.0, u);
-    let sign = select(vec4<u32>(0u), vec4<u32>(128u), (m < vec4<f32>(0.0)) & (e != vec4<u32>(0u)));
-    return word_of(e | sign);
-}
-
-fn encode_v(v: vec4<f32>, peak: f32, u: vec4<f32>) -> u32 {
-    return word_of(exponent_codes(v, peak, 255.0, u));
+// The code word of four moments `x` relative to `peak` (signed: m's codes, else v's).
+fn encode(x: vec4<f32>, peak: f32, u: vec4<f32>, signed: bool) -> u32 {
+    let e = exponent_codes(abs(x), peak, select(255.0, 127.0, signed), u);
+    let negative = vec4<bool>(signed) & (x < vec4<f32>(0.0)) & (e != vec4<u32>(0u));
+    return word_of(e | select(vec4<u32>(0u), vec4<u32>(128u), negative));
 }
 
 // Four uniform numbers in [0, 1) for vec4 i at `seed` (a PCG hash of each element's index).
@@ -128,12 +112,12 @@ fn adam8bit_step(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     } else {
         g = g + p.weight_decay * w;
     }
-    let m = p.beta1 * decode_m(m_codes[i], old.x) + (1.0 - p.beta1) * g;
-    let v = p.beta2 * decode_v(v_codes[i], old.y) + (1.0 - p.beta2) * g * g;
+    let m = p.beta1 * decode(m_codes[i], old.x, true) + (1.0 - p.beta1) * g;
+    let v = p.beta2 * decode(v_codes[i], old.y, false) + (1.0 - p.beta2) * g * g;
     let peak = block_peaks(lid, select(vec4<f32>(0.0), m, keep), select(vec4<f32>(0.0), v, keep));
     let u = uniforms(i, p.seed);
-    m_codes[i] = encode_m(select(vec4<f32>(0.0), m, keep), peak.x, u);
-    v_codes[i] = encode_v(select(vec4<f32>(0.0), v, keep), peak.y, u.wzyx);
+    m_codes[i] = encode(select(vec4<f32>(0.0), m, keep), peak.x, u, true);
+    v_codes[i] = encode(select(vec4<f32>(0.0), v, keep), peak.y, u.wzyx, false);
     if (lid == 0u) {
         scales[block] = peak;
     }
@@ -152,8 +136,8 @@ fn moments_encode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let m = select(vec4<f32>(0.0), m_in[i], keep);
     let v = select(vec4<f32>(0.0), v_in[i], keep);
     let peak = block_peaks(lid, m, v);
-    m_out_codes[i] = encode_m(m, peak.x, vec4<f32>(0.5));
-    v_out_codes[i] = encode_v(v, peak.y, vec4<f32>(0.5));
+    m_out_codes[i] = encode(m, peak.x, vec4<f32>(0.5), true);
+    v_out_codes[i] = encode(v, peak.y, vec4<f32>(0.5), false);
     if (lid == 0u) {
         out_scales[block] = peak;
     }
@@ -167,6 +151,6 @@ fn moments_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     if (4u * i >= p.n) { return; }
     let peak = in_scales[block];
     let keep = in_range(i);
-    m_out[i] = select(vec4<f32>(0.0), decode_m(m_in_codes[i], peak.x), keep);
-    v_out[i] = select(vec4<f32>(0.0), decode_v(v_in_codes[i], peak.y), keep);
+    m_out[i] = select(vec4<f32>(0.0), decode(m_in_codes[i], peak.x, true), keep);
+    v_out[i] = select(vec4<f32>(0.0), decode(v_in_codes[i], peak.y, false), keep);
 }

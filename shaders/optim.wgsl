@@ -7,17 +7,7 @@
 // clip_factor: from the global norm of gradients scaled by 1 / inv_scale (loss scaling; 1
 // without), inv_scale * min(1, max_norm / (norm * inv_scale + 1e-6)).
 // ema_update: shadow = decay * shadow + (1 - decay) * param.
-struct Params {
-    n: u32,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
-    bias1: f32,      // 1 - beta1^t
-    bias2: f32,      // 1 - beta2^t
-    decoupled: u32,  // 1: AdamW (decay the weights), 0: Adam (L2 added to the gradient)
-}
+#include adam_params
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> grad: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> clip: array<f32>;

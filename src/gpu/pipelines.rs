@@ -78,7 +78,7 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
 }
 
 /// Shader pieces several files share, pulled in by a line `#include <name>`.
-const SHARED: [(&str, &str); 4] = [
+const SHARED: [(&str, &str); 5] = [
     (
         "conv_params",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
@@ -86,6 +86,10 @@ const SHARED: [(&str, &str); 4] = [
     (
         "conv_epilogue",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_epilogue.wgsl")),
+    ),
+    (
+        "adam_params",
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/adam_params.wgsl")),
     ),
     (
         "weights",
