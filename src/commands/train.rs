@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::gpu::describe;
 use wgdiff::models::SkipType;
+use wgdiff::nn::ConvGroups;
 use wgdiff::train::fid::best_fid;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::sample::write_grid;
@@ -122,6 +123,11 @@ pub struct TrainArgs {
     /// with --init they start fresh) [default: the preset's or --init's, zero]
     #[arg(long)]
     skip_type: Option<SkipType>,
+    /// Train with grouped convolutions: G channel groups (at most; the largest count dividing
+    /// both channel counts) or max (depthwise where the channels allow) in the U-Net's 3x3 and
+    /// the ScoreNet's convs, as the umass report's "depthwise" rows [default: the preset's, 1]
+    #[arg(long, value_name = "G|max")]
+    conv_groups: Option<ConvGroups>,
     /// Stop after this many minutes of training (checkpoints and FID evaluations not counted)
     /// even if steps remain; 0 = no limit [default: 4.5]
     #[arg(long)]
@@ -186,6 +192,7 @@ impl TrainArgs {
             ("--min-snr-gamma", self.min_snr_gamma.is_some()),
             ("--skip-training", self.skip_training.is_some()),
             ("--skip-type", self.skip_type.is_some()),
+            ("--conv-groups", self.conv_groups.is_some()),
             ("--precision", self.precision.is_some()),
             ("--optimizer", self.optimizer.is_some()),
             ("--fid-every", self.fid_every.is_some()),
@@ -259,6 +266,14 @@ impl TrainArgs {
         }
         if self.init.is_some() {
             c.init = self.init.clone();
+        }
+        if let Some(groups) = self.conv_groups {
+            if c.init.is_some() {
+                anyhow::bail!(
+                    "--conv-groups changes the weights' shapes; it cannot fine-tune an --init checkpoint"
+                );
+            }
+            c.model = Some(c.model_config()?.with_conv_groups(groups)?);
         }
         Ok(c)
     }

@@ -2,6 +2,7 @@
 //! registry of named presets, and building the network it describes.
 
 use super::{DiffusionNet, MlpNet, MlpNetConfig, ScoreNet, ScoreNetConfig, SkipType, UNet, UNetConfig};
+use crate::nn::ConvGroups;
 use crate::{Error, Gpu, Result};
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +54,26 @@ impl ModelConfig {
             ModelConfig::UNet(u) => Ok(ModelConfig::UNet(UNetConfig { skip_type, ..u })),
             other => Err(Error::Config(format!(
                 "skip type {skip_type}: the {} has no levels to skip; use a U-Net preset",
+                other.kind_name()
+            ))),
+        }
+    }
+
+    /// The same model with its convolutions in `groups` channel groups (the U-Net's 3x3
+    /// convs, the ScoreNet's convs and transposed convs; the umass report's "depthwise"
+    /// convolution): a training-time choice, as the weights' shapes change.
+    pub fn with_conv_groups(self, groups: ConvGroups) -> Result<ModelConfig> {
+        match self {
+            ModelConfig::UNet(u) => Ok(ModelConfig::UNet(UNetConfig {
+                conv_groups: groups,
+                ..u
+            })),
+            ModelConfig::ScoreNet(s) => Ok(ModelConfig::ScoreNet(ScoreNetConfig {
+                conv_groups: groups,
+                ..s
+            })),
+            other => Err(Error::Config(format!(
+                "conv groups: the {} has no convolutions; use a U-Net or ScoreNet preset",
                 other.kind_name()
             ))),
         }

@@ -23,6 +23,23 @@ impl Default for ConvGroups {
     }
 }
 
+impl std::str::FromStr for ConvGroups {
+    type Err = crate::Error;
+
+    /// `max` or a count of at least 1.
+    fn from_str(text: &str) -> crate::Result<ConvGroups> {
+        match text {
+            "max" => Ok(ConvGroups::Max),
+            _ => match text.parse::<usize>() {
+                Ok(g) if g >= 1 => Ok(ConvGroups::Fixed(g)),
+                _ => Err(crate::Error::Config(format!(
+                    "conv groups `{text}`: give a count of at least 1 or max"
+                ))),
+            },
+        }
+    }
+}
+
 impl ConvGroups {
     /// Groups of a convolution from `cin` to `cout` channels.
     pub fn resolve(self, cin: usize, cout: usize) -> usize {
