@@ -224,6 +224,7 @@ pub async fn run(
 ) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for subject in subjects {
+        warm_up(gpu, subject, plan).await?;
         let (mut files, mut evaluations) = (Vec::new(), Vec::new());
         for setting in settings() {
             progress(&format!("{}: {}", subject.label, setting.name));
@@ -291,6 +292,24 @@ pub async fn run(
         }
     }
     Ok(rows)
+}
+
+/// One untimed sampling step of the float model at the plan's batch, so that kernel
+/// autotuning (and its scratch buffers) falls before the first row's peak memory is taken.
+async fn warm_up(gpu: &Gpu, subject: &Subject<'_>, plan: &Plan) -> Result<()> {
+    let export = crate::train::sampling_export(subject.checkpoint, &subject.origin)?;
+    let model = TrainedModel::from_checkpoint(gpu, &export, &subject.origin, None)?;
+    let request = SampleRequest {
+        sampler: default_sampler(&model.state.process),
+        steps: Some(1),
+        count: plan.batch.min(plan.samples),
+        seed: plan.seed,
+        skip_exponent: 0.0,
+        class: None,
+        guidance: model.state.default_guidance(),
+    };
+    model.sampling().sample(gpu, &request, None).await?;
+    Ok(())
 }
 
 /// Median seconds per image of one network evaluation of each model on a batch of 16 (noise
