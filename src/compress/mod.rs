@@ -239,11 +239,12 @@ pub fn compress(
     let already = weights
         .iter()
         .find(|w| is_compressed(ckpt, &format!("ema.{}", w.name)));
-    if let (Some(w), Some(_)) = (already, plan.quantize) {
+    if let Some(w) = already {
         return Err(Error::Checkpoint {
             path: origin.to_string(),
             msg: format!(
-                "is already quantised (ema.{} is stored as integers); compress the float checkpoint it came from",
+                "is already quantised (ema.{} is stored as integers); compress the float checkpoint it came \
+                 from (a pruned float checkpoint, fine-tuned or not, may be quantised)",
                 w.name
             ),
         });

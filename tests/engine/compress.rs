@@ -216,6 +216,15 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
         assert_eq!(summary.quantized_tensors, summary.weight_tensors);
         let bytes = compressed.to_bytes().unwrap();
         let compressed = Checkpoint::from_bytes(&bytes, "compressed").unwrap();
+        let again = compress_checkpoint(gpu(), &compressed, "compressed", &plan(l1_half, None));
+        let msg = again
+            .err()
+            .expect("a quantised file is not compressed again")
+            .to_string();
+        assert!(
+            msg.contains("already quantised") && msg.contains("compressed"),
+            "{msg}"
+        );
         let stored = |s: Stored| compressed.tensors.values().filter(|t| t.stored == s).count();
         assert!(
             stored(Stored::I8) + stored(Stored::U8) > summary.weight_tensors,
