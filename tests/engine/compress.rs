@@ -218,8 +218,7 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
         let compressed = Checkpoint::from_bytes(&bytes, "compressed").unwrap();
         let again = compress_checkpoint(gpu(), &compressed, "compressed", &plan(l1_half, None));
         let msg = again
-            .err()
-            .expect("a quantised file is not compressed again")
+            .expect_err("a quantised file is not compressed again")
             .to_string();
         assert!(
             msg.contains("already quantised") && msg.contains("compressed"),
