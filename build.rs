@@ -1,5 +1,6 @@
 //! Build script: fingerprints the WGSL kernels (FNV-1a over `shaders/*.wgsl`) so the
-//! autotuner's cache file changes name whenever a kernel changes (stale choices never load).
+//! autotuner's cache file changes name whenever a kernel changes (stale choices never load);
+//! with feature `mpi`, compiles the C function that hands Rust the MPI library's MPI_IN_PLACE.
 
 use std::fs;
 
@@ -20,4 +21,33 @@ fn main() {
         }
     }
     println!("cargo:rustc-env=WGDIFF_KERNELS_HASH={hash:016x}");
+    #[cfg(feature = "mpi")]
+    compile_mpi_in_place();
+}
+
+/// Builds src/distributed/mpi_in_place.c with the MPI library's compiler wrapper (or its
+/// include paths).
+#[cfg(feature = "mpi")]
+fn compile_mpi_in_place() {
+    let source = "src/distributed/mpi_in_place.c";
+    println!("cargo:rerun-if-changed={source}");
+    let lib = build_probe_mpi::probe().unwrap_or_else(|errors| {
+        panic!(
+            "feature `mpi` needs an MPI library (Debian: apt-get install libopenmpi-dev libclang-dev): {}",
+            errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+        )
+    });
+    let mut build = cc::Build::new();
+    build.file(source);
+    match lib.mpicc {
+        Some(mpicc) => {
+            build.compiler(mpicc);
+        }
+        None => {
+            for dir in &lib.include_paths {
+                build.include(dir);
+            }
+        }
+    }
+    build.compile("wgdiff_mpi");
 }

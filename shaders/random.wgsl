@@ -1,10 +1,11 @@
 // Counter-based random numbers: Philox4x32-10 keyed by the 64-bit seed, counter = (block
 // index, stream, 0, 0). Every invocation turns one 128-bit block into 4 outputs, so the
 // numbers depend only on (seed, stream, index): the same on every device and every run.
+// `offset` draws elements offset.. of the sequence (a replica's rows of a whole batch).
 // Uniform: 24-bit mantissa in [0, 1). Normal: Box-Muller on pairs of uniforms.
 const DIST: u32 = {{DIST}}u; // 0 uniform [lo, hi), 1 normal (mean a, std b)
 
-struct Params { n: u32, seed_lo: u32, seed_hi: u32, stream: u32, a: f32, b: f32 }
+struct Params { n: u32, seed_lo: u32, seed_hi: u32, stream: u32, a: f32, b: f32, offset: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> out: array<{{T}}>;
 
@@ -42,9 +43,9 @@ fn to_unit(v: u32) -> f32 {
 @compute @workgroup_size(64)
 fn random_fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
-    let block = (wid.x + wid.y * nwg.x) * 64u + lid;
+    let block = (wid.x + wid.y * nwg.x) * 64u + lid + p.offset / 4u;
     let first = block * 4u;
-    if (first >= p.n) { return; }
+    if (first >= p.offset + p.n) { return; }
     let bits = philox(vec4<u32>(block, p.stream, 0u, 0u), vec2<u32>(p.seed_lo, p.seed_hi));
     var v = vec4<f32>(to_unit(bits.x), to_unit(bits.y), to_unit(bits.z), to_unit(bits.w));
     if (DIST == 0u) {
@@ -58,8 +59,9 @@ fn random_fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         v = p.a + p.b * vec4<f32>(r0 * cos(t0), r0 * sin(t0), r1 * cos(t1), r1 * sin(t1));
     }
     for (var i = 0u; i < 4u; i++) {
-        if (first + i < p.n) {
-            out[first + i] = {{T}}(v[i]);
+        let index = first + i;
+        if (index >= p.offset && index < p.offset + p.n) {
+            out[index - p.offset] = {{T}}(v[i]);
         }
     }
 }

@@ -58,6 +58,9 @@ pub enum Error {
     /// network: `msg` names the tensor, the expected and found shapes and the fix.
     #[error("weights {path}: {msg}")]
     Weights { path: String, msg: String },
+    /// A data-parallel run whose processes or replicas disagree or cannot communicate.
+    #[error("distributed training: {0}")]
+    Distributed(String),
     /// Work stopped because its caller asked it to (the app's cancel button).
     #[error("cancelled")]
     Cancelled,

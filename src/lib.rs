@@ -11,6 +11,7 @@ pub mod classifier;
 pub mod compress;
 pub mod data;
 pub mod diffusion;
+pub mod distributed;
 pub mod error;
 pub mod eval;
 #[cfg(not(target_arch = "wasm32"))]

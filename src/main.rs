@@ -121,6 +121,9 @@ fn main() -> ExitCode {
     commands::use_deterministic_kernels(cli.deterministic);
     match run(cli.command, choice) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<commands::train::Interrupted>().is_some() => {
+            ExitCode::from(commands::train::INTERRUPTED_STATUS)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -156,7 +159,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
                 roofline.as_deref(),
             )
         }
-        Command::Train(args) => commands::train::run(&commands::open_gpu(choice)?, args),
+        Command::Train(args) => commands::train::run(choice, args),
         Command::TrainClassifier(args) => commands::train_classifier::run(&commands::open_gpu(choice)?, args),
         Command::Sample(args) => commands::sample::run(&commands::open_gpu(choice)?, args),
         Command::Eval(args) => commands::eval::run(&commands::open_gpu(choice)?, args),
@@ -164,6 +167,6 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         Command::Model { preset, batch, json } => {
             commands::model::run(&commands::open_gpu(choice)?, &preset, batch, json)
         }
-        Command::Bench { what } => commands::bench::run(&commands::open_gpu(choice)?, what),
+        Command::Bench { what } => commands::bench::run(choice, what),
     }
 }

@@ -4,6 +4,7 @@
 pub mod block;
 pub mod conv;
 pub mod matmul;
+pub mod scaling;
 pub mod train;
 
 use crate::median::median;

@@ -5,8 +5,12 @@ use super::print_tuner;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use wgdiff::bench::conv::{ConvVariant, Passes};
-use wgdiff::gpu::describe;
-use wgdiff::Gpu;
+use super::distributed::{Distributed, Job};
+use std::sync::Arc;
+use wgdiff::data::{DataSource, Split};
+use wgdiff::gpu::{describe, DeviceSet};
+use wgdiff::train::TrainConfig;
+use wgdiff::AdapterChoice;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -73,6 +77,16 @@ pub enum BenchCommand {
         /// Print one JSON object per measurement instead of the table
         #[arg(long)]
         json: bool,
+        /// Data-parallel scaling instead: real training steps (`wgdiff train`'s trainer, MNIST
+        /// from assets/mnist, global --batch) on one device against this many replicas (as
+        /// `wgdiff train --devices`), alternating; prints img/s of both, the scaling efficiency
+        /// (img/s at N / (N x img/s at 1)) and the all-reduce's share of a step
+        #[arg(long, value_name = "all|N|NAME,NAME")]
+        devices: Option<DeviceSet>,
+        /// Scaling over the processes of an MPI job: `mpirun -n P wgdiff bench train
+        /// --distributed mpi [--devices D]` compares one device of rank 0 with P x D replicas
+        #[arg(long, value_enum)]
+        distributed: Option<Distributed>,
     },
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
@@ -94,8 +108,27 @@ pub enum BenchCommand {
     },
 }
 
-/// Runs one benchmark on `gpu`.
-pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
+/// Runs one benchmark on the device `choice` picks (the devices of `--devices` for scaling).
+pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
+    if let BenchCommand::Train {
+        preset,
+        batch,
+        reps,
+        warmup,
+        json,
+        devices,
+        distributed,
+        ..
+    } = &what
+    {
+        if devices.is_some() || distributed.is_some() {
+            let job = Job::join(*distributed)?;
+            let set = devices.clone().unwrap_or_default();
+            let result = scaling(choice, &job, &set, preset, *batch, *warmup, *reps, *json);
+            return job.finish(result);
+        }
+    }
+    let gpu = &super::open_gpu(choice)?;
     let (BenchCommand::Conv { json, .. }
     | BenchCommand::Block { json, .. }
     | BenchCommand::Train { json, .. }
@@ -166,6 +199,7 @@ pub fn run(gpu: &Gpu, what: BenchCommand) -> Result<()> {
             reps,
             warmup,
             json,
+            ..
         } => {
             if let Some(warning) = precision.fallback_warning(gpu) {
                 eprintln!("{warning}");
@@ -289,6 +323,72 @@ fn print_block_summary(rows: &[wgdiff::bench::Measurement]) {
             );
         }
     }
+}
+
+/// `bench train --devices/--distributed`: one replica against all, then the table (rank 0).
+#[allow(clippy::too_many_arguments)]
+fn scaling(
+    choice: AdapterChoice,
+    job: &Job,
+    devices: &DeviceSet,
+    preset: &str,
+    batch: usize,
+    warmup: usize,
+    reps: usize,
+    json: bool,
+) -> Result<()> {
+    let gpus = super::open_gpus(choice, devices)?;
+    let config = TrainConfig {
+        preset: preset.to_string(),
+        batch,
+        ..TrainConfig::default()
+    };
+    let image_shape = wgdiff::train::run_image_shape(&config, None)?;
+    let data = config
+        .data
+        .parse::<DataSource>()?
+        .fitted_to(image_shape)
+        .load(Split::Train)?;
+    let measured = pollster::block_on(wgdiff::bench::scaling::run(
+        config,
+        Arc::new(data),
+        &gpus,
+        job.collective(),
+        warmup,
+        reps,
+    ))?;
+    let Some(s) = measured else {
+        return Ok(());
+    };
+    if json {
+        println!("{}", serde_json::to_string(&s)?);
+        return Ok(());
+    }
+    let (_, ranks) = job.place();
+    println!(
+        "device: {}; {} replicas = {ranks} process(es) x {} device(s); {preset}, global batch {batch}, median of {reps}",
+        describe(&gpus[0].info),
+        s.all.replicas,
+        gpus.len()
+    );
+    println!("{:<10} {:>12} {:>10} {:>18}", "replicas", "ms/step", "img/s", "all-reduce ms");
+    for row in [&s.one, &s.all] {
+        println!(
+            "{:<10} {:>12.1} {:>10.2} {:>18}",
+            row.replicas,
+            row.median_ms,
+            row.img_per_s,
+            row.reduce_ms.map_or("-".into(), |ms| format!("{ms:.1}"))
+        );
+    }
+    println!(
+        "scaling efficiency {:.2} (img/s at {} / ({} x img/s at 1)); the all-reduce takes {:.1}% of a step",
+        s.efficiency,
+        s.all.replicas,
+        s.all.replicas,
+        100.0 * s.reduce_share
+    );
+    Ok(())
 }
 
 /// Training img/s and GFLOP/s, and each skip count's sampling step against skip 0.

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod compress;
+pub mod distributed;
 pub mod eval;
 pub mod experiment;
 pub mod export;
@@ -17,22 +18,38 @@ pub mod train_classifier;
 
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
+use wgdiff::gpu::DeviceSet;
 use wgdiff::{AdapterChoice, Gpu};
 
 /// Opens the device with kernel choices remembered across runs in the user's cache folder.
 pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
     let gpu = Gpu::new_blocking(choice.clone())?;
+    configure(&gpu, &choice);
+    Ok(gpu)
+}
+
+/// Opens the devices of `set` (`--devices`), each set up as [`open_gpu`] sets up one.
+pub fn open_gpus(choice: AdapterChoice, set: &DeviceSet) -> Result<Vec<Gpu>> {
+    let gpus = pollster::block_on(wgdiff::gpu::open_devices(choice.clone(), set))?;
+    for gpu in &gpus {
+        configure(gpu, &choice);
+    }
+    Ok(gpus)
+}
+
+/// Deterministic kernels (`--deterministic`), or the slow-fallback warning and the
+/// autotuner's cache file.
+fn configure(gpu: &Gpu, choice: &AdapterChoice) {
     if DETERMINISTIC.load(Ordering::Relaxed) {
         gpu.set_deterministic(true);
-        return Ok(gpu);
+        return;
     }
-    if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.or_env()) {
+    if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.clone().or_env()) {
         eprintln!("{warning}");
     }
     if let Some(path) = wgdiff::gpu::tuning_cache_path(&gpu.info) {
         gpu.tuner().use_cache_file(path);
     }
-    Ok(gpu)
 }
 
 /// Set by `--deterministic`: devices opened by [`open_gpu`] choose kernels by fixed rules.

@@ -2,6 +2,7 @@
 //! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
 
 use anyhow::{Context, Result};
+use super::distributed::{Distributed, Job};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
@@ -18,7 +19,8 @@ use wgdiff::train::{
     default_process, FidTracker, Optimizer, Precision, ResumeChanges, SkipTraining, TrainConfig, Trainer,
     KEPT_ON_RESUME,
 };
-use wgdiff::Gpu;
+use wgdiff::gpu::DeviceSet;
+use wgdiff::{AdapterChoice, Gpu};
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
 #[derive(Args)]
@@ -152,6 +154,22 @@ pub struct TrainArgs {
     /// start from (--init) a checkpoint of the other.
     #[arg(long)]
     optimizer: Option<Optimizer>,
+    /// Devices of this process, one replica of the network each: 1, a count N (several logical
+    /// devices on one GPU when it has fewer than N), all (every GPU), or comma-separated parts
+    /// of adapter names (`wgdiff info` lists them). Each replica trains on its share of every
+    /// --batch and the gradients are averaged each step, so N devices follow the one-device
+    /// run of the same --batch (up to float summation order); EMA, grids and checkpoints come
+    /// from the first
+    #[arg(long, default_value = "1", value_name = "all|N|NAME,NAME")]
+    devices: DeviceSet,
+    /// Train as one process of an MPI job: start it with `mpirun -n P wgdiff train
+    /// --distributed mpi ...` (a build with `--features mpi`). --batch is the global batch
+    /// over every process and device, each rank trains on its share (no two ranks see the same
+    /// image in an epoch), gradients are all-reduced each step, rank 0 writes the checkpoint,
+    /// grids and log; every rank resumes from the same --resume checkpoint, which may come
+    /// from a run on any number of processes
+    #[arg(long, value_enum)]
+    distributed: Option<Distributed>,
 }
 
 fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> {
@@ -303,24 +321,52 @@ fn write_sample_grid(trainer: &Trainer, path: &std::path::Path) -> Result<()> {
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 /// Exit status after a Ctrl-C or SIGTERM (128 + SIGINT, as shells report an interrupted command).
-const INTERRUPTED_STATUS: i32 = 130;
+pub const INTERRUPTED_STATUS: u8 = 130;
+
+/// The run stopped on Ctrl-C or SIGTERM after writing its checkpoint (`main` exits with
+/// [`INTERRUPTED_STATUS`]).
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("stopped by a signal")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// Makes Ctrl-C and SIGTERM request a stop; a second one while the checkpoint is being written
 /// ends the process at once.
 fn stop_on_signals() -> Result<()> {
     ctrlc::set_handler(|| {
         if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(INTERRUPTED_STATUS);
+            std::process::exit(INTERRUPTED_STATUS.into());
         }
     })
     .context("cannot install the Ctrl-C/SIGTERM handler")
 }
 
 /// Runs (or resumes) training to the configured step count, then writes the final grid and
-/// checkpoint. Ctrl-C or SIGTERM writes the checkpoint after the current step and exits with
-/// status 130.
-pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
+/// checkpoint, on the devices of `--devices` and, with `--distributed mpi`, as one process
+/// of an MPI job (rank 0 writes; a failing rank ends the job naming itself). Ctrl-C or
+/// SIGTERM writes the checkpoint after the current step and returns [`Interrupted`].
+pub fn run(choice: AdapterChoice, args: TrainArgs) -> Result<()> {
+    let job = Job::join(args.distributed)?;
+    let result = train(choice, args, &job);
+    job.finish(result)
+}
+
+fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
     stop_on_signals()?;
+    let gpus = super::open_gpus(choice, &args.devices)?;
+    let gpu = &gpus[0];
+    let (rank, _) = job.place();
+    let leader = rank == 0;
+    // Only rank 0 of a multi-process job prints; the others report only their errors.
+    macro_rules! say {
+        ($($arg:tt)*) => { if leader { eprintln!($($arg)*) } };
+    }
     let mut trainer = match &args.resume {
         Some(path) => {
             args.check_resume_flags()?;
@@ -329,7 +375,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
                 [] => "nothing".to_string(),
                 lines => lines.join(", "),
             };
-            eprintln!(
+            say!(
                 "resuming {} at step {}: from the checkpoint: {KEPT_ON_RESUME}, the weights, optimiser, EMA \
                  and data order; from flags: {changed}",
                 path.display(),
@@ -339,32 +385,51 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         None => Trainer::new(gpu, args.config()?)?,
     };
-    let requested = trainer.state.config.out.clone();
-    let how = match (&args.resume, &args.out) {
-        (None, None) if requested == TrainConfig::default().out => OutRequest::Default,
-        _ => OutRequest::Chosen { force: args.force },
-    };
-    let folder = run_folder(&requested, how, args.resume.as_deref())?;
-    if folder != requested {
+    let collective = job.collective();
+    if gpus.len() > 1 || collective.is_some() {
+        block_on(trainer.distribute(&gpus[1..], collective))?;
+    }
+    if let Some(me) = job.describe() {
         eprintln!(
-            "{} holds an earlier run; this one writes to {} (--out DIR chooses, --force overwrites)",
-            requested.display(),
-            folder.display()
+            "{me}: {}",
+            gpus.iter().map(|g| describe(&g.info)).collect::<Vec<_>>().join(", ")
         );
-        trainer.state.config.out = folder;
+    }
+    if leader {
+        let requested = trainer.state.config.out.clone();
+        let how = match (&args.resume, &args.out) {
+            (None, None) if requested == TrainConfig::default().out => OutRequest::Default,
+            _ => OutRequest::Chosen { force: args.force },
+        };
+        let folder = run_folder(&requested, how, args.resume.as_deref())?;
+        if folder != requested {
+            eprintln!(
+                "{} holds an earlier run; this one writes to {} (--out DIR chooses, --force overwrites)",
+                requested.display(),
+                folder.display()
+            );
+            trainer.state.config.out = folder;
+        }
     }
     let c = trainer.state.config.clone();
     let params: usize = trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum();
-    eprintln!("device: {}", describe(&gpu.info));
+    say!(
+        "device: {}{}",
+        describe(&gpu.info),
+        match trainer.replica_count() {
+            1 => String::new(),
+            n => format!(" (+{} more replicas: {n} in all, each on its share of the batch)", n - 1),
+        }
+    );
     if let Some(warning) = c.precision.fallback_warning(gpu) {
-        eprintln!("{warning}");
+        say!("{warning}");
     }
     let model_name = match (&c.init, &c.model) {
         (Some(init), _) => format!("fine-tuning {}", init.display()),
         (None, Some(_)) => "custom".to_string(),
         (None, None) => c.preset.clone(),
     };
-    eprintln!(
+    say!(
         "model: {model_name} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}, {}",
         super::model::thousands(params),
         trainer.state.process.name(),
@@ -377,27 +442,33 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     );
     let state = trainer.optimizer_state_bytes();
     let f32_state = 8 * params as u64;
-    eprintln!(
+    say!(
         "optimizer: {}, state {:.1} MiB ({:.0}% of f32 Adam's {:.1} MiB)",
         c.optimizer,
         state as f64 / (1 << 20) as f64,
         100.0 * state as f64 / f32_state as f64,
         f32_state as f64 / (1 << 20) as f64
     );
-    std::fs::create_dir_all(&c.out)
-        .with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
-    std::fs::write(
-        c.out.join("config.json"),
-        serde_json::to_string_pretty(&trainer.state.config)?,
-    )
-    .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
     let checkpoint = c.out.join("checkpoint.safetensors");
     let best = c.out.join("best.safetensors");
-    let fid = match c.fid_every {
-        0 => None,
-        _ => Some(fid_tracker(gpu, &c)?),
-    };
-    let bar = ProgressBar::new(c.steps as u64).with_position(trainer.state.step as u64);
+    let mut fid = None;
+    if leader {
+        std::fs::create_dir_all(&c.out)
+            .with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
+        std::fs::write(
+            c.out.join("config.json"),
+            serde_json::to_string_pretty(&trainer.state.config)?,
+        )
+        .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
+        if c.fid_every > 0 {
+            fid = Some(fid_tracker(gpu, &c)?);
+        }
+    }
+    let bar = match leader {
+        true => ProgressBar::new(c.steps as u64),
+        false => ProgressBar::hidden(),
+    }
+    .with_position(trainer.state.step as u64);
     bar.set_style(
         ProgressStyle::with_template(
             "{bar:30} {pos}/{len} steps  {msg}  [{elapsed_precise} < {eta_precise}]",
@@ -407,18 +478,23 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let first_step = trainer.state.step;
     while !trainer.finished() {
-        if STOP_REQUESTED.load(Ordering::SeqCst) {
+        // Every process stops at the same step (they all-reduce together).
+        if trainer.agree_to_stop(STOP_REQUESTED.load(Ordering::SeqCst))? {
             bar.abandon();
-            block_on(trainer.save(&checkpoint))?;
-            eprintln!(
-                "stopped by a signal at step {}; checkpoint: {} (`wgdiff train --resume {}` continues)",
-                trainer.state.step,
-                checkpoint.display(),
-                checkpoint.display()
-            );
-            std::process::exit(INTERRUPTED_STATUS);
+            if leader {
+                block_on(trainer.save(&checkpoint))?;
+                eprintln!(
+                    "stopped by a signal at step {}; checkpoint: {} (`wgdiff train --resume {}` continues)",
+                    trainer.state.step,
+                    checkpoint.display(),
+                    checkpoint.display()
+                );
+            }
+            // No process ends before rank 0 has written the checkpoint.
+            trainer.agree_to_stop(false)?;
+            return Err(Interrupted.into());
         }
-        if trainer.out_of_time() {
+        if trainer.agree_to_stop(trainer.out_of_time())? {
             let message = format!(
                 "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",
                 c.max_minutes,
@@ -426,7 +502,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
                 checkpoint.display()
             );
             if bar.is_hidden() {
-                eprintln!("{message}");
+                say!("{message}");
             }
             bar.abandon_with_message(message);
             break;
@@ -459,6 +535,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             1.0 / per_step,
             c.batch as f64 / per_step
         );
+        if let Some(reduce) = trainer.last_reduce() {
+            status += &format!("  all-reduce {:.0}%", 100.0 * reduce.seconds / per_step);
+        }
         if let Some(b) = best_fid(&trainer.state.fid) {
             status += &format!("  best MNIST-FID {:.2} @ step {}", b.fid, b.step);
         }
@@ -471,7 +550,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         if bar.is_hidden() {
             // Not a terminal (a log file): one line per step instead of the bar.
             let eta = per_step * (c.steps - step) as f64;
-            eprintln!(
+            say!(
                 "step {step}/{}  {status}  elapsed {:.0} s  eta {eta:.0} s",
                 c.steps,
                 started.elapsed().as_secs_f64()
@@ -479,6 +558,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         bar.set_message(status);
         bar.set_position(step as u64);
+        if !leader {
+            continue;
+        }
         if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
             block_on(trainer.save(&checkpoint))?;
         }
@@ -489,6 +571,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     }
     if trainer.finished() {
         bar.finish();
+    }
+    if !leader {
+        return Ok(());
     }
     block_on(trainer.save(&checkpoint))?;
     eprintln!("checkpoint: {}", checkpoint.display());

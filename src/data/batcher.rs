@@ -38,6 +38,18 @@ impl Batch {
     pub fn to_tensor(&self, gpu: &Gpu) -> Result<Tensor> {
         Tensor::from_f32(gpu, &self.shape, &self.images)
     }
+
+    /// The entries `rows` of this batch (one replica's share of a batch split over devices).
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> Batch {
+        let [_, c, h, w] = self.shape;
+        let image = c * h * w;
+        Batch {
+            images: self.images[rows.start * image..rows.end * image].to_vec(),
+            labels: self.labels[rows.clone()].to_vec(),
+            indices: self.indices[rows.clone()].to_vec(),
+            shape: [rows.len(), c, h, w],
+        }
+    }
 }
 
 /// Walks a dataset in shuffled batches of a fixed size. Each epoch is a fresh permutation; the

@@ -3,6 +3,7 @@
 
 mod autotune;
 mod batch;
+mod devices;
 mod pipelines;
 mod pool;
 mod profiler;
@@ -10,6 +11,7 @@ mod report;
 mod select;
 
 pub use autotune::Autotuner;
+pub use devices::{open_devices, DeviceSet};
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
@@ -144,8 +146,19 @@ impl Gpu {
         let choice = choice.or_env();
         let instance = instance_for(&choice)?;
         let adapter = select::pick(list_adapters(&instance).await, &choice)?;
+        Gpu::on_adapter(instance, adapter, choice.without).await
+    }
+
+    /// Opens a device on `adapter` with the wanted features it offers minus `without`. Each
+    /// call opens another logical device (own queue, buffers and pipelines), also on an
+    /// adapter already in use: how one GPU holds several data-parallel replicas.
+    pub async fn on_adapter(
+        instance: wgpu::Instance,
+        adapter: wgpu::Adapter,
+        without: wgpu::Features,
+    ) -> Result<Gpu> {
         let info = adapter.get_info();
-        let features = adapter.features() & WANTED_FEATURES & !choice.without;
+        let features = adapter.features() & WANTED_FEATURES & !without;
         let limits = adapter.limits();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {

@@ -77,4 +77,8 @@ pub trait DiffusionNet {
     /// Training mode (dropout on) or evaluation mode (the default). Networks without
     /// train-only behaviour keep this default, which changes nothing.
     fn set_training(&mut self, _training: bool) {}
+    /// Where the next training forward's dropout masks come from: training reseeds it every
+    /// step (so a resumed run, and a batch split over devices, draw the same masks). Networks
+    /// without dropout ignore it.
+    fn reseed_dropout(&self, _rng: crate::ops::random::Rng) {}
 }

@@ -412,4 +412,11 @@ impl DiffusionNet for UNet {
     fn set_training(&mut self, training: bool) {
         self.training = training;
     }
+
+    fn reseed_dropout(&self, rng: Rng) {
+        *self
+            .dropout_rng
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rng;
+    }
 }

@@ -5,10 +5,15 @@ use super::kernel_for;
 use crate::{shader, DType, Gpu, Result, Tensor};
 
 /// A seed plus a stream counter: each draw advances the stream so draws never repeat.
+///
+/// `first_row` serves a replica that holds rows `first_row..` of a batch split over devices:
+/// a draw of shape `[rows, ...]` gives exactly the rows `first_row..first_row + rows` of the
+/// same draw for the whole batch (0: the whole batch, as usual).
 #[derive(Clone, Debug)]
 pub struct Rng {
     pub seed: u64,
     pub stream: u32,
+    pub first_row: usize,
 }
 
 enum Dist {
@@ -18,7 +23,16 @@ enum Dist {
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng { seed, stream: 0 }
+        Rng {
+            seed,
+            stream: 0,
+            first_row: 0,
+        }
+    }
+
+    /// This generator drawing the rows `first_row..` of every whole-batch draw.
+    pub fn from_row(self, first_row: usize) -> Rng {
+        Rng { first_row, ..self }
     }
 
     fn fill(&mut self, gpu: &Gpu, shape: &[usize], dtype: DType, dist: Dist) -> Result<Tensor> {
@@ -37,6 +51,16 @@ impl Rng {
             1,
         );
         let n = out.numel() as u32;
+        let row = shape.iter().skip(1).product::<usize>();
+        let offset = u32::try_from(self.first_row * row)
+            .ok()
+            .filter(|offset| offset.checked_add(n).is_some())
+            .ok_or_else(|| {
+                crate::Error::shape(
+                    "random",
+                    format!("rows from {} of {shape:?} pass 2^32 values", self.first_row),
+                )
+            })?;
         let params = [
             n,
             self.seed as u32,
@@ -44,13 +68,14 @@ impl Rng {
             self.stream,
             a.to_bits(),
             b.to_bits(),
+            offset,
         ];
         gpu.dispatch_named(
             &kernel,
             &params,
             &[],
             &[out.buffer()],
-            gpu.grid(n.div_ceil(4).div_ceil(64)),
+            gpu.grid((offset % 4 + n).div_ceil(4).div_ceil(64)),
             crate::gpu::Cost::memory("random", out.byte_len()),
         );
         self.stream = self.stream.wrapping_add(1);

@@ -43,8 +43,19 @@ impl LossScaler {
             Some(norm) => norm.to_vec_async().await?[0].is_finite(),
             None => true,
         };
+        let scale = self.scale;
+        if self.record(finite)? {
+            adam.step_unscaled(scale, norm)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Updates the scale after a step whose scaled gradients were `finite` (or not) and
+    /// returns whether that step's update is to be applied; the caller applies it (a
+    /// data-parallel run, which checks the averaged gradients on the host, on every replica).
+    pub fn record(&mut self, finite: bool) -> Result<bool> {
         if finite {
-            adam.step_unscaled(self.scale, norm)?;
             self.good_steps += 1;
             if self.good_steps >= Self::GROWTH_INTERVAL {
                 self.scale *= 2.0;

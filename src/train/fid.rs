@@ -120,7 +120,7 @@ impl FidTracker {
             process: &trainer.state.process,
         };
         let generated = sample_features(
-            &trainer.gpu,
+            trainer.gpu(),
             sampling,
             &request,
             samples,

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod fid;
 pub mod quality;
+mod replica;
 pub mod resume;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod run_dir;
@@ -17,11 +18,13 @@ pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::{Checkpoint, Stored};
 use crate::data::{Batcher, BatcherState, Dataset};
+use crate::distributed::{all_reduce_gradients, Collective, ReduceStats, ReplicaGradients};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::models::{DiffusionNet, ModelConfig};
 use crate::ops::random::{step_seed, Rng};
 use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
 use crate::{Error, Gpu, Result, Tensor};
+use replica::Replica;
 use rand::{Rng as _, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -68,10 +71,12 @@ impl TrainState {
 /// A training run in progress.
 pub struct Trainer {
     pub state: TrainState,
-    gpu: Gpu,
-    net: Box<dyn DiffusionNet>,
-    params: Vec<(String, Tensor)>,
-    adam: Adam,
+    /// One per device of this process; replica 0 is the main one (EMA, checkpoints, grids).
+    replicas: Vec<Replica>,
+    /// The processes of a multi-process run (None: this process trains alone).
+    collective: Option<Arc<dyn Collective>>,
+    /// The last data-parallel step's all-reduce (None on one device in one process).
+    last_reduce: Option<ReduceStats>,
     ema: Ema,
     batcher: Batcher,
     classes: usize,
@@ -81,8 +86,6 @@ pub struct Trainer {
     budget_start: f64,
     /// What a resume changed ("setting old -> new"), for the shells to report; empty otherwise.
     pub resume_changes: Vec<String>,
-    /// Pruned parameters (from a compressed `--init` checkpoint): zeroed again after every step.
-    masks: Vec<crate::compress::ParamMask>,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -201,7 +204,7 @@ impl Trainer {
             .as_ref()
             .map_or(String::new(), |p| p.display().to_string());
         let stored = |name: &str| ckpt.contains(&format!("ema.{name}"));
-        if let Some((name, _)) = self
+        if let Some((name, _)) = self.replicas[0]
             .params
             .iter()
             .find(|(n, _)| !stored(n) && !n.starts_with("interp."))
@@ -214,10 +217,11 @@ impl Trainer {
                 ),
             });
         }
-        let names = self.params.iter().map(|(n, _)| n.clone());
+        let main = &mut self.replicas[0];
+        let names = main.params.iter().map(|(n, _)| n.clone());
         let (weights, shadow): (Vec<_>, Vec<_>) = names
             .zip(
-                self.params
+                main.params
                     .iter()
                     .map(|(_, t)| t.clone())
                     .zip(self.ema.shadow().to_vec()),
@@ -227,13 +231,13 @@ impl Trainer {
             .unzip();
         ckpt.restore("ema.", &weights, &origin)?;
         ckpt.restore("ema.", &shadow, &origin)?;
-        self.masks = crate::compress::load_masks(ckpt, "ema.", &self.params, &origin)?;
-        ckpt.restore("buffer.", &self.net.named_buffers(), &origin)
+        main.masks = crate::compress::load_masks(ckpt, "ema.", &main.params, &origin)?;
+        ckpt.restore("buffer.", &main.net.named_buffers(), &origin)
     }
 
     /// Parameters a compressed `--init` checkpoint pruned (kept at zero while training).
     pub fn pruned_params(&self) -> usize {
-        self.masks.len()
+        self.replicas[0].masks.len()
     }
 
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
@@ -269,28 +273,29 @@ impl Trainer {
         }
         let batcher = Batcher::from_state(data, state.batcher.clone())?;
         let trainer = ckpt.build_within_size(origin, || Trainer::build(gpu, state, batcher))?;
-        ckpt.restore("model.", &trainer.params, origin)?;
-        let names: Vec<String> = trainer.params.iter().map(|(n, _)| n.clone()).collect();
+        let mut trainer = trainer;
+        let main = &mut trainer.replicas[0];
+        ckpt.restore("model.", &main.params, origin)?;
+        let names: Vec<String> = main.params.iter().map(|(n, _)| n.clone()).collect();
         let named = |prefix: &str, ts: Vec<Tensor>| -> Vec<(String, Tensor)> {
             names.iter().map(|n| format!("{prefix}{n}")).zip(ts).collect()
         };
         ckpt.restore("ema.", &named("", trainer.ema.shadow().to_vec()), origin)?;
         let (m, v): (Vec<Tensor>, Vec<Tensor>) = (0..names.len())
-            .map(|i| trainer.adam.moments_f32(i))
+            .map(|i| main.adam.moments_f32(i))
             .collect::<Result<Vec<_>>>()?
             .into_iter()
             .unzip();
         ckpt.restore("adam.m.", &named("", m.clone()), origin)?;
         ckpt.restore("adam.v.", &named("", v.clone()), origin)?;
         for (i, (m, v)) in m.iter().zip(&v).enumerate() {
-            trainer.adam.set_moments(i, m, v)?;
+            main.adam.set_moments(i, m, v)?;
         }
-        ckpt.restore("buffer.", &trainer.net.named_buffers(), origin)?;
-        let mut trainer = trainer;
-        trainer.masks = crate::compress::load_masks(ckpt, "model.", &trainer.params, origin)?;
-        trainer.resume_changes = resume_changes;
+        ckpt.restore("buffer.", &main.net.named_buffers(), origin)?;
+        main.masks = crate::compress::load_masks(ckpt, "model.", &main.params, origin)?;
         let skipped = trainer.state.scaler.as_ref().map_or(0, |s| s.skipped);
-        trainer.adam.set_steps(trainer.state.step as u32 - skipped);
+        main.adam.set_steps(trainer.state.step as u32 - skipped);
+        trainer.resume_changes = resume_changes;
         Ok(trainer)
     }
 
@@ -329,19 +334,25 @@ impl Trainer {
             },
         )?;
         let ema = Ema::new(&tensors, c.ema_decay)?;
-        Ok(Trainer {
-            budget_start: state.train_seconds,
-            state,
+        let main = Replica {
             gpu: gpu.clone(),
             net,
             params,
             adam,
+            masks: Vec::new(),
+            rows: 0..c.batch,
+        };
+        Ok(Trainer {
+            budget_start: state.train_seconds,
+            state,
+            replicas: vec![main],
+            collective: None,
+            last_reduce: None,
             ema,
             batcher,
             classes,
             label_dropout,
             resume_changes: Vec::new(),
-            masks: Vec::new(),
         })
     }
 
@@ -363,12 +374,80 @@ impl Trainer {
 
     /// Device bytes of the optimizer's moment state (8 per parameter for f32 Adam).
     pub fn optimizer_state_bytes(&self) -> u64 {
-        self.adam.state_bytes()
+        self.replicas[0].adam.state_bytes()
     }
 
-    /// The network being trained.
+    /// The network being trained (replica 0's).
     pub fn net(&self) -> &dyn DiffusionNet {
-        self.net.as_ref()
+        self.replicas[0].net.as_ref()
+    }
+
+    /// The device of replica 0 (where the EMA weights, grids and checkpoints come from).
+    pub fn gpu(&self) -> &Gpu {
+        &self.replicas[0].gpu
+    }
+
+    /// Spreads the run over `devices` more devices of this process and, with a `collective`,
+    /// over the processes of a multi-process run: every replica gets replica 0's weights,
+    /// buffers, optimiser state and masks (each process rank 0's weights and buffers), and its
+    /// share of every global batch (see [`crate::distributed::replica_rows`]). From then on a
+    /// step averages the gradients of all replicas, so the run follows the one-device run of
+    /// the same global batch up to float summation order.
+    pub async fn distribute(&mut self, devices: &[Gpu], collective: Option<Arc<dyn Collective>>) -> Result<()> {
+        let (rank, ranks) = collective.as_ref().map_or((0, 1), |c| (c.rank(), c.size()));
+        let rows = crate::distributed::replica_rows(self.state.config.batch, rank, ranks, 1 + devices.len())?;
+        if let Some(collective) = &collective {
+            let main = &self.replicas[0];
+            let mut shared = main.tensors();
+            shared.extend(main.net.named_buffers().into_iter().map(|(_, t)| t));
+            for t in shared {
+                let mut values = t.to_vec_async().await?;
+                collective.broadcast(&mut values)?;
+                t.copy_from(&Tensor::from_slice(t.gpu(), t.shape(), &values, t.dtype())?)?;
+            }
+        }
+        self.replicas.truncate(1);
+        let (model, seed) = (&self.state.model, self.state.config.seed);
+        for (gpu, rows) in devices.iter().zip(&rows[1..]) {
+            let copy = self.replicas[0].copy_to(gpu, model, seed, rows.clone()).await?;
+            self.replicas.push(copy);
+        }
+        self.replicas[0].rows = rows[0].clone();
+        self.collective = collective;
+        Ok(())
+    }
+
+    /// Waits until every replica's device has run all the work recorded so far (benchmarks
+    /// time whole steps with it).
+    pub async fn finish(&self) -> Result<()> {
+        for r in &self.replicas {
+            r.gpu.finish().await?;
+        }
+        Ok(())
+    }
+
+    /// This process's rank in a multi-process run (0 when it trains alone): only rank 0 writes.
+    pub fn rank(&self) -> usize {
+        self.collective.as_ref().map_or(0, |c| c.rank())
+    }
+
+    /// Replicas over all processes (devices of this process x processes).
+    pub fn replica_count(&self) -> usize {
+        self.replicas.len() * self.collective.as_ref().map_or(1, |c| c.size())
+    }
+
+    /// The last step's gradient all-reduce (None unless the run is data-parallel).
+    pub fn last_reduce(&self) -> Option<ReduceStats> {
+        self.last_reduce
+    }
+
+    /// Whether any process of the run says `stop` (just `stop` when it trains alone): every
+    /// process must stop at the same step, or the others would wait for it forever.
+    pub fn agree_to_stop(&self, stop: bool) -> Result<bool> {
+        match &self.collective {
+            Some(collective) => collective.any(stop),
+            None => Ok(stop),
+        }
     }
 
     /// The dataset's images per epoch.
@@ -386,9 +465,7 @@ impl Trainer {
         let c = &self.state.config;
         let step = self.state.step;
         let batch = self.batcher.next_batch();
-        let x0 = batch.to_tensor(&self.gpu)?;
         let mut cpu_rng = rand::rngs::StdRng::seed_from_u64(step_seed(c.seed, step, 1));
-        let mut noise = Rng::new(step_seed(c.seed, step, 2));
         let labels: Option<Vec<u32>> = self.label_dropout.map(|p| {
             batch
                 .labels
@@ -406,32 +483,46 @@ impl Trainer {
         let (times, skip) = skip_batch(
             process,
             c.skip_training,
-            self.net.levels(),
-            x0.shape()[0],
+            self.replicas[0].net.levels(),
+            batch.shape[0],
             &mut cpu_rng,
         )?;
-        let (net, dtype) = (&self.net, c.precision.dtype());
-        let model = |x: &Tensor, t: &[f32]| net.forward_in(dtype, x, t, labels.as_deref(), skip);
         let weighting = match c.min_snr_gamma {
             Some(gamma) => Weighting::MinSnr { gamma },
             None => Weighting::Uniform,
         };
-        let loss = process.loss_at(&model, &x0, &times, weighting, &mut noise)?;
-        let value = loss.to_vec_async().await?[0];
-        if !value.is_finite() {
-            return Err(Error::Training(format!(
-                "the loss became {value} at step {}; the weights were not updated. Lower --lr (now {}) or \
-                 --max-grad-norm, or resume from the last checkpoint",
-                step + 1,
-                c.lr
-            )));
+        let dtype = c.precision.dtype();
+        // Each replica trains on its rows of the batch, with the noise and dropout masks those
+        // rows get in a one-device step.
+        let mut losses = Vec::with_capacity(self.replicas.len());
+        for r in &self.replicas {
+            let rows = r.rows.clone();
+            let x0 = batch.rows(rows.clone()).to_tensor(&r.gpu)?;
+            let labels = labels.as_ref().map(|l| &l[rows.clone()]);
+            r.net
+                .reseed_dropout(Rng::new(step_seed(c.seed, step, 3)).from_row(rows.start));
+            let mut noise = Rng::new(step_seed(c.seed, step, 2)).from_row(rows.start);
+            let model = |x: &Tensor, t: &[f32]| r.net.forward_in(dtype, x, t, labels, skip);
+            losses.push(process.loss_at(&model, &x0, &times[rows], weighting, &mut noise)?);
         }
-        if backward_and_step(&loss, &mut self.adam, self.state.scaler.as_mut()).await? {
-            crate::compress::apply_masks(&self.params, &self.masks)?;
+        let (value, applied) = if self.replicas.len() == 1 && self.collective.is_none() {
+            let value = losses[0].to_vec_async().await?[0];
+            if !value.is_finite() {
+                return Err(self.loss_error(value));
+            }
+            let adam = &mut self.replicas[0].adam;
+            let applied = backward_and_step(&losses[0], adam, self.state.scaler.as_mut()).await?;
+            (value, applied)
+        } else {
+            self.data_parallel_update(&losses).await?
+        };
+        if applied {
+            for r in &self.replicas {
+                crate::compress::apply_masks(&r.params, &r.masks)?;
+            }
             let s = (step + 1) as f32;
-            self.ema.decay = c.ema_decay.min((1.0 + s) / (10.0 + s));
-            let tensors: Vec<Tensor> = self.params.iter().map(|(_, t)| t.clone()).collect();
-            self.ema.update(&tensors);
+            self.ema.decay = self.state.config.ema_decay.min((1.0 + s) / (10.0 + s));
+            self.ema.update(&self.replicas[0].tensors());
         }
         self.state.step += 1;
         self.state.losses.push(value);
@@ -440,13 +531,73 @@ impl Trainer {
         Ok(value)
     }
 
+    /// Backward on every replica, the gradient all-reduce, and the same optimiser step on every
+    /// replica; returns the global loss and whether the update was applied (not on an f16
+    /// overflow). A non-finite global loss stops every process alike, before any update.
+    async fn data_parallel_update(&mut self, losses: &[Tensor]) -> Result<(f32, bool)> {
+        let scale = self.state.scaler.as_ref().map(|s| s.scale);
+        for loss in losses {
+            match scale {
+                Some(scale) => crate::backward(&loss.mul_scalar(scale)?)?,
+                None => crate::backward(loss)?,
+            }
+        }
+        let params: Vec<Vec<Tensor>> = self.replicas.iter().map(Replica::tensors).collect();
+        let batch = self.state.config.batch as f32;
+        let parts: Vec<ReplicaGradients> = self
+            .replicas
+            .iter()
+            .zip(&params)
+            .zip(losses)
+            .map(|((r, params), loss)| ReplicaGradients {
+                params,
+                loss,
+                weight: r.rows.len() as f32 / batch,
+            })
+            .collect();
+        let reduced = all_reduce_gradients(&parts, self.collective.as_deref()).await;
+        let reduced = match reduced {
+            Ok(reduced) if reduced.loss.is_finite() => reduced,
+            failed => {
+                self.replicas.iter().for_each(|r| r.adam.zero_grad());
+                return Err(match failed {
+                    Ok(reduced) => self.loss_error(reduced.loss),
+                    Err(e) => e,
+                });
+            }
+        };
+        self.last_reduce = Some(reduced);
+        let applied = match self.state.scaler.as_mut() {
+            Some(scaler) => scaler.record(reduced.finite)?,
+            None => true,
+        };
+        for r in &mut self.replicas {
+            if applied {
+                r.adam.step_unscaled(scale.unwrap_or(1.0), None)?;
+            }
+            r.adam.zero_grad();
+        }
+        Ok((reduced.loss, applied))
+    }
+
+    /// The error of a step whose loss is `value` (NaN or infinite): nothing was updated.
+    fn loss_error(&self, value: f32) -> Error {
+        Error::Training(format!(
+            "the loss became {value} at step {}; the weights were not updated. Lower --lr (now {}) or \
+             --max-grad-norm, or resume from the last checkpoint",
+            self.state.step + 1,
+            self.state.config.lr
+        ))
+    }
+
     /// A network with the EMA weights (a second instance of the model), for sampling.
     pub fn ema_net(&self) -> Result<Box<dyn DiffusionNet>> {
-        let net = self.state.model.build(&self.gpu, self.state.config.seed)?;
+        let main = &self.replicas[0];
+        let net = self.state.model.build(&main.gpu, self.state.config.seed)?;
         for ((_, dst), src) in net.named_params().iter().zip(self.ema.shadow()) {
             dst.copy_from(src)?;
         }
-        for ((_, dst), (_, src)) in net.named_buffers().iter().zip(self.net.named_buffers()) {
+        for ((_, dst), (_, src)) in net.named_buffers().iter().zip(main.net.named_buffers()) {
             dst.copy_from(&src)?;
         }
         Ok(net)
@@ -467,7 +618,7 @@ impl Trainer {
         };
         let net = self.ema_net()?;
         let (images, _) = sample::sample_net(
-            &self.gpu,
+            self.gpu(),
             net.as_ref(),
             &self.state.model,
             &self.state.process,
@@ -480,15 +631,16 @@ impl Trainer {
 
     /// The checkpoint (weights, EMA, Adam moments, buffers, training state), read back.
     pub async fn capture(&self) -> Result<Checkpoint> {
+        let main = &self.replicas[0];
         let mut named: Vec<(String, Tensor)> = Vec::new();
-        for (i, (name, t)) in self.params.iter().enumerate() {
-            let (m, v) = self.adam.moments_f32(i)?;
+        for (i, (name, t)) in main.params.iter().enumerate() {
+            let (m, v) = main.adam.moments_f32(i)?;
             named.push((format!("model.{name}"), t.clone()));
             named.push((format!("ema.{name}"), self.ema.shadow()[i].clone()));
             named.push((format!("adam.m.{name}"), m));
             named.push((format!("adam.v.{name}"), v));
         }
-        for (name, t) in self.net.named_buffers() {
+        for (name, t) in main.net.named_buffers() {
             named.push((format!("buffer.{name}"), t));
         }
         let meta = serde_json::to_value(&self.state).map_err(|e| Error::Checkpoint {
@@ -496,8 +648,8 @@ impl Trainer {
             msg: format!("training state does not serialise: {e}"),
         })?;
         let mut ckpt = Checkpoint::capture(&named, meta).await?;
-        for m in &self.masks {
-            let name = &self.params[m.index].0;
+        for m in &main.masks {
+            let name = &main.params[m.index].0;
             for prefix in ["model.", "ema."] {
                 ckpt.tensors
                     .insert(format!("{prefix}{name}.mask"), m.bits.clone());

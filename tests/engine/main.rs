@@ -31,6 +31,7 @@ mod models;
 mod norm;
 mod optim;
 mod packed;
+mod parallel;
 mod port;
 mod profiler;
 mod random;

@@ -23,6 +23,28 @@ fn uniform_bits_match_cpu_philox() {
 }
 
 #[test]
+fn a_replicas_rows_are_the_rows_of_the_whole_batch_draw() {
+    // Rows of 7 values: row offsets that are not multiples of Philox's 4-value blocks.
+    for (rows, first_row) in [(9, 0), (4, 1), (3, 5), (1, 8)] {
+        let mut whole = Rng::new(11);
+        let mut part = Rng::new(11).from_row(first_row);
+        for normal in [true, false] {
+            let draw = |rng: &mut Rng, shape: &[usize]| {
+                let t = if normal {
+                    rng.normal(gpu(), shape, 0.0, 1.0, DType::F32)
+                } else {
+                    rng.uniform(gpu(), shape, -1.0, 1.0, DType::F32)
+                };
+                t.unwrap().to_vec().unwrap()
+            };
+            let all = draw(&mut whole, &[9, 7]);
+            let got = draw(&mut part, &[rows, 7]);
+            assert_eq!(got, all[first_row * 7..(first_row + rows) * 7], "rows {first_row}+{rows}");
+        }
+    }
+}
+
+#[test]
 fn same_seed_same_numbers_different_seed_different() {
     let draw = |seed| {
         Rng::new(seed)

@@ -1,0 +1,56 @@
+//! Data-parallel training: how a global batch is shared out, what the processes of a
+//! multi-process run do together ([`Collective`]; MPI with the `mpi` feature), and the
+//! bucketed gradient all-reduce over a process's replicas and the processes.
+
+pub mod allreduce;
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub mod mpi;
+
+pub use allreduce::{all_reduce_gradients, ReduceStats, ReplicaGradients, BUCKET_BYTES};
+
+use crate::{Error, Result};
+use std::ops::Range;
+
+/// What the processes of one multi-process run do together (one process per MPI rank). Every
+/// process calls each method in the same order, as MPI collectives require.
+pub trait Collective: Send + Sync {
+    /// This process's rank, 0..size; rank 0 writes checkpoints, grids and logs.
+    fn rank(&self) -> usize;
+    /// Number of processes.
+    fn size(&self) -> usize;
+    /// Sums `values` element-wise over every process, in place: each process ends with the sums.
+    fn all_reduce_sum(&self, values: &mut [f32]) -> Result<()>;
+    /// Replaces `values` on every process with rank 0's.
+    fn broadcast(&self, values: &mut [f32]) -> Result<()>;
+    /// Whether any process passed true (a stop that all must make at the same step).
+    fn any(&self, flag: bool) -> Result<bool> {
+        let mut votes = [f32::from(u8::from(flag))];
+        self.all_reduce_sum(&mut votes)?;
+        Ok(votes[0] > 0.0)
+    }
+}
+
+/// The rows of a batch of `batch` that part `part` of `parts` trains on: contiguous, in part
+/// order, sizes differing by at most one.
+pub fn share(batch: usize, part: usize, parts: usize) -> Range<usize> {
+    part * batch / parts..(part + 1) * batch / parts
+}
+
+/// The rows of a global batch of `batch` that each of a process's `replicas` devices trains on,
+/// when the process is `rank` of `ranks`; an error when some replica would get none.
+pub fn replica_rows(batch: usize, rank: usize, ranks: usize, replicas: usize) -> Result<Vec<Range<usize>>> {
+    let parts = ranks * replicas;
+    if batch < parts {
+        return Err(Error::Distributed(format!(
+            "a global batch of {batch} cannot give every one of {parts} replicas ({ranks} processes x {replicas} \
+             devices) an image; use --batch {parts} or more, or fewer devices"
+        )));
+    }
+    let mine = share(batch, rank, ranks);
+    Ok((0..replicas)
+        .map(|d| {
+            let rows = share(mine.len(), d, replicas);
+            mine.start + rows.start..mine.start + rows.end
+        })
+        .collect())
+}
