@@ -31,12 +31,13 @@ fn main() {
 fn compile_mpi_in_place() {
     let source = "src/distributed/mpi_in_place.c";
     println!("cargo:rerun-if-changed={source}");
-    let lib = build_probe_mpi::probe().unwrap_or_else(|errors| {
-        panic!(
+    let lib =
+        build_probe_mpi::probe().unwrap_or_else(|errors| {
+            panic!(
             "feature `mpi` needs an MPI library (Debian: apt-get install libopenmpi-dev libclang-dev): {}",
             errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
         )
-    });
+        });
     let mut build = cc::Build::new();
     build.file(source);
     match lib.mpicc {

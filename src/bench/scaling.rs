@@ -53,7 +53,12 @@ pub async fn run(
     };
     let leader = collective.as_ref().is_none_or(|c| c.rank() == 0);
     let mut one = match leader {
-        true => Some(Trainer::with_data(&devices[0], config.clone(), data.clone(), None)?),
+        true => Some(Trainer::with_data(
+            &devices[0],
+            config.clone(),
+            data.clone(),
+            None,
+        )?),
         false => None,
     };
     let mut all = Trainer::with_data(&devices[0], config.clone(), data, None)?;

@@ -1,12 +1,12 @@
 //! `wgdiff bench conv|block|matmul`: interleaved timings of kernel variants, printed as a
 //! table (plus the ratios the issues' targets are about) or as JSON lines.
 
+use super::distributed::{Distributed, Job};
 use super::print_tuner;
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use wgdiff::bench::conv::{ConvVariant, Passes};
-use super::distributed::{Distributed, Job};
 use std::sync::Arc;
+use wgdiff::bench::conv::{ConvVariant, Passes};
 use wgdiff::data::{DataSource, Split};
 use wgdiff::gpu::{describe, DeviceSet};
 use wgdiff::train::TrainConfig;
@@ -371,7 +371,10 @@ fn scaling(
         s.all.replicas,
         gpus.len()
     );
-    println!("{:<10} {:>12} {:>10} {:>18}", "replicas", "ms/step", "img/s", "all-reduce ms");
+    println!(
+        "{:<10} {:>12} {:>10} {:>18}",
+        "replicas", "ms/step", "img/s", "all-reduce ms"
+    );
     for row in [&s.one, &s.all] {
         println!(
             "{:<10} {:>12.1} {:>10.2} {:>18}",

@@ -1,8 +1,8 @@
 //! `wgdiff train`: trains a diffusion model (defaults: the speed-run MLP on assets/mnist) with a
 //! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
 
-use anyhow::{Context, Result};
 use super::distributed::{Distributed, Job};
+use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::gpu::describe;
+use wgdiff::gpu::DeviceSet;
 use wgdiff::models::SkipType;
 use wgdiff::nn::ConvGroups;
 use wgdiff::train::fid::best_fid;
@@ -19,7 +20,6 @@ use wgdiff::train::{
     default_process, FidTracker, Optimizer, Precision, ResumeChanges, SkipTraining, TrainConfig, Trainer,
     KEPT_ON_RESUME,
 };
-use wgdiff::gpu::DeviceSet;
 use wgdiff::{AdapterChoice, Gpu};
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
@@ -392,7 +392,10 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
     if let Some(me) = job.describe() {
         eprintln!(
             "{me}: {}",
-            gpus.iter().map(|g| describe(&g.info)).collect::<Vec<_>>().join(", ")
+            gpus.iter()
+                .map(|g| describe(&g.info))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     if leader {
@@ -418,7 +421,10 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         describe(&gpu.info),
         match trainer.replica_count() {
             1 => String::new(),
-            n => format!(" (+{} more replicas: {n} in all, each on its share of the batch)", n - 1),
+            n => format!(
+                " (+{} more replicas: {n} in all, each on its share of the batch)",
+                n - 1
+            ),
         }
     );
     if let Some(warning) = c.precision.fallback_warning(gpu) {

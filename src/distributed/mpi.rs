@@ -30,9 +30,8 @@ impl MpiCollective {
     /// Initialises MPI (the process must have been started by `mpirun`/`mpiexec`, or be a
     /// one-process job).
     pub fn init() -> Result<MpiCollective> {
-        let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or_else(|| {
-            Error::Distributed("MPI was already initialised in this process".into())
-        })?;
+        let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Funneled)
+            .ok_or_else(|| Error::Distributed("MPI was already initialised in this process".into()))?;
         Ok(MpiCollective {
             world: universe.world(),
             thread: std::thread::current().id(),
@@ -73,8 +72,12 @@ impl Collective for MpiCollective {
 
     fn all_reduce_sum(&self, values: &mut [f32]) -> Result<()> {
         self.check_thread()?;
-        let count = i32::try_from(values.len())
-            .map_err(|_| Error::Distributed(format!("an all-reduce of {} values is too long for MPI", values.len())))?;
+        let count = i32::try_from(values.len()).map_err(|_| {
+            Error::Distributed(format!(
+                "an all-reduce of {} values is too long for MPI",
+                values.len()
+            ))
+        })?;
         // SAFETY: `values` is a live, exclusively borrowed buffer of `count` f32s; MPI_IN_PLACE
         // makes it both send and receive buffer; the communicator is this job's world.
         let code = unsafe {

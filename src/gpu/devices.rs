@@ -75,11 +75,7 @@ pub async fn open_devices(choice: AdapterChoice, set: &DeviceSet) -> Result<Vec<
         })
         .cloned()
         .collect();
-    let all = if gpus.is_empty() {
-        vec![best.clone()]
-    } else {
-        gpus
-    };
+    let all = if gpus.is_empty() { vec![best.clone()] } else { gpus };
     let adapters: Vec<wgpu::Adapter> = match set {
         DeviceSet::All => all,
         DeviceSet::Count(n) => all.iter().cycle().take(*n).cloned().collect(),

@@ -18,14 +18,14 @@ pub use sample::{SampleRequest, TrainedModel};
 
 use crate::checkpoint::{Checkpoint, Stored};
 use crate::data::{Batcher, BatcherState, Dataset};
-use crate::distributed::{all_reduce_gradients, Collective, ReduceStats, ReplicaGradients};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
+use crate::distributed::{all_reduce_gradients, Collective, ReduceStats, ReplicaGradients};
 use crate::models::{DiffusionNet, ModelConfig};
 use crate::ops::random::{step_seed, Rng};
 use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
 use crate::{Error, Gpu, Result, Tensor};
-use replica::Replica;
 use rand::{Rng as _, SeedableRng};
+use replica::Replica;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 #[cfg(not(target_arch = "wasm32"))]
@@ -393,7 +393,11 @@ impl Trainer {
     /// share of every global batch (see [`crate::distributed::replica_rows`]). From then on a
     /// step averages the gradients of all replicas, so the run follows the one-device run of
     /// the same global batch up to float summation order.
-    pub async fn distribute(&mut self, devices: &[Gpu], collective: Option<Arc<dyn Collective>>) -> Result<()> {
+    pub async fn distribute(
+        &mut self,
+        devices: &[Gpu],
+        collective: Option<Arc<dyn Collective>>,
+    ) -> Result<()> {
         let (rank, ranks) = collective.as_ref().map_or((0, 1), |c| (c.rank(), c.size()));
         let rows = crate::distributed::replica_rows(self.state.config.batch, rank, ranks, 1 + devices.len())?;
         if let Some(collective) = &collective {

@@ -27,7 +27,13 @@ impl Replica {
     /// A copy of this replica on `gpu` (the network `model` built there, then this replica's
     /// weights, buffers, Adam moments and step count, and masks read back and uploaded),
     /// training on `rows`.
-    pub async fn copy_to(&self, gpu: &Gpu, model: &ModelConfig, seed: u64, rows: Range<usize>) -> Result<Replica> {
+    pub async fn copy_to(
+        &self,
+        gpu: &Gpu,
+        model: &ModelConfig,
+        seed: u64,
+        rows: Range<usize>,
+    ) -> Result<Replica> {
         let mut net = model.build(gpu, seed)?;
         net.set_training(true);
         let params = net.named_params();
@@ -37,7 +43,10 @@ impl Replica {
         for ((_, dst), (_, src)) in net.named_buffers().iter().zip(self.net.named_buffers()) {
             dst.copy_from(&to_device(&src, gpu).await?)?;
         }
-        let adam = Adam::new(params.iter().map(|(_, t)| t.clone()).collect(), self.adam.config.clone())?;
+        let adam = Adam::new(
+            params.iter().map(|(_, t)| t.clone()).collect(),
+            self.adam.config.clone(),
+        )?;
         for i in 0..params.len() {
             let (m, v) = self.adam.moments_f32(i)?;
             adam.set_moments(i, &to_device(&m, gpu).await?, &to_device(&v, gpu).await?)?;

@@ -132,5 +132,8 @@ fn batches_are_shared_out_evenly_and_a_too_small_batch_is_refused() {
     .err()
     .expect("no adapter has that name")
     .to_string();
-    assert!(err.contains("no-such-adapter") && err.contains("wgdiff info"), "{err}");
+    assert!(
+        err.contains("no-such-adapter") && err.contains("wgdiff info"),
+        "{err}"
+    );
 }

@@ -39,7 +39,11 @@ fn a_replicas_rows_are_the_rows_of_the_whole_batch_draw() {
             };
             let all = draw(&mut whole, &[9, 7]);
             let got = draw(&mut part, &[rows, 7]);
-            assert_eq!(got, all[first_row * 7..(first_row + rows) * 7], "rows {first_row}+{rows}");
+            assert_eq!(
+                got,
+                all[first_row * 7..(first_row + rows) * 7],
+                "rows {first_row}+{rows}"
+            );
         }
     }
 }

@@ -26,10 +26,31 @@ fn folder(name: &str) -> PathBuf {
 
 /// `wgdiff train` of the tiny U-Net on the shipped MNIST, global batch 8, into `out`.
 fn train_args(out: &Path, steps: usize) -> Vec<String> {
-    let data = format!("mnist:{}", Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/mnist").display());
+    let data = format!(
+        "mnist:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/mnist")
+            .display()
+    );
     let args = [
-        "train", "--data", &data, "--preset", "tiny", "--batch", "8", "--lr", "3e-3", "--warmup", "0",
-        "--grid-images", "4", "--grid-steps", "2", "--max-minutes", "0", "--out",
+        "train",
+        "--data",
+        &data,
+        "--preset",
+        "tiny",
+        "--batch",
+        "8",
+        "--lr",
+        "3e-3",
+        "--warmup",
+        "0",
+        "--grid-images",
+        "4",
+        "--grid-steps",
+        "2",
+        "--max-minutes",
+        "0",
+        "--out",
     ];
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     args.push(out.display().to_string());
@@ -48,7 +69,9 @@ fn mpirun(args: &[String]) -> Command {
 }
 
 fn succeed(mut cmd: Command) -> Output {
-    let out = cmd.output().expect("mpirun and wgdiff start (apt-get install openmpi-bin)");
+    let out = cmd
+        .output()
+        .expect("mpirun and wgdiff start (apt-get install openmpi-bin)");
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}\n{}",
@@ -85,7 +108,10 @@ fn assert_same_run(one: &Checkpoint, other: &Checkpoint, what: &str) {
             worst = worst.max((x - y).abs());
         }
     }
-    assert!(worst <= WEIGHT_TOLERANCE * largest, "{what}: weights differ by {worst} (largest {largest})");
+    assert!(
+        worst <= WEIGHT_TOLERANCE * largest,
+        "{what}: weights differ by {worst} (largest {largest})"
+    );
 }
 
 #[test]
@@ -106,7 +132,12 @@ fn two_ranks_and_two_ranks_of_two_devices_train_like_one_process() {
     // 2 ranks x 2 devices for 5 steps, then resumed by one process on one device.
     let four = dir.join("four-replicas");
     let mut args = train_args(&four, 5);
-    args.extend(["--distributed".into(), "mpi".into(), "--devices".into(), "2".into()]);
+    args.extend([
+        "--distributed".into(),
+        "mpi".into(),
+        "--devices".into(),
+        "2".into(),
+    ]);
     succeed(mpirun(&args));
     let resumed = [
         "train".to_string(),
@@ -130,7 +161,12 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
     let dir = folder("kill");
     let run = dir.join("run");
     let mut args = train_args(&run, 100_000);
-    args.extend(["--distributed".into(), "mpi".into(), "--checkpoint-every".into(), "1".into()]);
+    args.extend([
+        "--distributed".into(),
+        "mpi".into(),
+        "--checkpoint-every".into(),
+        "1".into(),
+    ]);
     let log = dir.join("log");
     let mut job = mpirun(&args)
         .stdout(Stdio::null())
@@ -141,7 +177,10 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
     let saved = run.join("checkpoint.safetensors");
     let started = Instant::now();
     let pid = loop {
-        assert!(started.elapsed() < Duration::from_secs(300), "no checkpoint after 5 minutes");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no checkpoint after 5 minutes"
+        );
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let pid = text
             .lines()
@@ -154,7 +193,11 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
             _ => std::thread::sleep(Duration::from_millis(200)),
         }
     };
-    assert!(Command::new("kill").args(["-9", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap()
+        .success());
     let status = job.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!status.success(), "the job must fail when a rank dies: {text}");
