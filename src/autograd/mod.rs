@@ -111,12 +111,37 @@ pub fn backward(loss: &Tensor) -> Result<()> {
             loss.shape()
         )));
     }
-    backward_from(loss, &Tensor::full(loss.gpu(), loss.shape(), 1.0, loss.dtype())?)
+    backward_observed(loss, &mut |_| Ok(()))
+}
+
+/// [`backward`] that calls `leaf_done` with a leaf's [`leaf_id`] as soon as that leaf's
+/// gradient is final (every use of it back-propagated), while the backward of the layers
+/// before it is still to be recorded: data-parallel training reads a bucket of finished
+/// gradients back while the device runs the rest of the backward.
+pub fn backward_observed(loss: &Tensor, leaf_done: &mut dyn FnMut(usize) -> Result<()>) -> Result<()> {
+    if loss.numel() != 1 {
+        return Err(Error::Autograd(format!(
+            "backward needs a one-element loss, got shape {:?}; reduce it with sum() or mean() first",
+            loss.shape()
+        )));
+    }
+    let seed = Tensor::full(loss.gpu(), loss.shape(), 1.0, loss.dtype())?;
+    propagate(loss, &seed, leaf_done)
+}
+
+/// Identifies a tracked leaf (a parameter) to [`backward_observed`]'s callback.
+pub fn leaf_id(t: &Tensor) -> usize {
+    key(&t.0.link) as usize
 }
 
 /// Back-propagates `grad` = d(something)/d(`output`) (same shape as `output`) into every
 /// tracked leaf `output` depends on, accumulating like [`backward`].
 pub fn backward_from(output: &Tensor, grad: &Tensor) -> Result<()> {
+    propagate(output, grad, &mut |_| Ok(()))
+}
+
+/// [`backward_from`], telling `leaf_done` of each leaf whose gradient is final.
+fn propagate(output: &Tensor, grad: &Tensor, leaf_done: &mut dyn FnMut(usize) -> Result<()>) -> Result<()> {
     if !output.tracks_grad() {
         return Err(Error::Autograd(
             "backward on a tensor that does not depend on any parameter (was it built under no_grad, or did you forget requires_grad?)".into(),
@@ -145,6 +170,9 @@ pub fn backward_from(output: &Tensor, grad: &Tensor) -> Result<()> {
                 None => g,
             };
             *slot = Some(total);
+            drop(slot);
+            // Reverse topological order: every use of this leaf has been back-propagated.
+            leaf_done(key(&link) as usize)?;
             continue;
         };
         // Taken, not borrowed: the closure and the tensors it saved are freed once it has run.

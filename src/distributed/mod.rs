@@ -6,7 +6,7 @@ pub mod allreduce;
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub mod mpi;
 
-pub use allreduce::{all_reduce_gradients, ReduceStats, ReplicaGradients, BUCKET_BYTES};
+pub use allreduce::{backward_and_all_reduce, ReduceStats, ReplicaGradients, BUCKET_BYTES};
 
 use crate::{Error, Result};
 use std::ops::Range;

@@ -173,8 +173,14 @@ impl Batch {
             .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
-    pub(super) fn flush(&mut self, device: &wgpu::Device, queue: &wgpu::Queue) {
+    /// Submits what was recorded; returns the submission (None when nothing was recorded).
+    pub(super) fn flush(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Option<wgpu::SubmissionIndex> {
         self.end_pass();
+        let mut submitted = None;
         if let Some(mut encoder) = self.encoder.take() {
             let timestamps = self
                 .profile
@@ -183,12 +189,13 @@ impl Batch {
             if !self.params.is_empty() {
                 queue.write_buffer(&self.params_buffer, 0, &self.params);
             }
-            queue.submit([encoder.finish()]);
+            submitted = Some(queue.submit([encoder.finish()]));
             if let (Some(p), Some(t)) = (&mut self.profile, timestamps) {
                 p.submitted(t);
             }
         }
         self.params.clear();
         self.dispatches = 0;
+        submitted
     }
 }

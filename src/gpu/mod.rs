@@ -14,6 +14,7 @@ pub use autotune::Autotuner;
 pub use devices::{open_devices, DeviceSet};
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
+
 pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
 pub use report::DeviceReport;
 pub use select::{describe, rank, slow_fallback_warning, AdapterChoice};
@@ -519,6 +520,13 @@ impl Gpu {
 
     /// Reads `bytes` bytes of `src` back after all recorded work (async; never blocks on the web).
     pub async fn read(&self, src: &wgpu::Buffer, bytes: u64, what: &str) -> Result<Vec<u8>> {
+        self.start_read(src, bytes, what).finish().await
+    }
+
+    /// Starts reading `bytes` bytes of `src` back after all work recorded so far: the copy is
+    /// submitted now and the data can be collected later with [`PendingRead::finish`], while
+    /// more work is recorded and runs.
+    pub fn start_read(&self, src: &wgpu::Buffer, bytes: u64, what: &str) -> PendingRead {
         let size = bytes.div_ceil(4) * 4;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgdiff readback"),
@@ -526,35 +534,66 @@ impl Gpu {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        {
+        let submission = {
             let mut batch = self.batch.lock().unwrap();
             batch.copy(&self.device, src, 0, &staging, 0, size);
-            batch.flush(&self.device, &self.queue);
-        }
-        let (tx, rx) = futures_channel::oneshot::channel();
+            batch.flush(&self.device, &self.queue)
+        };
+        let (tx, mapped) = futures_channel::oneshot::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
-        let mapped = rx.await.map_err(|_| Error::Readback {
+        PendingRead {
+            gpu: self.clone(),
+            submission,
+            staging,
+            bytes,
             what: what.to_string(),
+            mapped,
+        }
+    }
+}
+
+/// A readback in flight ([`Gpu::start_read`]).
+pub struct PendingRead {
+    gpu: Gpu,
+    /// The submit holding the copy: waiting for it leaves later work running.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    submission: Option<wgpu::SubmissionIndex>,
+    staging: wgpu::Buffer,
+    bytes: u64,
+    what: String,
+    mapped: futures_channel::oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+}
+
+impl PendingRead {
+    /// The bytes, once the device has copied them (async; never blocks on the web).
+    pub async fn finish(self) -> Result<Vec<u8>> {
+        let what = self.what;
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.gpu.device.poll(wgpu::PollType::Wait {
+            submission_index: self.submission,
+            timeout: None,
+        });
+        let mapped = self.mapped.await.map_err(|_| Error::Readback {
+            what: what.clone(),
             reason: "the device was lost before the data arrived".into(),
         })?;
         mapped.map_err(|e| Error::Readback {
-            what: what.to_string(),
+            what: what.clone(),
             reason: e.to_string(),
         })?;
-        self.take_errors()?;
-        let data = staging
+        self.gpu.take_errors()?;
+        let data = self
+            .staging
             .slice(..)
             .get_mapped_range()
             .map_err(|e| Error::Readback {
-                what: what.to_string(),
+                what: what.clone(),
                 reason: e.to_string(),
-            })?[..bytes as usize]
+            })?[..self.bytes as usize]
             .to_vec();
-        staging.unmap();
+        self.staging.unmap();
         Ok(data)
     }
 }

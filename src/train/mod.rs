@@ -19,7 +19,7 @@ pub use sample::{SampleRequest, TrainedModel};
 use crate::checkpoint::{Checkpoint, Stored};
 use crate::data::{Batcher, BatcherState, Dataset};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
-use crate::distributed::{all_reduce_gradients, Collective, ReduceStats, ReplicaGradients};
+use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, ReplicaGradients};
 use crate::models::{DiffusionNet, ModelConfig};
 use crate::ops::random::{step_seed, Rng};
 use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
@@ -540,12 +540,6 @@ impl Trainer {
     /// overflow). A non-finite global loss stops every process alike, before any update.
     async fn data_parallel_update(&mut self, losses: &[Tensor]) -> Result<(f32, bool)> {
         let scale = self.state.scaler.as_ref().map(|s| s.scale);
-        for loss in losses {
-            match scale {
-                Some(scale) => crate::backward(&loss.mul_scalar(scale)?)?,
-                None => crate::backward(loss)?,
-            }
-        }
         let params: Vec<Vec<Tensor>> = self.replicas.iter().map(Replica::tensors).collect();
         let batch = self.state.config.batch as f32;
         let parts: Vec<ReplicaGradients> = self
@@ -559,7 +553,7 @@ impl Trainer {
                 weight: r.rows.len() as f32 / batch,
             })
             .collect();
-        let reduced = all_reduce_gradients(&parts, self.collective.as_deref()).await;
+        let reduced = backward_and_all_reduce(&parts, scale, self.collective.as_deref()).await;
         let reduced = match reduced {
             Ok(reduced) if reduced.loss.is_finite() => reduced,
             failed => {

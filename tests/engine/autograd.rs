@@ -151,3 +151,53 @@ fn the_graph_keeps_only_what_backward_needs_and_frees_it_as_it_runs() {
     let err = wgdiff::backward(&loss).unwrap_err().to_string();
     assert!(err.contains("run the forward again"), "{err}");
 }
+
+#[test]
+fn backward_observed_reports_each_leaf_once_when_its_gradient_is_final() {
+    let gpu = gpu();
+    let w = Tensor::from_f32(gpu, &[3], &[1.0, 2.0, 3.0])
+        .unwrap()
+        .requires_grad();
+    let b = Tensor::from_f32(gpu, &[3], &[0.5, -1.0, 2.0])
+        .unwrap()
+        .requires_grad();
+    // w is used twice (late and early), b once: each is reported after all its uses.
+    let y = w
+        .mul(&w)
+        .unwrap()
+        .add(&b)
+        .unwrap()
+        .mul(&w)
+        .unwrap()
+        .sum_all()
+        .unwrap();
+    let mut seen: Vec<(usize, Vec<f32>)> = Vec::new();
+    wgdiff::autograd::backward_observed(&y, &mut |leaf| {
+        let t = if leaf == wgdiff::autograd::leaf_id(&w) {
+            &w
+        } else {
+            &b
+        };
+        seen.push((leaf, t.grad().unwrap().to_vec()?));
+        Ok(())
+    })
+    .unwrap();
+    let ids: Vec<usize> = seen.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 2, "each leaf once");
+    assert!(ids.contains(&wgdiff::autograd::leaf_id(&w)) && ids.contains(&wgdiff::autograd::leaf_id(&b)));
+    for (id, at_report) in &seen {
+        let t = if *id == wgdiff::autograd::leaf_id(&w) {
+            &w
+        } else {
+            &b
+        };
+        assert_eq!(
+            at_report,
+            &t.grad().unwrap().to_vec().unwrap(),
+            "final when reported"
+        );
+    }
+    // d/dw (w^3 + b w) = 3 w^2 + b; d/db = w
+    assert_eq!(w.grad().unwrap().to_vec().unwrap(), vec![3.5, 11.0, 29.0]);
+    assert_eq!(b.grad().unwrap().to_vec().unwrap(), vec![1.0, 2.0, 3.0]);
+}

@@ -257,3 +257,16 @@ fn attention_falls_back_to_f32_without_f16() {
         assert_eq!(t.grad().unwrap().dtype(), DType::F16);
     }
 }
+
+#[test]
+fn a_started_read_returns_the_data_of_its_start_while_later_work_runs() {
+    let gpu = gpu();
+    let t = Tensor::from_f32(gpu, &[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    let read = gpu.start_read(t.buffer(), t.byte_len(), "the test tensor");
+    // Recorded after the read started: overwrites the tensor on the device.
+    t.copy_from(&Tensor::full(gpu, &[4], 9.0, DType::F32).unwrap())
+        .unwrap();
+    let bytes = pollster::block_on(read.finish()).unwrap();
+    assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), &[1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(t.to_vec().unwrap(), vec![9.0; 4]);
+}

@@ -50,6 +50,12 @@ const WEIGHT_TOLERANCE: f32 = 1e-2;
 
 fn assert_losses_close(one: &[f32], two: &[f32]) {
     assert_eq!(one.len(), two.len());
+    let worst = one
+        .iter()
+        .zip(two)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    eprintln!("largest loss difference over {} steps: {worst:e}", one.len());
     for (step, (a, b)) in one.iter().zip(two).enumerate() {
         assert!(
             (a - b).abs() <= LOSS_TOLERANCE * a.abs().max(1.0),
@@ -71,6 +77,10 @@ fn assert_weights_close(one: &Checkpoint, two: &Checkpoint) {
             }
         }
     }
+    eprintln!(
+        "largest weight difference: {:e} in {} (largest weight {largest})",
+        worst.0, worst.1
+    );
     assert!(
         worst.0 <= WEIGHT_TOLERANCE * largest,
         "weights differ by {} in {} (largest weight {largest})",

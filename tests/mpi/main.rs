@@ -93,6 +93,8 @@ fn losses(ckpt: &Checkpoint) -> Vec<f32> {
 fn assert_same_run(one: &Checkpoint, other: &Checkpoint, what: &str) {
     let (a, b) = (losses(one), losses(other));
     assert_eq!(a.len(), b.len(), "{what}: steps");
+    let most = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    eprintln!("{what}: largest loss difference over {} steps {most:e}", a.len());
     for (step, (x, y)) in a.iter().zip(&b).enumerate() {
         assert!(
             (x - y).abs() <= LOSS_TOLERANCE * x.abs().max(1.0),
@@ -108,6 +110,7 @@ fn assert_same_run(one: &Checkpoint, other: &Checkpoint, what: &str) {
             worst = worst.max((x - y).abs());
         }
     }
+    eprintln!("{what}: largest weight difference {worst:e} (largest weight {largest})");
     assert!(
         worst <= WEIGHT_TOLERANCE * largest,
         "{what}: weights differ by {worst} (largest {largest})"
