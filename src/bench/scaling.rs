@@ -73,6 +73,8 @@ pub async fn run(
                 one_ms.push(started.elapsed().as_secs_f64() * 1e3);
             }
         }
+        // The other ranks sleep through rank 0's one-device step.
+        all.barrier()?;
         let started = web_time::Instant::now();
         all.step().await?;
         all.finish().await?;

@@ -497,7 +497,7 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
                 );
             }
             // No process ends before rank 0 has written the checkpoint.
-            trainer.agree_to_stop(false)?;
+            trainer.barrier()?;
             return Err(Interrupted.into());
         }
         if trainer.agree_to_stop(trainer.out_of_time())? {
@@ -564,15 +564,17 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         }
         bar.set_message(status);
         bar.set_position(step as u64);
-        if !leader {
-            continue;
-        }
-        if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
+        let due = |every: usize| every > 0 && step % every == 0 && !trainer.finished();
+        if leader && due(c.checkpoint_every) {
             block_on(trainer.save(&checkpoint))?;
         }
-        if c.sample_every > 0 && step % c.sample_every == 0 && !trainer.finished() {
+        if leader && due(c.sample_every) {
             let path = c.out.join(format!("samples_step{step:06}.png"));
             bar.suspend(|| write_sample_grid(&trainer, &path))?;
+        }
+        if due(c.checkpoint_every) || due(c.sample_every) || due(c.fid_every) {
+            // The other ranks sleep while rank 0 writes.
+            trainer.barrier()?;
         }
     }
     if trainer.finished() {

@@ -22,6 +22,10 @@ pub trait Collective: Send + Sync {
     fn all_reduce_sum(&self, values: &mut [f32]) -> Result<()>;
     /// Replaces `values` on every process with rank 0's.
     fn broadcast(&self, values: &mut [f32]) -> Result<()>;
+    /// Waits until every process has called it, sleeping rather than spinning while it waits:
+    /// the other ranks wait here while rank 0 works alone (a checkpoint, a grid, a benchmark's
+    /// one-device baseline), leaving it the machine's cores.
+    fn barrier(&self) -> Result<()>;
     /// Whether any process passed true (a stop that all must make at the same step).
     fn any(&self, flag: bool) -> Result<bool> {
         let mut votes = [f32::from(u8::from(flag))];

@@ -4,7 +4,7 @@
 use super::Collective;
 use crate::{Error, Result};
 use mpi::raw::AsRaw;
-use mpi::traits::{Communicator, Root};
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use std::thread::ThreadId;
 
 extern "C" {
@@ -103,5 +103,20 @@ impl Collective for MpiCollective {
         self.check_thread()?;
         self.world.process_at_rank(0).broadcast_into(values);
         Ok(())
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.check_thread()?;
+        // MPI's own waits poll a core; a non-blocking barrier tested every millisecond sleeps.
+        let mut request = self.world.immediate_barrier();
+        loop {
+            match request.test() {
+                Ok(_) => return Ok(()),
+                Err(pending) => {
+                    request = pending;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
     }
 }

@@ -430,11 +430,6 @@ impl Trainer {
         Ok(())
     }
 
-    /// This process's rank in a multi-process run (0 when it trains alone): only rank 0 writes.
-    pub fn rank(&self) -> usize {
-        self.collective.as_ref().map_or(0, |c| c.rank())
-    }
-
     /// Replicas over all processes (devices of this process x processes).
     pub fn replica_count(&self) -> usize {
         self.replicas.len() * self.collective.as_ref().map_or(1, |c| c.size())
@@ -443,6 +438,15 @@ impl Trainer {
     /// The last step's gradient all-reduce (None unless the run is data-parallel).
     pub fn last_reduce(&self) -> Option<ReduceStats> {
         self.last_reduce
+    }
+
+    /// Waits (sleeping) until every process of the run gets here (at once when it trains
+    /// alone): the other ranks wait while rank 0 writes a checkpoint or a grid.
+    pub fn barrier(&self) -> Result<()> {
+        match &self.collective {
+            Some(collective) => collective.barrier(),
+            None => Ok(()),
+        }
     }
 
     /// Whether any process of the run says `stop` (just `stop` when it trains alone): every

@@ -2,7 +2,7 @@
 //! `cargo test --release --features mpi --test mpi`): two ranks, and two ranks of two devices,
 //! follow the one-process run of the same global batch; a checkpoint of a 4-replica run resumes
 //! in one process on the same trajectory; a killed rank ends the job with a message naming it
-//! and leaves a checkpoint that loads and resumes.
+//! and leaves a checkpoint that loads and resumes; a rank that fails stops the job naming itself.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -219,4 +219,26 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
     ];
     succeed(command(&resumed));
     assert_eq!(losses(&checkpoint(&run)).len(), step + 1);
+}
+
+#[test]
+fn a_failing_rank_stops_the_job_with_an_error_naming_it() {
+    let dir = folder("fail");
+    let missing = dir.join("no-such-checkpoint.safetensors");
+    let args = [
+        "train".to_string(),
+        "--distributed".into(),
+        "mpi".into(),
+        "--resume".into(),
+        missing.display().to_string(),
+    ];
+    let out = mpirun(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("failed, stopping the job")
+            && text.contains(" of 2 on ")
+            && text.contains("no-such-checkpoint"),
+        "the error names the rank and the file: {text}"
+    );
 }
