@@ -142,20 +142,24 @@ fn two_ranks_and_two_ranks_of_two_devices_train_like_one_process() {
         "2".into(),
     ]);
     succeed(mpirun(&args));
-    let resumed = [
-        "train".to_string(),
-        "--resume".into(),
-        four.join("checkpoint.safetensors").display().to_string(),
-        "--steps".into(),
-        "10".into(),
-    ];
-    succeed(command(&resumed));
+    succeed(resume(&four, 10));
     assert_same_run(&one, &checkpoint(&four), "2 ranks x 2 devices, resumed on 1");
 }
 
 fn command(args: &[String]) -> Command {
     let mut cmd = Command::new(WGDIFF);
     cmd.args(args);
+    cmd
+}
+
+/// One process resuming the checkpoint of `run` to `steps` steps.
+fn resume(run: &Path, steps: usize) -> Command {
+    let checkpoint = run.join("checkpoint.safetensors");
+    let mut cmd = Command::new(WGDIFF);
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(checkpoint)
+        .args(["--steps", &steps.to_string()]);
     cmd
 }
 
@@ -208,16 +212,7 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
     // The atomic write leaves the last whole checkpoint: it loads and resumes.
     let ckpt = Checkpoint::load(&saved).expect("the checkpoint survives the kill");
     let step = losses(&ckpt).len();
-    let resumed = [
-        "train".to_string(),
-        "--resume".into(),
-        saved.display().to_string(),
-        "--steps".into(),
-        (step + 1).to_string(),
-        "--max-minutes".into(),
-        "0".into(),
-    ];
-    succeed(command(&resumed));
+    succeed(resume(&run, step + 1));
     assert_eq!(losses(&checkpoint(&run)).len(), step + 1);
 }
 
