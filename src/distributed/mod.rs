@@ -46,8 +46,8 @@ pub fn replica_rows(batch: usize, rank: usize, ranks: usize, replicas: usize) ->
     let parts = ranks * replicas;
     if batch < parts {
         return Err(Error::Distributed(format!(
-            "a global batch of {batch} cannot give every one of {parts} replicas ({ranks} processes x {replicas} \
-             devices) an image; use --batch {parts} or more, or fewer devices"
+            "a global batch of {batch} cannot give every one of {parts} replicas ({ranks} process(es) x {replicas} \
+             device(s)) an image; use --batch {parts} or more, or fewer devices"
         )));
     }
     let mine = share(batch, rank, ranks);
