@@ -275,7 +275,7 @@ fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let report = ladder_report::Report {
-        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        date: now_rfc3339(),
         device: describe(&gpu.info),
         command,
         plan,
@@ -283,12 +283,7 @@ fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
         rows,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
-    let written = report
-        .write_files(&args.out)
-        .with_context(|| format!("writing the report into {}", args.out.display()))?;
-    eprintln!("wrote {}", written.join(", "));
-    println!("{}", report.markdown());
-    Ok(())
+    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
 }
 
 fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
@@ -331,18 +326,13 @@ fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
     }))?;
     bar.finish_and_clear();
     let report = compression::Report {
-        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        date: now_rfc3339(),
         device: describe(&gpu.info),
         plan,
         rows,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
-    let written = report
-        .write_files(&args.out)
-        .with_context(|| format!("writing the report into {}", args.out.display()))?;
-    eprintln!("wrote {}", written.join(", "));
-    println!("{}", report.markdown());
-    Ok(())
+    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
 }
 
 fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
@@ -386,18 +376,13 @@ fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
     ))?;
     bar.finish_and_clear();
     let report = speedrun::Report {
-        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        date: now_rfc3339(),
         device: describe(&gpu.info),
         plan,
         curves,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
-    let written = report
-        .write_files(&args.out)
-        .with_context(|| format!("writing the report into {}", args.out.display()))?;
-    eprintln!("wrote {}", written.join(", "));
-    println!("{}", report.markdown());
-    Ok(())
+    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
 }
 
 fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
@@ -503,7 +488,7 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
     bar.finish_and_clear();
 
     let report = Report {
-        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        date: now_rfc3339(),
         device: describe(&gpu.info),
         plan,
         metric: "MNIST-FID".into(),
@@ -512,10 +497,26 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         arms: results,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
-    let written = report
-        .write_files(&args.out, models[0].levels())
-        .with_context(|| format!("writing the report into {}", args.out.display()))?;
+    announce_report(
+        report.write_files(&args.out, models[0].levels()),
+        &args.out,
+        &report.markdown(),
+    )
+}
+
+/// Now, as an RFC 3339 date to the second (a report's `date`).
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Says which files a report wrote into `out` (or why it could not) and prints its Markdown.
+fn announce_report(
+    written: wgdiff::Result<Vec<String>>,
+    out: &std::path::Path,
+    markdown: &str,
+) -> Result<()> {
+    let written = written.with_context(|| format!("writing the report into {}", out.display()))?;
     eprintln!("wrote {}", written.join(", "));
-    println!("{}", report.markdown());
+    println!("{markdown}");
     Ok(())
 }

@@ -22,6 +22,21 @@ impl FeatureNet for PooledPixels {
     }
 }
 
+/// An FID tracker on [`PooledPixels`] against the first 100 MNIST test images: the cheap
+/// scoring the experiments' toy-size tests train against.
+pub(crate) fn pooled_pixel_tracker() -> wgdiff::train::FidTracker {
+    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &test,
+        split: Split::Test,
+        limit: Some(100),
+    };
+    wgdiff::train::FidTracker {
+        features: Box::new(PooledPixels),
+        reference: pollster::block_on(Reference::compute(gpu(), &PooledPixels, images, 100, |_| {})).unwrap(),
+    }
+}
+
 #[test]
 fn references_are_cached_and_scores_separate_digits_from_noise() {
     let gpu = gpu();

@@ -3,7 +3,7 @@
 //! the speed-run (a tiny U-Net and a small MLP trained in interleaved slices, scored, reported).
 
 use crate::common::gpu;
-use crate::eval::PooledPixels;
+use crate::eval::{pooled_pixel_tracker, PooledPixels};
 use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::experiment::adaptive_skip::{arms, run, Plan, SkipModel, EXPONENTS};
@@ -13,7 +13,7 @@ use wgdiff::experiment::speedrun::{self, Recipe};
 use wgdiff::median::median;
 use wgdiff::models::SkipType;
 use wgdiff::models::{MlpNetConfig, ModelConfig};
-use wgdiff::train::{FidTracker, SkipTraining, TrainConfig, TrainedModel, Trainer};
+use wgdiff::train::{SkipTraining, TrainConfig, TrainedModel, Trainer};
 
 /// A tiny-preset checkpoint trained for `steps` steps as `config` says, saved under `name`.
 fn tiny_checkpoint(name: &str, config: TrainConfig) -> std::path::PathBuf {
@@ -223,16 +223,7 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
         fid_samples: 4,
         fid_steps: 2,
     };
-    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
-    let images = ReferenceImages {
-        data: &test,
-        split: Split::Test,
-        limit: Some(100),
-    };
-    let tracker = FidTracker {
-        features: Box::new(PooledPixels),
-        reference: pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap(),
-    };
+    let tracker = pooled_pixel_tracker();
     let mut order: Vec<String> = Vec::new();
     let mut reported = 0;
     let curves = pollster::block_on(speedrun::run(
@@ -329,16 +320,7 @@ fn the_compression_experiment_measures_every_setting_of_both_models() {
         timing_reps: 1,
         seed: 0,
     };
-    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
-    let images = ReferenceImages {
-        data: &test,
-        split: Split::Test,
-        limit: Some(100),
-    };
-    let tracker = FidTracker {
-        features: Box::new(PooledPixels),
-        reference: pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap(),
-    };
+    let tracker = pooled_pixel_tracker();
     let mut started = Vec::new();
     let rows = pollster::block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
         started.push(row.to_string())

@@ -2,9 +2,7 @@
 //! and `experiment ladder`'s machinery at toy size (turns, per-round ratios, report files).
 
 use crate::common::{assert_close, download, gpu};
-use crate::eval::PooledPixels;
-use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
-use wgdiff::eval::{Reference, ReferenceImages};
+use crate::eval::pooled_pixel_tracker;
 use wgdiff::experiment::ladder::{arms, run_ablation, run_ladder, Arm, Plan, Progress, RUNGS};
 use wgdiff::experiment::ladder_report::Report;
 use wgdiff::median::median;
@@ -12,7 +10,6 @@ use wgdiff::models::{ConvNextKernels, ConvNextNet, ConvNextNetConfig};
 use wgdiff::ops::blocks::ConvNextImpl;
 use wgdiff::ops::random::Rng;
 use wgdiff::ops::ConvImpl;
-use wgdiff::train::FidTracker;
 use wgdiff::DType;
 
 /// A ConvNeXt net small enough for tests: 8x8 images, widths 8 and 16.
@@ -138,16 +135,7 @@ fn the_ladder_interleaves_its_rungs_and_rows_and_reports_medians_of_per_round_ra
     }
     assert_eq!(rungs[0].speedup_vs_first, 1.0);
 
-    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
-    let images = ReferenceImages {
-        data: &test,
-        split: Split::Test,
-        limit: Some(100),
-    };
-    let tracker = FidTracker {
-        features: Box::new(PooledPixels),
-        reference: pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap(),
-    };
+    let tracker = pooled_pixel_tracker();
     let all = arms(&plan).unwrap();
     assert_eq!(
         all.iter().map(|a| a.name).collect::<Vec<_>>(),
