@@ -76,13 +76,20 @@ impl Job {
         #[cfg(feature = "mpi")]
         if let (Err(e), Some(mpi)) = (&result, &self.mpi) {
             if e.downcast_ref::<super::train::Interrupted>().is_none() && mpi.size() > 1 {
-                eprintln!(
+                eprint_line(&format!(
                     "error: {} failed, stopping the job: {e:#}",
                     self.describe().unwrap_or_default()
-                );
+                ));
                 mpi.abort(1);
             }
         }
         result
     }
+}
+
+/// Writes `line` and a newline to stderr in one write: mpirun merges its ranks' stderr, and
+/// `eprintln!` writes a formatted line in pieces that another rank's output could split.
+pub fn eprint_line(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }

@@ -1,7 +1,7 @@
 //! `wgdiff train`: trains a diffusion model (defaults: the speed-run MLP on assets/mnist) with a
 //! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
 
-use super::distributed::{Distributed, Job};
+use super::distributed::{eprint_line, Distributed, Job};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -390,13 +390,8 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         block_on(trainer.distribute(&gpus[1..], collective))?;
     }
     if let Some(me) = job.describe() {
-        eprintln!(
-            "{me}: {}",
-            gpus.iter()
-                .map(|g| describe(&g.info))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let devices: Vec<String> = gpus.iter().map(|g| describe(&g.info)).collect();
+        eprint_line(&format!("{me}: {}", devices.join(", ")));
     }
     if leader {
         let requested = trainer.state.config.out.clone();

@@ -175,11 +175,13 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
         "1".into(),
     ]);
     let log = dir.join("log");
-    let mut job = mpirun(&args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut job = Running(
+        mpirun(&args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     // Rank 0 writes a checkpoint every step: kill it once a few are written, likely mid-write.
     let saved = run.join("checkpoint.safetensors");
     let started = Instant::now();
@@ -189,10 +191,11 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
             "no checkpoint after 5 minutes"
         );
         let text = std::fs::read_to_string(&log).unwrap_or_default();
+        // (mpirun merges the ranks' lines; look for rank 0's anywhere)
         let pid = text
-            .lines()
-            .find(|l| l.starts_with("rank 0 of 2"))
-            .and_then(|l| l.split("(pid ").nth(1))
+            .split("rank 0 of 2 on ")
+            .nth(1)
+            .and_then(|rest| rest.split("(pid ").nth(1))
             .and_then(|rest| rest.split(')').next())
             .map(str::to_string);
         match (pid, saved.exists()) {
@@ -205,7 +208,7 @@ fn a_killed_rank_ends_the_job_naming_it_and_the_checkpoint_survives() {
         .status()
         .unwrap()
         .success());
-    let status = job.wait().unwrap();
+    let status = job.0.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!status.success(), "the job must fail when a rank dies: {text}");
     assert!(text.contains("rank 0"), "mpirun names the dead rank: {text}");
@@ -236,4 +239,19 @@ fn a_failing_rank_stops_the_job_with_an_error_naming_it() {
             && text.contains("no-such-checkpoint"),
         "the error names the rank and the file: {text}"
     );
+}
+
+/// A running mpirun job, stopped (SIGTERM: mpirun ends its ranks) if a test fails before it
+/// has exited, so no ranks are left behind.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
 }
