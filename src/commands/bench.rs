@@ -7,7 +7,6 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::sync::Arc;
 use wgdiff::bench::conv::{ConvVariant, Passes};
-use wgdiff::data::{DataSource, Split};
 use wgdiff::gpu::{describe, DeviceSet};
 use wgdiff::train::TrainConfig;
 use wgdiff::AdapterChoice;
@@ -344,11 +343,7 @@ fn scaling(
         ..TrainConfig::default()
     };
     let image_shape = wgdiff::train::run_image_shape(&config, None)?;
-    let data = config
-        .data
-        .parse::<DataSource>()?
-        .fitted_to(image_shape)
-        .load(Split::Train)?;
+    let data = wgdiff::train::load_data(&config.data, image_shape)?;
     let measured = pollster::block_on(wgdiff::bench::scaling::run(
         config,
         Arc::new(data),

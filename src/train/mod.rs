@@ -805,7 +805,7 @@ pub fn run_image_shape(config: &TrainConfig, init: Option<&Checkpoint>) -> Resul
 
 /// The training split of a `--data` source, as a model of `image_shape` images reads it.
 #[cfg(not(target_arch = "wasm32"))]
-fn load_data(spec: &str, image_shape: [usize; 3]) -> Result<Dataset> {
+pub fn load_data(spec: &str, image_shape: [usize; 3]) -> Result<Dataset> {
     spec.parse::<DataSource>()?
         .fitted_to(image_shape)
         .load(Split::Train)
