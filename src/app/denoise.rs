@@ -83,7 +83,8 @@ impl DenoiseSettings {
             steps: Some(self.steps),
             count: self.count,
             seed: self.seed,
-            skip_exponent: self.skip_exponent,
+            skip: crate::diffusion::SkipPlan::Exponent(self.skip_exponent),
+            cache: None,
             class: self.class,
             // a guidance set for a conditional model does not carry over to an unconditional one
             guidance: match model.state.model.classes() {

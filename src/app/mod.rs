@@ -180,9 +180,10 @@ impl WgdiffApp {
             match app.view {
                 View::Denoise => app.denoise.settings.set(key, value)?,
                 View::Train => app.train.settings.set(key, value)?,
+                View::Skip => app.skip.set(key, value)?,
                 view => {
                     return Err(Error::Config(format!(
-                        "the {} view takes no settings (got `{key}`); the denoise and train views do",
+                        "the {} view takes no settings (got `{key}`); the denoise, skip and train views do",
                         view.name()
                     )))
                 }

@@ -1,11 +1,12 @@
-//! The skip-schedule view: k(t) of the adaptive U-Net for N levels and exponent c, the share
-//! of the network's FLOPs each step costs, the predicted speed-up, and a measured one.
+//! The skip-schedule view: k(t) of the adaptive U-Net for N levels and exponent c, a loaded
+//! per-step schedule (`wgdiff experiment skip-search`) over it, the share of the network's FLOPs
+//! each step costs, the predicted speed-up, and a measured one.
 
 use super::denoise::DenoiseView;
 use super::jobs::{is_running, Event, Job};
 use super::platform;
 use super::Shared;
-use crate::diffusion::{skip_intervals, skip_levels};
+use crate::diffusion::{skip_intervals, skip_levels, SkipSchedule};
 use crate::models::SkipType;
 use crate::train::speedup::{measure_skip_speedup, SkipTiming};
 use crate::train::SampleRequest;
@@ -16,6 +17,52 @@ use std::path::PathBuf;
 
 /// Colour of the k(t) segments.
 const K_COLOR: egui::Color32 = egui::Color32::from_rgb(230, 90, 80);
+/// Colour of a loaded schedule's k_i.
+const SCHEDULE_COLOR: egui::Color32 = egui::Color32::from_rgb(60, 170, 90);
+
+/// A schedule file the view loaded.
+#[derive(Clone, Debug)]
+pub struct LoadedSchedule {
+    pub path: String,
+    pub schedule: SkipSchedule,
+}
+
+impl LoadedSchedule {
+    /// (normalised time, k_i) of every step: the file's times, else evenly spaced ones.
+    pub fn points(&self) -> Vec<(f32, usize)> {
+        let s = &self.schedule;
+        let times = match s.times.len() == s.steps() {
+            true => s.times.clone(),
+            false => step_times(s.steps()),
+        };
+        times.into_iter().zip(s.skips.iter().copied()).collect()
+    }
+
+    /// One line: sampler, steps, mean depth and, for a searched schedule, what it promised.
+    pub fn summary(&self) -> String {
+        let s = &self.schedule;
+        let mean = s.skips.iter().sum::<usize>() as f64 / s.steps().max(1) as f64;
+        let mut line = format!(
+            "schedule {}: {} at {} steps on {} levels, {mean:.2} levels skipped per step on average",
+            self.path,
+            s.sampler,
+            s.steps(),
+            s.levels
+        );
+        if let Some(r) = &s.search {
+            line.push_str(&format!(
+                "; searched for {} + {}: {:.2} against {:.2} unskipped ({} images), predicted network time {:.0}% of unskipped",
+                r.metric,
+                r.budget,
+                r.fid,
+                r.fid_unskipped,
+                r.samples,
+                100.0 * r.predicted_ms / r.unskipped_ms.max(f64::MIN_POSITIVE)
+            ));
+        }
+        line
+    }
+}
 
 /// A measured speed-up against c = 0 at one exponent.
 #[derive(Clone, Debug)]
@@ -31,6 +78,7 @@ pub enum SkipMessage {
     /// FLOPs of one network call for every number of skipped levels (index = k), of `path`.
     Flops(PathBuf, Vec<f64>),
     Measured(Measured),
+    Schedule(Box<LoadedSchedule>),
     Progress(String),
 }
 
@@ -48,6 +96,11 @@ pub struct SkipView {
     /// Rounds of the interleaved measurement and images per sampling run.
     pub rounds: usize,
     pub images: usize,
+    /// The schedule file field, and the schedule loaded from it.
+    pub schedule_path: String,
+    pub schedule: Option<LoadedSchedule>,
+    /// A schedule given by `--set schedule=...`, loaded once the view is idle.
+    load_pending: bool,
     job: Option<Job<SkipMessage>>,
     pub message: Option<Result<String, String>>,
 }
@@ -63,6 +116,9 @@ impl Default for SkipView {
             measured: Vec::new(),
             rounds: 3,
             images: 4,
+            schedule_path: "runs/skip-search/schedule-budget-10.json".into(),
+            schedule: None,
+            load_pending: false,
             job: None,
             message: None,
         }
@@ -113,11 +169,61 @@ impl SkipView {
                     )));
                     self.measured.push(m);
                 }
+                Event::Message(SkipMessage::Schedule(loaded)) => {
+                    self.steps = loaded.schedule.steps();
+                    self.message = Some(Ok(format!("loaded {}", loaded.path)));
+                    self.schedule = Some(*loaded);
+                }
                 Event::Message(SkipMessage::Progress(text)) => self.message = Some(Ok(text)),
                 Event::Finished(Err(e)) => self.message = Some(Err(e)),
                 Event::Finished(Ok(())) => {}
             }
         }
+    }
+
+    /// The view's settings from `wgdiff gui --view skip --set KEY=VALUE` (or a page address):
+    /// `schedule` = a schedule file to load.
+    pub fn set(&mut self, key: &str, value: &str) -> crate::Result<()> {
+        match key {
+            "schedule" => {
+                self.schedule_path = value.to_string();
+                self.load_pending = true;
+            }
+            _ => return Err(super::unknown_setting("skip", key, &["schedule"])),
+        }
+        Ok(())
+    }
+
+    /// Reads and checks the schedule file at `path` in the background.
+    pub fn load_schedule(&mut self, ctx: &egui::Context, path: PathBuf) {
+        self.message = Some(Ok(format!("loading {}", path.display())));
+        self.job = Some(Job::start(ctx, "schedule", move |job| async move {
+            let bytes = platform::read_file(&path).await?;
+            let origin = path.display().to_string();
+            let schedule = SkipSchedule::from_json(&bytes, &origin)?;
+            job.send(SkipMessage::Schedule(Box::new(LoadedSchedule {
+                path: origin,
+                schedule,
+            })));
+            Ok(())
+        }));
+    }
+
+    /// Lets the user pick a schedule file (the page has no folders to type a path into).
+    #[cfg(target_arch = "wasm32")]
+    fn open_schedule(&mut self, ctx: &egui::Context) {
+        self.job = Some(Job::start(ctx, "open schedule", move |job| async move {
+            if let Some(path) = platform::pick_file().await? {
+                let bytes = platform::read_file(&path).await?;
+                let origin = path.display().to_string();
+                let schedule = SkipSchedule::from_json(&bytes, &origin)?;
+                job.send(SkipMessage::Schedule(Box::new(LoadedSchedule {
+                    path: origin,
+                    schedule,
+                })));
+            }
+            Ok(())
+        }));
     }
 
     /// Counts the FLOPs of one network call per skipped-level count of the loaded model.
@@ -163,7 +269,8 @@ impl SkipView {
             steps: Some(self.steps),
             count: self.images,
             seed: 0,
-            skip_exponent: exponent,
+            skip: crate::diffusion::SkipPlan::Exponent(exponent),
+            cache: None,
             class: None,
             guidance: 1.0,
         };
@@ -186,6 +293,10 @@ impl SkipView {
 
     pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared, denoise: &DenoiseView) {
         let ctx = ui.ctx().clone();
+        if self.load_pending && !self.is_running() {
+            self.load_pending = false;
+            self.load_schedule(&ctx, PathBuf::from(&self.schedule_path));
+        }
         if let Some(info) = &denoise.model {
             self.levels = info.levels;
             let counted = self.flops.as_ref().is_some_and(|(p, _)| *p == info.path);
@@ -220,6 +331,30 @@ impl SkipView {
                     }
                 });
         });
+        ui.horizontal(|ui| {
+            let label = ui.label("schedule file");
+            ui.add(egui::TextEdit::singleline(&mut self.schedule_path).desired_width(340.0))
+                .labelled_by(label.id);
+            if ui
+                .add_enabled(!self.is_running(), egui::Button::new("Load schedule"))
+                .on_hover_text(
+                    "a per-step schedule (JSON) from `wgdiff experiment skip-search`, drawn over k(t)",
+                )
+                .clicked()
+            {
+                self.load_schedule(&ctx, PathBuf::from(&self.schedule_path));
+            }
+            #[cfg(target_arch = "wasm32")]
+            if ui
+                .add_enabled(!self.is_running(), egui::Button::new("Open a file..."))
+                .clicked()
+            {
+                self.open_schedule(&ctx);
+            }
+        });
+        if let Some(loaded) = &self.schedule {
+            ui.label(loaded.summary());
+        }
         let levels = self.levels.max(1);
         let schedule = self.schedule();
         let mean_k = schedule.iter().map(|&(_, k)| k).sum::<usize>() as f64 / schedule.len().max(1) as f64;
@@ -276,7 +411,8 @@ impl SkipView {
             .collect();
         Plot::new("skip schedule")
             .height(220.0)
-            .legend(Legend::default())
+            // top left: k(t) never reaches high k at small t, so nothing is drawn there
+            .legend(Legend::default().position(egui_plot::Corner::LeftTop))
             .x_axis_label("normalised time t (1 = noise)")
             .y_axis_label("skipped levels k(t)")
             .include_y(0.0)
@@ -303,6 +439,20 @@ impl SkipView {
                         .radius(3.0)
                         .color(egui::Color32::from_rgb(90, 160, 240)),
                 );
+                if let Some(loaded) = &self.schedule {
+                    // each step's k_i from its time to the next step's (the last to t = 0)
+                    let steps = loaded.points();
+                    let name = "k_i of the loaded schedule".to_string();
+                    for (i, &(t, k)) in steps.iter().enumerate() {
+                        let end = steps.get(i + 1).map_or(0.0, |p| p.0);
+                        let segment = vec![[t as f64, k as f64 + 0.05], [end as f64, k as f64 + 0.05]];
+                        plot.line(
+                            Line::new(name.clone(), PlotPoints::from(segment))
+                                .width(2.5)
+                                .color(SCHEDULE_COLOR),
+                        );
+                    }
+                }
             });
     }
 

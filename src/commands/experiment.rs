@@ -15,7 +15,7 @@ use wgdiff::experiment::adaptive_skip::{self, skip_model_path, Plan, SkipModel, 
 use wgdiff::experiment::ladder::{self, Progress, RUNGS};
 use wgdiff::experiment::ladder_report;
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
-use wgdiff::experiment::{compression, speedrun};
+use wgdiff::experiment::{compression, skip_search, speedrun};
 use wgdiff::gpu::describe;
 use wgdiff::train::sample::DEFAULT_CHECKPOINT;
 use wgdiff::train::TrainedModel;
@@ -36,6 +36,65 @@ pub enum ExperimentCommand {
     /// The umass report's compression tables: pruning and int8/int4 weights on the shipped
     /// DDPM U-Net and NCSN ScoreNet, with size, gzipped size, ms per image, memory and MNIST-FID
     Compression(CompressionArgs),
+    /// Beyond the technion seed: the fastest per-step skip schedule within an MNIST-FID budget
+    /// (searched on measured per-level times and a cheap proxy, confirmed by real FIDs), and
+    /// deep-feature caching, against the k(t) family on one model
+    SkipSearch(SkipSearchArgs),
+}
+
+/// Flags of `wgdiff experiment skip-search`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    wgdiff experiment skip-search --quick               # lavapipe: under 20 minutes, 100 images per FID\n  \
+    wgdiff experiment skip-search --budget 5,15         # real GPU: 1,000 images per FID, 50 steps\n  \
+    wgdiff sample --skip-schedule runs/skip-search/schedule-budget-10.json\n\n\
+1. Times one network call at every skip depth k (interleaved rounds, median).\n\
+2. Runs the unskipped sampler on one batch and, at every step, compares each depth's x_0\n\
+   prediction with the full network's (the proxy e_i(k), mean squared difference).\n\
+3. For each budget F: a dynamic programme picks the per-step depths k_i of least time whose\n\
+   summed proxy is within a proxy budget; the proxy budget is bisected on real MNIST-FIDs\n\
+   until the schedule is within F of the unskipped model's (--confirmations per budget).\n\
+4. Samples every arm in turn (k(t) for c = 0, 1, 2, 3, 5; each searched schedule; deep-feature\n\
+   caching at intervals 2, 3, 5 and depth 1; caching with c = 2 and with the first schedule):\n\
+   time and MNIST-FID from one run. Writes skip-search.md, skip-search.json, time-vs-fid.png\n\
+   and schedule-budget-F.json per budget to --out.")]
+pub struct SkipSearchArgs {
+    /// Small run for lavapipe (under 20 minutes): 100 images per FID in batches of 20, DDPM 20 steps, budgets 10 and 30
+    #[arg(long)]
+    quick: bool,
+    /// The checkpoint to search on (a U-Net; one trained for skipping loses least)
+    #[arg(long, default_value = skip_search::DEFAULT_SEARCH_MODEL)]
+    model: PathBuf,
+    /// MNIST-FID budgets F, comma-separated: each searched schedule stays within F of the unskipped model's FID [default: 10,30 with --quick, else 5,15]
+    #[arg(long, value_delimiter = ',')]
+    budget: Option<Vec<f64>>,
+    /// ddpm, ddim or dpm-solver++ (any sampler with fixed steps) [default: ddpm]
+    #[arg(long)]
+    sampler: Option<String>,
+    /// Sampler steps [default: 20 with --quick, else 50]
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Images per MNIST-FID [default: 100 with --quick, else 1000]
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Images per timed batch, cost measurement and proxy batch [default: 20 with --quick, else 100]
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Real-FID confirmations (bisection steps) per budget [default: 4 with --quick, else 5]
+    #[arg(long)]
+    confirmations: Option<usize>,
+    /// Seed of the sampling noise (round r uses seed + r)
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The MNIST classifier whose features give MNIST-FID
+    #[arg(long, default_value = SHIPPED_MNIST_CLASSIFIER)]
+    classifier: PathBuf,
+    /// Folder of cached reference statistics
+    #[arg(long, default_value = DEFAULT_STATS_CACHE)]
+    cache: PathBuf,
+    /// Output folder
+    #[arg(long, default_value = "runs/skip-search")]
+    out: PathBuf,
 }
 
 /// Flags of `wgdiff experiment compression`.
@@ -182,6 +241,7 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
         ExperimentCommand::Speedrun(args) => speedrun_run(gpu, args),
         ExperimentCommand::Compression(args) => compression_run(gpu, args),
         ExperimentCommand::Ladder(args) => ladder_run(gpu, args),
+        ExperimentCommand::SkipSearch(args) => skip_search_run(gpu, args),
     }
 }
 
@@ -442,28 +502,7 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         m.skip_type()?;
     }
 
-    let classifier = Classifier::load(gpu, &args.classifier).with_context(|| {
-        format!(
-            "loading the MNIST-FID classifier {} (train one with `wgdiff train-classifier`)",
-            args.classifier.display()
-        )
-    })?;
-    let data = "mnist"
-        .parse::<DataSource>()?
-        .load(Split::Test)
-        .context("the MNIST test split is the reference of MNIST-FID")?;
-    let images = ReferenceImages {
-        data: &data,
-        split: Split::Test,
-        limit: None,
-    };
-    let (reference, cached) = cached_reference(gpu, &classifier, images, 250, &args.cache)?;
-    eprintln!(
-        "reference: {} {} images ({})",
-        reference.source.images,
-        reference.source.dataset,
-        if cached { "cached" } else { "computed and cached" }
-    );
+    let (classifier, reference) = mnist_fid(gpu, &args.classifier, &args.cache)?;
 
     let arms = adaptive_skip::arms(&models, &plan);
     eprintln!(
@@ -502,6 +541,151 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         &args.out,
         &report.markdown(),
     )
+}
+
+/// The MNIST-FID classifier and the MNIST test split's reference statistics (cached in `cache`).
+fn mnist_fid(
+    gpu: &Gpu,
+    classifier: &std::path::Path,
+    cache: &std::path::Path,
+) -> Result<(Classifier, wgdiff::eval::Reference)> {
+    let classifier = Classifier::load(gpu, classifier).with_context(|| {
+        format!(
+            "loading the MNIST-FID classifier {} (train one with `wgdiff train-classifier`)",
+            classifier.display()
+        )
+    })?;
+    let data = "mnist"
+        .parse::<DataSource>()?
+        .load(Split::Test)
+        .context("the MNIST test split is the reference of MNIST-FID")?;
+    let images = ReferenceImages {
+        data: &data,
+        split: Split::Test,
+        limit: None,
+    };
+    let (reference, cached) = cached_reference(gpu, &classifier, images, 250, cache)?;
+    eprintln!(
+        "reference: {} {} images ({})",
+        reference.source.images,
+        reference.source.dataset,
+        if cached { "cached" } else { "computed and cached" }
+    );
+
+    Ok((classifier, reference))
+}
+
+fn skip_search_run(gpu: &Gpu, args: SkipSearchArgs) -> Result<()> {
+    use wgdiff::experiment::skip_search::{Bench, Origin, SearchEvent};
+    let started = Instant::now();
+    let mut plan = if args.quick {
+        skip_search::Plan::quick()
+    } else {
+        skip_search::Plan::full()
+    };
+    plan.samples = args.samples.unwrap_or(plan.samples);
+    plan.batch = args.batch.unwrap_or(plan.batch);
+    plan.steps = args.steps.unwrap_or(plan.steps);
+    plan.budgets = args.budget.clone().unwrap_or(plan.budgets);
+    plan.confirmations = args.confirmations.unwrap_or(plan.confirmations);
+    plan.seed = args.seed;
+    if let Some(name) = &args.sampler {
+        plan.sampler = name.parse()?;
+    }
+    plan.validate()?;
+    eprintln!("device: {}", describe(&gpu.info));
+    let model = TrainedModel::load(gpu, &args.model)
+        .with_context(|| format!("loading the model to search on, {}", args.model.display()))?;
+    let levels = model.net.levels();
+    if levels < 2 {
+        anyhow::bail!(
+            "{} has no levels to skip (a {}); the search needs a U-Net",
+            args.model.display(),
+            model.state.model.kind_name()
+        );
+    }
+    let (classifier, reference) = mnist_fid(gpu, &args.classifier, &args.cache)?;
+    let bench = Bench {
+        sampling: model.sampling(),
+        features: &classifier,
+        reference: &reference,
+    };
+    let bar = progress_bar(plan.samples, "images");
+    let mut on_event =
+        |event: SearchEvent| match event {
+            SearchEvent::Phase(what) => bar_line(&bar, started, what.to_string()),
+            SearchEvent::Sampling { what, done, total } => {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+                bar.set_message(what.to_string());
+            }
+            SearchEvent::Confirmed(a) => bar_line(
+                &bar,
+                started,
+                format!(
+                "budget {}: proxy budget {:.2e} -> [{}], predicted {:.0} ms per run, MNIST-FID {:.2} ({})",
+                a.budget,
+                a.proxy_budget,
+                wgdiff::diffusion::join_depths(&a.skips),
+                a.predicted_ms,
+                a.fid,
+                if a.accepted { "within budget" } else { "over budget" }
+            ),
+            ),
+            SearchEvent::Batch { done, total, arm } => {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+                bar.set_message(arm.to_string());
+            }
+        };
+    let (fid0, costs, proxy, searched, arms) = block_on(async {
+        on_event(SearchEvent::Phase("timing one network call at every skip depth"));
+        let probe = bench.request(&plan, Default::default(), None);
+        let costs = skip_search::measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;
+        on_event(SearchEvent::Phase(
+            "measuring the proxy (x_0 difference per step and depth)",
+        ));
+        let proxy = skip_search::measure_proxy(gpu, bench.sampling, &probe).await?;
+        let zeros = vec![0; plan.steps];
+        let fid0 = bench
+            .fid(gpu, &plan, &zeros, "unskipped", &mut on_event)
+            .await?
+            .fid;
+        on_event(SearchEvent::Phase(&format!("unskipped MNIST-FID {fid0:.2}")));
+        let searched = skip_search::search(gpu, &bench, &plan, (&costs, &proxy), fid0, &mut on_event).await?;
+        let arms = skip_search::arms(&plan, levels, &searched);
+        on_event(SearchEvent::Phase(&format!(
+            "{} arms x {} images in batches of {}, in turn",
+            arms.len(),
+            plan.samples,
+            plan.batch
+        )));
+        let results = skip_search::compare(gpu, &bench, &plan, &arms, &proxy, &mut on_event).await?;
+        Ok::<_, wgdiff::Error>((fid0, costs, proxy, searched, results))
+    })?;
+    bar.finish_and_clear();
+    let report = wgdiff::experiment::skip_search_report::Report {
+        date: now_rfc3339(),
+        device: describe(&gpu.info),
+        command: std::iter::once("wgdiff".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
+        origin: Origin {
+            model: args.model.display().to_string(),
+            metric: "MNIST-FID".into(),
+            fid_unskipped: fid0,
+            date: now_rfc3339(),
+        },
+        plan,
+        levels,
+        costs_ms: costs,
+        proxy,
+        searched,
+        arms,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    };
+    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
 }
 
 /// Now, as an RFC 3339 date to the second (a report's `date`).

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
-use wgdiff::diffusion::{Spacing, Step};
+use wgdiff::diffusion::{FeatureCache, SkipPlan, SkipSchedule, Spacing, Step};
 use wgdiff::train::sample::{choose_sampler, save_grid_of, save_step_frames, DEFAULT_CHECKPOINT};
 use wgdiff::train::{SampleRequest, TrainedModel};
 use wgdiff::Gpu;
@@ -36,9 +36,22 @@ pub struct SamplingArgs {
     /// trained with --class-dropout, else 1]
     #[arg(long)]
     guidance: Option<f32>,
-    /// Skip-schedule exponent c of the adaptive U-Net: k(t) = min(N-1, floor(N - N(1-t)^c)); 0 = no skipping
-    #[arg(long, default_value_t = 0.0)]
-    skip_exponent: f32,
+    /// Skip-schedule exponent c of the adaptive U-Net: k(t) = min(N-1, floor(N - N(1-t)^c)) deepest
+    /// levels skipped at normalised time t [default: 0 = no skipping]
+    #[arg(long, conflicts_with = "skip_schedule")]
+    skip_exponent: Option<f32>,
+    /// A per-step skip schedule (JSON, from `wgdiff experiment skip-search`); its sampler and
+    /// step count are the defaults of --sampler and --steps
+    #[arg(long, value_name = "FILE")]
+    skip_schedule: Option<PathBuf>,
+    /// Deep-feature caching (DeepCache): compute the deep levels' features at one network call
+    /// and reuse them for the next m - 1 [default: off]
+    #[arg(long, value_name = "M")]
+    cache_interval: Option<usize>,
+    /// Levels (with the middle block) whose features are reused: 1 .. levels-1 [default: the
+    /// U-Net's levels - 1, only the top level runs between refreshes]
+    #[arg(long, value_name = "D", requires = "cache_interval")]
+    cache_depth: Option<usize>,
     /// Seed of the starting noise and the sampler's noise
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -66,19 +79,39 @@ impl SamplingArgs {
 
     /// The request for `count` images from `model` as the flags say.
     pub fn request(&self, model: &TrainedModel, count: usize) -> Result<SampleRequest> {
-        let (sampler, steps) = choose_sampler(
-            &model.state.process,
-            self.sampler.as_deref(),
-            self.steps,
-            self.eta,
-            self.spacing,
-        )?;
+        let levels = model.net.levels();
+        let schedule = match &self.skip_schedule {
+            Some(path) => {
+                let schedule = SkipSchedule::load(path)?;
+                schedule.check_levels(levels, &path.display().to_string())?;
+                Some(schedule)
+            }
+            None => None,
+        };
+        let (sampler, steps) = match &schedule {
+            Some(s) if self.sampler.is_none() && self.eta.is_none() && self.spacing.is_none() => {
+                (s.sampler, Some(self.steps.unwrap_or(s.steps())))
+            }
+            _ => choose_sampler(
+                &model.state.process,
+                self.sampler.as_deref(),
+                self.steps,
+                self.eta,
+                self.spacing,
+            )?,
+        };
         let request = SampleRequest {
             sampler,
             steps,
             count,
             seed: self.seed,
-            skip_exponent: self.skip_exponent,
+            skip: match &schedule {
+                Some(s) => s.plan(),
+                None => SkipPlan::Exponent(self.skip_exponent.unwrap_or(0.0)),
+            },
+            cache: self
+                .cache_interval
+                .map(|m| FeatureCache::new(m, self.cache_depth, levels)),
             class: self.class,
             guidance: self.guidance.unwrap_or_else(|| model.state.default_guidance()),
         };

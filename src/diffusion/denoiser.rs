@@ -1,13 +1,30 @@
 //! What samplers call: `Denoiser` (one network time for the whole batch), a `DiffusionNet`
 //! adapter with optional class labels, and classifier-free guidance over any two denoisers.
 
-use crate::models::DiffusionNet;
+use crate::models::{DeepFeatures, DiffusionNet};
 use crate::{Result, Tensor};
 
 /// A network as the samplers see it: the raw output (in the process's parameterisation) for
 /// a batch `x` at one network time input `t`, skipping the `skip` deepest levels.
 pub trait Denoiser {
     fn predict(&self, x: &Tensor, t: f32, skip: usize) -> Result<Tensor>;
+    /// [`Denoiser::predict`] with the deep features captured or reused as `deep` says
+    /// ([`DiffusionNet::forward_deep`]); only networks with levels take more than
+    /// [`DeepFeatures::None`].
+    fn predict_deep(
+        &self,
+        x: &Tensor,
+        t: f32,
+        skip: usize,
+        deep: DeepFeatures,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        match deep {
+            DeepFeatures::None => Ok((self.predict(x, t, skip)?, None)),
+            _ => Err(crate::Error::Config(
+                "deep-feature caching needs one network with levels (a U-Net), not this denoiser".into(),
+            )),
+        }
+    }
     /// Levels that adaptive skipping can drop (N in k(t)); 1 when it cannot skip.
     fn levels(&self) -> usize {
         1
@@ -67,18 +84,31 @@ impl<'a> NetDenoiser<'a> {
 
 impl Denoiser for NetDenoiser<'_> {
     fn predict(&self, x: &Tensor, t: f32, skip: usize) -> Result<Tensor> {
+        Ok(self.predict_deep(x, t, skip, DeepFeatures::None)?.0)
+    }
+
+    fn predict_deep(
+        &self,
+        x: &Tensor,
+        t: f32,
+        skip: usize,
+        deep: DeepFeatures,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let n = x.shape().first().copied().unwrap_or(1);
         match (&self.labels, self.guidance) {
             (Some(labels), Some((w, null))) => {
+                // the kept features are of the 2N batch, so a guided run reuses them as they are
                 let both = Tensor::concat(&[x.clone(), x.clone()], 0)?;
                 let mut both_labels = labels.clone();
                 both_labels.extend(std::iter::repeat_n(null, n));
-                let out = self
-                    .net
-                    .forward(&both, &vec![t; 2 * n], Some(&both_labels), skip)?;
-                guide(&out.slice(0, n, n)?, &out.slice(0, 0, n)?, w)
+                let (out, features) =
+                    self.net
+                        .forward_deep(&both, &vec![t; 2 * n], Some(&both_labels), skip, deep)?;
+                Ok((guide(&out.slice(0, n, n)?, &out.slice(0, 0, n)?, w)?, features))
             }
-            (labels, _) => self.net.forward(x, &vec![t; n], labels.as_deref(), skip),
+            (labels, _) => self
+                .net
+                .forward_deep(x, &vec![t; n], labels.as_deref(), skip, deep),
         }
     }
 

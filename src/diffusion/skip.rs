@@ -1,5 +1,6 @@
 //! The adaptive U-Net skip schedule: k(t) = min(N-1, floor(N - N (1-t)^c)) deepest levels skipped
-//! at normalised time t (1 = pure noise), and the intervals of t on which k is constant.
+//! at normalised time t (1 = pure noise), the intervals of t on which k is constant, and
+//! `SkipPlan`: that family or any depth per sampler step (a searched schedule).
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +14,87 @@ pub fn skip_levels(levels: usize, t: f32, c: f32) -> usize {
     let t = (t as f64).clamp(0.0, 1.0);
     let k = (n - n * (1.0 - t).powf(c as f64)).floor().max(0.0) as usize;
     k.min(levels - 1)
+}
+
+/// How many deep levels a sampler's network calls skip: the c-family k(t), or a depth per
+/// sampler step (every call of step i skips `k[i]`; a schedule from `wgdiff experiment
+/// skip-search`, see [`crate::diffusion::SkipSchedule`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipPlan {
+    Exponent(f32),
+    PerStep(Vec<usize>),
+}
+
+impl Default for SkipPlan {
+    /// Never skip.
+    fn default() -> Self {
+        SkipPlan::Exponent(0.0)
+    }
+}
+
+impl SkipPlan {
+    /// Levels skipped by the calls of sampler step `step` at normalised time `t` for a network
+    /// with `levels` levels (a per-step plan past its end, or a network of one level, skips none).
+    pub fn skip_at(&self, levels: usize, step: usize, t: f32) -> usize {
+        match self {
+            SkipPlan::Exponent(c) => skip_levels(levels, t, *c),
+            SkipPlan::PerStep(k) => k.get(step).map_or(0, |&k| k.min(levels.saturating_sub(1))),
+        }
+    }
+
+    /// True when no call skips anything.
+    pub fn is_none(&self) -> bool {
+        match self {
+            SkipPlan::Exponent(c) => *c <= 0.0,
+            SkipPlan::PerStep(k) => k.iter().all(|&k| k == 0),
+        }
+    }
+
+    /// "c = 2" or "searched (20 steps)", for tables and messages.
+    pub fn label(&self) -> String {
+        match self {
+            SkipPlan::Exponent(c) => format!("c = {c}"),
+            SkipPlan::PerStep(k) => format!("per step [{}]", join_depths(k)),
+        }
+    }
+
+    /// Errors unless the plan fits a run of `steps` sampler steps (`None`: an adaptive
+    /// sampler whose step count is not known ahead) on a network of `levels` levels.
+    pub fn check(&self, levels: usize, steps: Option<usize>) -> crate::Result<()> {
+        let SkipPlan::PerStep(k) = self else {
+            return Ok(());
+        };
+        let bad = |msg: String| Err(crate::Error::Config(msg));
+        match steps {
+            None => {
+                return bad(
+                    "a per-step skip schedule needs a sampler with a fixed number of steps (not ode-rk45)"
+                        .into(),
+                )
+            }
+            Some(steps) if steps != k.len() => {
+                return bad(format!(
+                    "the skip schedule has {} steps but this run takes {steps}; sample with --steps {}",
+                    k.len(),
+                    k.len()
+                ))
+            }
+            Some(_) => {}
+        }
+        if let Some((i, &deepest)) = k.iter().enumerate().find(|&(_, &k)| k >= levels.max(1)) {
+            return bad(format!(
+                "the skip schedule skips {deepest} levels at step {i}, but this network has {levels} (skip 0..{})",
+                levels.max(1) - 1
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// "2 2 1 0" (a schedule's depths for messages).
+pub fn join_depths(k: &[usize]) -> String {
+    k.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" ")
 }
 
 /// A range of normalised time [start, end) on which the skip count is `skip` (the last

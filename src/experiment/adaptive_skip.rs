@@ -6,13 +6,13 @@
 //! hits all arms alike, and the speed-up of (model, c) is one minus the median over rounds of
 //! its batch time over the same model's c = 0 batch time in that round.
 
-use crate::diffusion::{Sampler, Spacing};
+use super::round_robin::{sample_in_turn, warm_up, Contender, Rounds};
+use crate::diffusion::{Sampler, SkipPlan, Spacing};
 use crate::eval::{FeatureNet, Reference, Scores};
 use crate::models::SkipType;
-use crate::train::quality::GeneratedFeatures;
 use crate::train::speedup::speedup;
 use crate::train::{SampleRequest, SkipTraining, TrainConfig, TrainedModel, Trainer};
-use crate::{DType, Error, Gpu, Result, Tensor};
+use crate::{Error, Gpu, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -183,38 +183,39 @@ pub async fn run(
     plan: &Plan,
     features: &dyn FeatureNet,
     reference: &Reference,
-    mut progress: impl FnMut(usize, usize, &str),
+    progress: impl FnMut(usize, usize, &str),
 ) -> Result<Vec<ArmResult>> {
-    if plan.samples < 2 || plan.batch == 0 {
-        return Err(Error::Config(format!(
-            "the experiment needs at least 2 samples per arm and a batch of at least 1 (got {} and {})",
-            plan.samples, plan.batch
-        )));
-    }
-    warm_up(gpu, models, plan).await?;
-    let rounds = plan.samples.div_ceil(plan.batch);
-    let total = rounds * arms.len();
-    let mut generated: Vec<GeneratedFeatures> = arms.iter().map(|_| GeneratedFeatures::default()).collect();
-    for round in 0..rounds {
-        let count = plan.batch.min(plan.samples - round * plan.batch);
-        for (i, arm) in arms.iter().enumerate() {
+    let rounds = Rounds {
+        samples: plan.samples,
+        batch: plan.batch,
+        seed: plan.seed,
+    };
+    let nets: Vec<_> = models
+        .iter()
+        .map(|m| (m.model.net.as_ref(), m.model.image_shape()))
+        .collect();
+    warm_up(gpu, &nets, rounds).await?;
+    let contenders: Vec<Contender> = arms
+        .iter()
+        .map(|arm| {
             let model = &models[arm.model];
-            progress(round * arms.len() + i, total, &arm_label(model, arm));
-            let request = SampleRequest {
-                sampler: arm.sampler,
-                steps: Some(arm.steps),
-                count,
-                seed: plan.seed + round as u64,
-                skip_exponent: arm.exponent,
-                class: None,
-                guidance: 1.0,
-            };
-            generated[i]
-                .add_batch(gpu, model.model.sampling(), &request, features)
-                .await?;
-        }
-    }
-    progress(total, total, "");
+            Contender {
+                label: arm_label(model, arm),
+                sampling: model.model.sampling(),
+                request: SampleRequest {
+                    sampler: arm.sampler,
+                    steps: Some(arm.steps),
+                    count: plan.batch,
+                    seed: plan.seed,
+                    skip: SkipPlan::Exponent(arm.exponent),
+                    cache: None,
+                    class: None,
+                    guidance: 1.0,
+                },
+            }
+        })
+        .collect();
+    let generated = sample_in_turn(gpu, &contenders, rounds, features, progress).await?;
     arms.iter()
         .zip(&generated)
         .map(|(arm, g)| {
@@ -238,27 +239,6 @@ pub async fn run(
             })
         })
         .collect()
-}
-
-/// Runs every model once at every skip count and batch size of the plan, so the autotuner's
-/// kernel measurements for new shapes happen before any timed batch.
-async fn warm_up(gpu: &Gpu, models: &[SkipModel], plan: &Plan) -> Result<()> {
-    let _g = crate::no_grad();
-    let last = plan.samples % plan.batch;
-    let sizes = [plan.batch.min(plan.samples)]
-        .into_iter()
-        .chain((last > 0).then_some(last));
-    for n in sizes {
-        for model in models {
-            let [c, h, w] = model.model.image_shape();
-            let x = Tensor::zeros(gpu, &[n, c, h, w], DType::F32)?;
-            let t = vec![500.0; n];
-            for skip in 0..model.levels() {
-                model.model.net.forward(&x, &t, None, skip)?;
-            }
-        }
-    }
-    gpu.finish().await
 }
 
 /// "Zero c=2 ddim eta 0.5 20 steps" for progress lines.

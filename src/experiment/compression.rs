@@ -241,7 +241,8 @@ pub async fn run(
                 steps: Some(plan.steps),
                 count: plan.samples,
                 seed: plan.seed,
-                skip_exponent: 0.0,
+                skip: crate::diffusion::SkipPlan::default(),
+                cache: None,
                 class: None,
                 guidance: model.state.default_guidance(),
             };
@@ -304,7 +305,8 @@ async fn warm_up(gpu: &Gpu, subject: &Subject<'_>, plan: &Plan) -> Result<()> {
         steps: Some(1),
         count: plan.batch.min(plan.samples),
         seed: plan.seed,
-        skip_exponent: 0.0,
+        skip: crate::diffusion::SkipPlan::default(),
+        cache: None,
         class: None,
         guidance: model.state.default_guidance(),
     };

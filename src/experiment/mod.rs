@@ -7,6 +7,9 @@ pub mod ladder;
 pub mod ladder_report;
 pub mod plots;
 pub mod report;
+pub mod round_robin;
+pub mod skip_search;
+pub mod skip_search_report;
 pub mod speedrun;
 
 use crate::{Error, Result};

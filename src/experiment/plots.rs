@@ -33,18 +33,27 @@ pub struct Axes<'a> {
 /// One line per series with each point labelled (the adaptive-skip experiment's FID against
 /// speed-up for each c, the speed-run's FID against training time).
 pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
-    labelled_points(path, axes, series, true)
+    let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, true)).collect();
+    labelled_points(path, axes, &drawn)
 }
 
 /// Labelled points coloured by series, unconnected (settings with no order: the compression
 /// experiment's FID against size and time).
 pub fn scatter(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
-    labelled_points(path, axes, series, false)
+    let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, false)).collect();
+    labelled_points(path, axes, &drawn)
 }
 
-fn labelled_points(path: &Path, axes: Axes, series: &[Series], lines: bool) -> Result<()> {
+/// Labelled points coloured by series, each series joined by a line when its flag says so
+/// (the skip search's c-family curve beside its searched and caching points).
+pub fn curves_and_points(path: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<()> {
+    let drawn: Vec<(&Series, bool)> = series.iter().map(|(s, line)| (s, *line)).collect();
+    labelled_points(path, axes, &drawn)
+}
+
+fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)]) -> Result<()> {
     register_font(path)?;
-    let points = series.iter().flat_map(|s| &s.points);
+    let points = series.iter().flat_map(|(s, _)| &s.points);
     let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
@@ -64,7 +73,7 @@ fn labelled_points(path: &Path, axes: Axes, series: &[Series], lines: bool) -> R
         .label_style((FONT, 14))
         .draw()
         .map_err(|e| err(&e))?;
-    for (i, s) in series.iter().enumerate() {
+    for (i, &(s, lines)) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let line: Vec<(f64, f64)> = if lines {
             s.points.iter().map(|p| (p.0, p.1)).collect()

@@ -37,6 +37,20 @@ pub struct LayerRow {
     pub trainable: bool,
 }
 
+/// What a forward pass does with the features the deep levels hand to the shallow ones (deep-
+/// feature caching across sampler steps, [`crate::diffusion::FeatureCache`]).
+#[derive(Clone, Copy, Debug)]
+pub enum DeepFeatures<'a> {
+    /// A plain forward pass.
+    None,
+    /// Also return the tensor entering up level L-d-1 from the deeper part (the one skipping
+    /// d levels would replace); the pass must skip fewer than d levels.
+    Capture(usize),
+    /// Skip as many levels as the pass's `skip` says, taking this tensor (captured at that
+    /// depth) in place of the skip type's substitute.
+    Reuse(&'a Tensor),
+}
+
 /// A network that maps a noisy batch and its noise level to a prediction (noise, x0, v or
 /// score, as its training objective says).
 pub trait DiffusionNet {
@@ -44,6 +58,24 @@ pub trait DiffusionNet {
     /// SDE models: continuous t in (0, 1]); `labels` N class ids (or the null class) when the
     /// network is class-conditional; `skip` = number of deepest levels to skip (0 = none).
     fn forward(&self, x: &Tensor, t: &[f32], labels: Option<&[u32]>, skip: usize) -> Result<Tensor>;
+    /// [`DiffusionNet::forward`] with deep features captured or reused as `deep` says; returns
+    /// the output and, for [`DeepFeatures::Capture`], the captured tensor. Networks without
+    /// levels take only [`DeepFeatures::None`].
+    fn forward_deep(
+        &self,
+        x: &Tensor,
+        t: &[f32],
+        labels: Option<&[u32]>,
+        skip: usize,
+        deep: DeepFeatures,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        match deep {
+            DeepFeatures::None => Ok((self.forward(x, t, labels, skip)?, None)),
+            _ => Err(crate::Error::Config(
+                "deep-feature caching needs a network with levels (a U-Net)".into(),
+            )),
+        }
+    }
     /// [`DiffusionNet::forward`] run in `dtype` on an f32 batch (mixed-precision training):
     /// `x` is cast to `dtype` and the output back to f32 (no-ops for f32).
     fn forward_in(

@@ -25,11 +25,15 @@
 //! channels; or `interp.{L-k-1}`: that tensor resized bicubically to the middle resolution,
 //! `interp.i.into` (1x1 conv C_i -> C_{L-1}), the middle block, `interp.i.out` (1x1 conv
 //! C_{L-1} -> C_{i+1}), resized bicubically back (only built for `interpolate`).
+//!
+//! Deep-feature caching (`forward_deep`): a pass skipping fewer than d levels can hand back the
+//! tensor entering up level L-d-1 (the one skipping d levels replaces); a later pass skipping
+//! d levels takes it in place of the skip type's substitute.
 
 use super::embedding::{timestep_embedding, ClassEmbedding};
 use super::summary::LayerWalk;
 use super::unet_config::{SkipType, UNetConfig};
-use super::DiffusionNet;
+use super::{DeepFeatures, DiffusionNet};
 use crate::nn::{AttentionBlock, Conv2d, GroupNorm, Linear, ResBlock, ResBlockOptions};
 use crate::ops::random::Rng;
 use crate::{DType, Error, Gpu, Result, Tensor};
@@ -363,14 +367,42 @@ impl UNet {
 
 impl DiffusionNet for UNet {
     fn forward(&self, x: &Tensor, t: &[f32], labels: Option<&[u32]>, skip: usize) -> Result<Tensor> {
+        Ok(self.forward_deep(x, t, labels, skip, DeepFeatures::None)?.0)
+    }
+
+    fn forward_deep(
+        &self,
+        x: &Tensor,
+        t: &[f32],
+        labels: Option<&[u32]>,
+        skip: usize,
+        deep: DeepFeatures,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         self.check_input(x, t, skip)?;
+        let levels = self.down.len();
+        // the up level whose input is captured
+        let capture_at = match deep {
+            DeepFeatures::Capture(depth) if depth <= skip || depth >= levels => {
+                return Err(Error::Config(format!(
+                    "deep features at depth {depth} are captured by a pass skipping fewer levels (skip {skip}) \
+                     of this U-Net's {levels}"
+                )))
+            }
+            DeepFeatures::Capture(depth) => Some(levels - depth - 1),
+            DeepFeatures::Reuse(_) if skip == 0 => {
+                return Err(Error::Config(
+                    "reused deep features stand in for skipped levels: the pass must skip at least one".into(),
+                ))
+            }
+            DeepFeatures::None | DeepFeatures::Reuse(_) => None,
+        };
         let mut rng_guard = self
             .dropout_rng
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut rng = (self.training && self.config.dropout > 0.0).then_some(&mut *rng_guard);
         let temb = self.embed(x.gpu(), x.dtype(), t, labels)?;
-        let active = self.down.len() - skip;
+        let active = levels - skip;
         let mut hs = vec![self.conv_in.forward(x)?];
         for (i, level) in self.down[..active].iter().enumerate() {
             for stage in &level.stages {
@@ -383,11 +415,29 @@ impl DiffusionNet for UNet {
             }
         }
         let top = &hs[hs.len() - 1];
-        let mut h = match skip {
-            0 => self.mid.forward(top, &temb, rng.as_deref_mut())?,
+        let mut h = match (skip, deep) {
+            (0, _) => self.mid.forward(top, &temb, rng.as_deref_mut())?,
+            (_, DeepFeatures::Reuse(features)) => {
+                let [n, _, hh, ww] = [top.shape()[0], 0, top.shape()[2], top.shape()[3]];
+                let want = [n, self.config.channels(active), hh, ww];
+                if features.shape() != want {
+                    return Err(Error::shape(
+                        "UNet",
+                        format!(
+                            "reused deep features are {:?}; skipping {skip} levels of this batch needs {want:?}",
+                            features.shape()
+                        ),
+                    ));
+                }
+                features.to_dtype(top.dtype())?
+            }
             _ => self.skipped_input(top, active - 1, &temb, rng.as_deref_mut())?,
         };
-        for level in self.up[..active].iter().rev() {
+        let mut captured = None;
+        for (i, level) in self.up[..active].iter().enumerate().rev() {
+            if capture_at == Some(i) {
+                captured = Some(h.clone());
+            }
             for stage in &level.stages {
                 let skip = hs
                     .pop()
@@ -398,7 +448,7 @@ impl DiffusionNet for UNet {
                 h = conv.forward(&h.upsample_nearest(2, 2)?)?;
             }
         }
-        self.conv_out.forward(&self.norm_out.forward_silu(&h)?)
+        Ok((self.conv_out.forward(&self.norm_out.forward_silu(&h)?)?, captured))
     }
 
     fn walk(&self, batch: usize) -> LayerWalk {

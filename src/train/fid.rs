@@ -109,7 +109,8 @@ impl FidTracker {
             steps: Some(steps),
             count: samples,
             seed: c.seed,
-            skip_exponent: 0.0,
+            skip: crate::diffusion::SkipPlan::default(),
+            cache: None,
             class: None,
             guidance: trainer.state.default_guidance(),
         };

@@ -614,7 +614,8 @@ impl Trainer {
             steps: Some(c.grid_steps),
             count: c.grid_images,
             seed: c.seed,
-            skip_exponent: 0.0,
+            skip: crate::diffusion::SkipPlan::default(),
+            cache: None,
             class: None,
             guidance: self.state.default_guidance(),
         };

@@ -3,7 +3,9 @@
 
 use super::TrainState;
 use crate::checkpoint::Checkpoint;
-use crate::diffusion::{NetDenoiser, OnStep, Process, SampleOptions, Sampler, Spacing};
+use crate::diffusion::{
+    FeatureCache, NetDenoiser, OnStep, Process, SampleOptions, Sampler, SkipPlan, Spacing,
+};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
@@ -30,8 +32,10 @@ pub struct SampleRequest {
     pub steps: Option<usize>,
     pub count: usize,
     pub seed: u64,
-    /// Skip-schedule exponent c (0: never skip levels).
-    pub skip_exponent: f32,
+    /// Deep levels skipped at each step (the c-family or a searched schedule; default none).
+    pub skip: SkipPlan,
+    /// Reuse deep features across steps (None: compute them at every network call).
+    pub cache: Option<FeatureCache>,
     /// Class of every image (class-conditional models), or None for a mix of all classes
     /// (conditional models) / unconditional sampling.
     pub class: Option<u32>,
@@ -64,11 +68,9 @@ impl SampleRequest {
         if self.steps == Some(0) {
             return bad("sampler steps must be at least 1".into());
         }
-        super::config::check_finite_nonnegative(
-            "the skip exponent c",
-            self.skip_exponent,
-            "never skip levels",
-        )?;
+        if let SkipPlan::Exponent(c) = self.skip {
+            super::config::check_finite_nonnegative("the skip exponent c", c, "never skip levels")?;
+        }
         if !(0.0..=MAX_GUIDANCE).contains(&self.guidance) {
             return bad(format!(
                 "the guidance scale must be between 0 and {MAX_GUIDANCE} (1: plain conditional, 2-4: sharper digits), got {}",
@@ -272,12 +274,22 @@ pub async fn sample_net<'s>(
     request: &SampleRequest,
     on_step: Option<&'s mut OnStep<'s>>,
 ) -> Result<(Tensor, usize)> {
-    request.validate(model)?;
     let _g = crate::no_grad();
-    let [c, h, w] = model.image_shape();
+    let denoiser = request_denoiser(net, model, request)?;
+    let out = run_request(gpu, &denoiser, model, process, request, on_step).await?;
+    Ok((out.samples, out.evaluations))
+}
+
+/// The denoiser `request` samples `net` with: its class labels and guidance (checked against
+/// the model).
+pub fn request_denoiser<'n>(
+    net: &'n dyn DiffusionNet,
+    model: &ModelConfig,
+    request: &SampleRequest,
+) -> Result<NetDenoiser<'n>> {
+    request.validate(model)?;
     let n = request.count;
-    let classes = model.classes();
-    let denoiser = match classes {
+    match model.classes() {
         Some(k) => {
             let labels: Vec<u32> = match request.class {
                 Some(class) if class as usize >= k => {
@@ -289,27 +301,45 @@ pub async fn sample_net<'s>(
                 Some(class) => vec![class; n],
                 None => (0..n).map(|i| (i % k) as u32).collect(),
             };
-            NetDenoiser::guided(net, labels, request.guidance, k as u32)
+            Ok(NetDenoiser::guided(net, labels, request.guidance, k as u32))
         }
-        None if request.class.is_some() => {
-            return Err(Error::Config(
-                "a class needs a class-conditional model; this one was trained without labels".into(),
-            ))
-        }
-        None => NetDenoiser::new(net),
-    };
+        None if request.class.is_some() => Err(Error::Config(
+            "a class needs a class-conditional model; this one was trained without labels".into(),
+        )),
+        None => Ok(NetDenoiser::new(net)),
+    }
+}
+
+/// Runs `request`'s sampler on any denoiser of `model`'s images (e.g. [`request_denoiser`]
+/// wrapped by a measurement), seeded, x_0 clipped to [-1, 1].
+pub async fn run_request<'s>(
+    gpu: &Gpu,
+    denoiser: &dyn crate::diffusion::Denoiser,
+    model: &ModelConfig,
+    process: &Process,
+    request: &SampleRequest,
+    on_step: Option<&'s mut OnStep<'s>>,
+) -> Result<crate::diffusion::SampleOutput> {
+    let [c, h, w] = model.image_shape();
     let options = SampleOptions {
         steps: request.steps,
-        skip_exponent: request.skip_exponent,
+        skip: request.skip.clone(),
+        cache: request.cache,
         on_step,
         clip_x0: Some(1.0),
     };
     let mut rng = Rng::new(request.seed);
-    let out = request
+    request
         .sampler
-        .run_async(process, &denoiser, gpu, &[n, c, h, w], &mut rng, options)
-        .await?;
-    Ok((out.samples, out.evaluations))
+        .run_async(
+            process,
+            denoiser,
+            gpu,
+            &[request.count, c, h, w],
+            &mut rng,
+            options,
+        )
+        .await
 }
 
 /// Writes `step`'s x_t and predicted x_0 as `step_NNNN_xt.png` / `step_NNNN_x0.png` grids into

@@ -44,7 +44,8 @@ pub async fn measure_skip_speedup(
     mut progress: impl FnMut(usize, usize) -> Result<()>,
 ) -> Result<SkipTiming> {
     let full = SampleRequest {
-        skip_exponent: 0.0,
+        skip: crate::diffusion::SkipPlan::default(),
+        cache: None,
         ..request.clone()
     };
     let runs = [request, &full];

@@ -233,6 +233,61 @@ fn skip_view_plots_the_schedule_of_the_chosen_exponent() {
 }
 
 #[test]
+fn skip_view_loads_a_searched_schedule_and_draws_its_depths() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("skip-schedule");
+    // a schedule as `wgdiff experiment skip-search` writes it (with its search record)
+    let path = out.join("schedule-budget-10.json");
+    let json = r#"{"format": "wgdiff skip schedule", "sampler": {"name": "ddpm"}, "levels": 3,
+        "skips": [2, 2, 2, 2, 1, 1, 1, 0, 0, 0],
+        "search": {"model": "m.safetensors", "budget": 10.0, "samples": 100, "metric": "MNIST-FID",
+          "fid_unskipped": 163.18, "fid": 170.5, "proxy_error": 0.01, "proxy_budget": 0.02,
+          "predicted_ms": 1500.0, "unskipped_ms": 2500.0, "date": "2026-11-26T09:00:00Z"}}"#;
+    std::fs::write(&path, json).unwrap();
+    let options = AppOptions {
+        checkpoint: shipped_model(),
+        out: out.clone(),
+        view: View::Skip,
+        settings: vec![("schedule".into(), path.display().to_string())],
+        ..AppOptions::default()
+    };
+    let mut h = harness_with(gpu, options, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    step_until(&mut h, 120, "the schedule and the FLOPs of each level", |app| {
+        app.skip.schedule.is_some() && app.skip.flops.is_some() && !app.skip.is_running()
+    });
+    let loaded = h.state().skip.schedule.clone().unwrap();
+    assert_eq!(loaded.schedule.skips, [2, 2, 2, 2, 1, 1, 1, 0, 0, 0]);
+    assert_eq!(h.state().skip.steps, 10, "the view follows the schedule's steps");
+    let points = loaded.points();
+    assert_eq!(
+        (points[0].0, points[9].1),
+        (1.0, 0),
+        "evenly spaced times when the file has none"
+    );
+    assert!(h
+        .query_by_label_contains("searched for MNIST-FID + 10: 170.50 against 163.18 unskipped")
+        .is_some());
+    mask_changing(&mut h, &["schedule "]);
+    h.snapshot("skip_view_schedule");
+
+    // a file that is not a schedule: the error is shown, the loaded schedule stays
+    let bad = out.join("bad.json");
+    std::fs::write(&bad, "{}").unwrap();
+    h.state_mut().skip.schedule_path = bad.display().to_string();
+    h.step();
+    h.get_by_label("Load schedule").click();
+    step_until(
+        &mut h,
+        30,
+        "the refusal",
+        |app| matches!(&app.skip.message, Some(Err(e)) if e.contains("not a skip schedule")),
+    );
+    assert!(h.state().skip.schedule.is_some());
+}
+
+#[test]
 fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
     let (gpu, _turn) = gpu();
     let out = scratch("train");

@@ -15,6 +15,7 @@ use wgdiff::compress::{
     compress_checkpoint, in_scope, CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan,
 };
 use wgdiff::data::Split;
+use wgdiff::diffusion::SkipPlan;
 use wgdiff::ops::WeightBits;
 use wgdiff::train::{SampleRequest, TrainConfig, TrainedModel, Trainer};
 
@@ -200,7 +201,8 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
         steps: Some(3),
         count: 2,
         seed: 7,
-        skip_exponent: 0.0,
+        skip: SkipPlan::default(),
+        cache: None,
         class: None,
         guidance: 1.0,
     };

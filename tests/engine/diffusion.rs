@@ -7,7 +7,7 @@ use rand::SeedableRng;
 use std::cell::RefCell;
 use wgdiff::diffusion::{
     guide, skip_intervals, skip_levels, BetaSchedule, Denoiser, Guided, Objective, Process, SampleOptions,
-    Sampler, Spacing, Step, Weighting,
+    Sampler, SkipPlan, Spacing, Step, Weighting,
 };
 use wgdiff::ops::random::Rng;
 use wgdiff::{DType, Error, Result, Tensor};
@@ -244,7 +244,8 @@ fn skip_schedule_reaches_the_network_and_the_callback() {
     };
     let options = SampleOptions {
         steps: Some(10),
-        skip_exponent: 2.0,
+        skip: SkipPlan::Exponent(2.0),
+        cache: None,
         on_step: Some(&mut on_step),
         clip_x0: None,
     };

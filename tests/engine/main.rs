@@ -38,6 +38,7 @@ mod random;
 mod reduce;
 mod resample;
 mod samplers;
+mod skip_search;
 mod softmax;
 mod spirals;
 mod train;

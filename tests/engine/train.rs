@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{idx_from_bytes, DataSource, Split};
-use wgdiff::diffusion::{BetaSchedule, Objective, Process};
+use wgdiff::diffusion::{BetaSchedule, Objective, Process, SkipPlan};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
 use wgdiff::train::fid::best_fid;
@@ -618,7 +618,8 @@ fn an_ema_export_samples_like_its_checkpoint_and_only_fine_tunes() {
         steps: Some(3),
         count: 2,
         seed: 7,
-        skip_exponent: 0.0,
+        skip: SkipPlan::default(),
+        cache: None,
         class: None,
         guidance: 1.0,
     };
@@ -654,7 +655,8 @@ fn sample_requests_a_model_cannot_honour_are_refused_by_name() {
         steps: Some(3),
         count: 2,
         seed: 0,
-        skip_exponent: 2.0,
+        skip: SkipPlan::Exponent(2.0),
+        cache: None,
         class: None,
         guidance: 1.0,
     };
@@ -687,10 +689,10 @@ fn sample_requests_a_model_cannot_honour_are_refused_by_name() {
         &unconditional,
         "class-conditional",
     );
-    for skip_exponent in [-1.0, f32::NAN, f32::INFINITY] {
+    for c in [-1.0, f32::NAN, f32::INFINITY] {
         refused(
             wgdiff::train::SampleRequest {
-                skip_exponent,
+                skip: SkipPlan::Exponent(c),
                 ..ok.clone()
             },
             &unconditional,
@@ -802,7 +804,8 @@ fn sampling_in_batches_equals_the_chunks_drawn_alone_and_refuses_what_cannot_fit
         steps: Some(2),
         count: 5,
         seed: 11,
-        skip_exponent: 0.0,
+        skip: SkipPlan::default(),
+        cache: None,
         class: None,
         guidance: 1.0,
     };

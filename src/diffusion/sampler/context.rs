@@ -1,17 +1,22 @@
-//! What every sampler shares while it runs: network calls at the skip count k(t) (counted),
-//! conversions to eps / x0 / score, Gaussian noise, and the per-step callback.
+//! What every sampler shares while it runs: network calls at the step's skip depth (counted,
+//! through the deep-feature cache when one is on), conversions to eps / x0 / score, Gaussian
+//! noise, and the per-step callback.
 
 use super::{OnStep, Step};
+use crate::diffusion::deep_cache::{CacheState, FeatureCache};
 use crate::diffusion::denoiser::Denoiser;
 use crate::diffusion::process::{combine, Level, Marginals};
-use crate::diffusion::skip::skip_levels;
+use crate::diffusion::skip::SkipPlan;
 use crate::ops::random::Rng;
 use crate::{DType, Error, Gpu, Result, Tensor};
 
 pub(super) struct Context<'a, 'b> {
     pub marginals: Marginals,
     denoiser: &'a dyn Denoiser,
-    skip_exponent: f32,
+    skip: SkipPlan,
+    /// The sampler step under way (steps reported so far).
+    step: usize,
+    pub cache: Option<CacheState>,
     /// Network evaluations so far.
     pub evaluations: usize,
     /// Clamp predicted x0 to [-c, c] (and recompute eps from it) in the data-prediction
@@ -27,7 +32,7 @@ impl<'a, 'b> Context<'a, 'b> {
     pub fn new(
         marginals: Marginals,
         denoiser: &'a dyn Denoiser,
-        skip_exponent: f32,
+        (skip, cache): (SkipPlan, Option<FeatureCache>),
         on_step: Option<&'a mut OnStep<'b>>,
         rng: &'a mut Rng,
         gpu: &'a Gpu,
@@ -36,7 +41,9 @@ impl<'a, 'b> Context<'a, 'b> {
         Context {
             marginals,
             denoiser,
-            skip_exponent,
+            skip,
+            step: 0,
+            cache: cache.map(CacheState::new),
             evaluations: 0,
             clip_x0: None,
             on_step,
@@ -46,15 +53,19 @@ impl<'a, 'b> Context<'a, 'b> {
         }
     }
 
-    /// Levels skipped by a network call at network time `t`.
+    /// Levels skipped by a network call of the current step at network time `t`.
     pub fn skip_at(&self, t: f64) -> usize {
         let normalized = self.marginals.normalized_time(t as f32);
-        skip_levels(self.denoiser.levels(), normalized, self.skip_exponent)
+        self.skip.skip_at(self.denoiser.levels(), self.step, normalized)
     }
 
     /// The raw network output at `t`, and the marginal there.
     pub fn raw(&mut self, x: &Tensor, t: f64) -> Result<(Tensor, Level)> {
-        let out = self.denoiser.predict(x, t as f32, self.skip_at(t))?;
+        let skip = self.skip_at(t);
+        let out = match &mut self.cache {
+            Some(cache) => cache.predict(self.denoiser, x, t as f32, skip)?,
+            None => self.denoiser.predict(x, t as f32, skip)?,
+        };
         self.evaluations += 1;
         if out.shape() != x.shape() {
             return Err(Error::shape(
@@ -120,6 +131,7 @@ impl<'a, 'b> Context<'a, 'b> {
     /// browser, the page's event loop runs between steps: there every step is awaited).
     pub async fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
         let skip = self.skip_at(t);
+        self.step = index + 1;
         if self.on_step.is_none() && !cfg!(target_arch = "wasm32") {
             return Ok(());
         }

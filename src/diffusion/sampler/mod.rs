@@ -1,5 +1,5 @@
 //! Every sampler behind one serde/CLI-parseable `Sampler` enum: which processes it fits, its
-//! default step count, the options shared by all (steps, skip exponent, step callback), and `run`.
+//! default step count, the options shared by all (steps, skip plan, feature cache, step callback), and `run`.
 
 mod context;
 mod ddim;
@@ -9,8 +9,10 @@ mod ode;
 mod sde;
 mod timesteps;
 
+use super::deep_cache::{CacheCounts, FeatureCache};
 use super::denoiser::Denoiser;
 use super::process::Process;
+use super::skip::SkipPlan;
 use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
 use context::Context;
@@ -53,8 +55,10 @@ pub struct SampleOptions<'a> {
     /// SDE and Heun: time steps; RK45: the first step is 1/steps of the time range).
     /// `None` = [`Sampler::default_steps`].
     pub steps: Option<usize>,
-    /// Skip-schedule exponent c: the network is called with skip = k(t) (0 = never skip).
-    pub skip_exponent: f32,
+    /// Deep levels each step's network calls skip (default: none).
+    pub skip: SkipPlan,
+    /// Reuse the deep levels' features across network calls (None: compute them every call).
+    pub cache: Option<FeatureCache>,
     /// Called after every step (ALD: every level; RK45: every accepted step).
     pub on_step: Option<&'a mut OnStep<'a>>,
     /// Clamp the predicted x0 to [-c, c] in DDPM, DDIM and DPM-Solver++ (images scaled to
@@ -83,6 +87,8 @@ pub struct Step<'a> {
 pub struct SampleOutput {
     pub samples: Tensor,
     pub evaluations: usize,
+    /// What the deep-feature cache did (zeros without one).
+    pub cache: CacheCounts,
 }
 
 impl Sampler {
@@ -181,11 +187,16 @@ impl Sampler {
                 self.name()
             )));
         }
+        let fixed_steps = (!matches!(self, Sampler::OdeRk45 { .. })).then_some(steps);
+        options.skip.check(denoiser.levels(), fixed_steps)?;
+        if let Some(cache) = &options.cache {
+            cache.check(denoiser.levels())?;
+        }
         let marginals = process.marginals()?;
         let mut ctx = Context::new(
             marginals,
             denoiser,
-            options.skip_exponent,
+            (options.skip, options.cache),
             options.on_step,
             rng,
             gpu,
@@ -210,6 +221,7 @@ impl Sampler {
         Ok(SampleOutput {
             samples,
             evaluations: ctx.evaluations,
+            cache: ctx.cache.map(|c| c.counts).unwrap_or_default(),
         })
     }
 

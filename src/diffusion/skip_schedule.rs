@@ -1,0 +1,151 @@
+//! A per-step skip schedule as a JSON file: what `wgdiff experiment skip-search` writes and
+//! `wgdiff sample --skip-schedule` and the app's skip view read (a hand-written one works too).
+
+use super::sampler::Sampler;
+use super::skip::{join_depths, SkipPlan};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// The `format` every schedule file carries.
+pub const SCHEDULE_FORMAT: &str = "wgdiff skip schedule";
+
+/// Levels skipped at each step of one sampler run, and how the schedule was found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SkipSchedule {
+    /// Always [`SCHEDULE_FORMAT`].
+    pub format: String,
+    /// The sampler the depths are for (its step count is `skips.len()`).
+    pub sampler: Sampler,
+    /// Levels of the network (each depth is below it).
+    pub levels: usize,
+    /// k_i: deep levels skipped by every network call of step i (step 0 starts from noise).
+    pub skips: Vec<usize>,
+    /// Normalised time of each step's first network call (1 = noise); may be empty.
+    #[serde(default)]
+    pub times: Vec<f32>,
+    /// How the search found it (absent in a hand-written schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchRecord>,
+}
+
+/// What a searched schedule promises, and the figures that back it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchRecord {
+    /// The checkpoint it was searched on.
+    pub model: String,
+    /// FID budget: at most this much above the unskipped model's FID.
+    pub budget: f64,
+    /// Images of each FID.
+    pub samples: usize,
+    pub metric: String,
+    pub fid_unskipped: f64,
+    /// The confirming FID of this schedule.
+    pub fid: f64,
+    /// Sum over steps of the proxy (mean squared x_0 difference from the unskipped network).
+    pub proxy_error: f64,
+    /// The proxy budget the dynamic programme met.
+    pub proxy_budget: f64,
+    /// Network milliseconds of one run (one batch) predicted from the per-depth times, and
+    /// the same for the unskipped network.
+    pub predicted_ms: f64,
+    pub unskipped_ms: f64,
+    pub date: String,
+}
+
+impl SkipSchedule {
+    /// A schedule of `skips` for `sampler` on a network of `levels` levels.
+    pub fn new(sampler: Sampler, levels: usize, skips: Vec<usize>, times: Vec<f32>) -> SkipSchedule {
+        SkipSchedule {
+            format: SCHEDULE_FORMAT.into(),
+            sampler,
+            levels,
+            skips,
+            times,
+            search: None,
+        }
+    }
+
+    /// Sampler steps.
+    pub fn steps(&self) -> usize {
+        self.skips.len()
+    }
+
+    /// The plan a sampler follows.
+    pub fn plan(&self) -> SkipPlan {
+        SkipPlan::PerStep(self.skips.clone())
+    }
+
+    /// Parses and checks a schedule file's bytes; `origin` names it in errors.
+    pub fn from_json(bytes: &[u8], origin: &str) -> Result<SkipSchedule> {
+        let bad = |msg: String| Error::Io {
+            what: format!("skip schedule {origin}"),
+            reason: msg,
+        };
+        let schedule: SkipSchedule = serde_json::from_slice(bytes).map_err(|e| {
+            bad(format!(
+                "not a skip schedule ({e}); `wgdiff experiment skip-search` writes them: {{\"format\": \"{SCHEDULE_FORMAT}\", \"sampler\": {{\"name\": \"ddpm\"}}, \"levels\": 3, \"skips\": [2, 2, 1, 0]}}"
+            ))
+        })?;
+        if schedule.format != SCHEDULE_FORMAT {
+            return Err(bad(format!(
+                "format is \"{}\", expected \"{SCHEDULE_FORMAT}\"",
+                schedule.format
+            )));
+        }
+        if schedule.skips.is_empty() {
+            return Err(bad("`skips` is empty: give one depth per sampler step".into()));
+        }
+        if let Some(k) = schedule.skips.iter().find(|&&k| k >= schedule.levels.max(1)) {
+            return Err(bad(format!(
+                "skips {k} levels at some step but `levels` is {} (depths 0..{})",
+                schedule.levels,
+                schedule.levels.max(1) - 1
+            )));
+        }
+        if !schedule.times.is_empty() && schedule.times.len() != schedule.skips.len() {
+            return Err(bad(format!(
+                "{} times for {} steps (give one per step or none)",
+                schedule.times.len(),
+                schedule.skips.len()
+            )));
+        }
+        Ok(schedule)
+    }
+
+    /// The file's bytes (pretty JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("a skip schedule serialises")
+    }
+
+    /// Reads and checks a schedule file.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load(path: &std::path::Path) -> Result<SkipSchedule> {
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            what: format!("reading the skip schedule {}", path.display()),
+            reason: e.to_string(),
+        })?;
+        Self::from_json(&bytes, &path.display().to_string())
+    }
+
+    /// Writes the schedule atomically.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        crate::checkpoint::write_atomic(path, &self.to_json())
+    }
+
+    /// Errors unless the schedule fits a network of `levels` levels.
+    pub fn check_levels(&self, levels: usize, origin: &str) -> Result<()> {
+        if self.levels != levels {
+            return Err(Error::Config(format!(
+                "skip schedule {origin} is for a network of {} levels; this one has {levels}",
+                self.levels
+            )));
+        }
+        Ok(())
+    }
+
+    /// "2 2 2 1 1 0 ..." for messages.
+    pub fn depths(&self) -> String {
+        join_depths(&self.skips)
+    }
+}
