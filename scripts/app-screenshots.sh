@@ -4,6 +4,7 @@
 #   docs/app-denoise.png   the denoise view mid-run (the shipped model, digits forming)
 #   docs/app-train.png     the train view with a live loss curve (preset mnist-small)
 #   docs/app-profile.png   the profile view with the per-op table and the roofline
+#   docs/app-skip.png      the skip view with the shipped searched schedule over k(t)
 #   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
 # Usage: scripts/app-screenshots.sh [OUT_DIR]   (default docs; CI runs it into a temp folder)
 set -euo pipefail
@@ -35,5 +36,8 @@ $bin gui --view denoise --autorun --screenshot "$out/app-denoise.png" \
 echo "== train view: mnist-small training live"
 $bin gui --view train --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-run" --screenshot "$out/app-train.png" \
   --frame-log "$out/frames-training.csv"
+echo "== skip view: the shipped searched schedule over k(t), FLOPs per skip depth"
+$bin gui --view skip --set schedule=assets/schedules/mnist-small-skip-zero-ddpm20-budget10.json \
+  --screenshot "$out/app-skip.png"
 echo "== profile view: a training step of mnist-small, its roofline"
 $bin gui --view profile --autorun --screenshot "$out/app-profile.png"

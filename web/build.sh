@@ -14,10 +14,11 @@ if [ "$have" != "$want" ]; then
   exit 1
 fi
 cargo build --release -p wgdiff-web --target wasm32-unknown-unknown
-mkdir -p "$out/assets/models" "$out/assets/mnist"
+mkdir -p "$out/assets/models" "$out/assets/mnist" "$out/assets/schedules"
 wasm-bindgen --target web --no-typescript --out-dir "$out/pkg" \
   target/wasm32-unknown-unknown/release/wgdiff_web.wasm
 cp web/index.html "$out/"
 cp assets/models/mnist-small-ema.safetensors "$out/assets/models/"
+cp assets/schedules/*.json "$out/assets/schedules/"
 cp assets/mnist/t10k-images.idx3-ubyte.gz assets/mnist/t10k-labels.idx1-ubyte.gz "$out/assets/mnist/"
 echo "wrote $out ($(du -sh "$out" | cut -f1)); serve it with web/serve.sh $out"

@@ -260,7 +260,8 @@ impl WgdiffApp {
             View::Denoise => self.denoise.frames.len() * 5 >= self.denoise.settings.steps * 3,
             View::Train => self.train.losses.len() >= 6 && self.train.has_grid(),
             View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
-            View::Skip | View::Device => true,
+            View::Skip => self.skip.settled(),
+            View::Device => true,
         };
         let after = self.shared.options.screenshot_after;
         let due = now >= after && (shown || now >= after + SCREENSHOT_TIMEOUT_S);

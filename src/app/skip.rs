@@ -27,6 +27,17 @@ pub struct LoadedSchedule {
     pub schedule: SkipSchedule,
 }
 
+/// Reads and checks a schedule file (on the page: one picked or fetched from its site).
+async fn read_schedule(path: &std::path::Path) -> crate::Result<LoadedSchedule> {
+    let bytes = platform::read_file(path).await?;
+    let origin = path.display().to_string();
+    let schedule = SkipSchedule::from_json(&bytes, &origin)?;
+    Ok(LoadedSchedule {
+        path: origin,
+        schedule,
+    })
+}
+
 impl LoadedSchedule {
     /// (normalised time, k_i) of every step: the file's times, else evenly spaced ones.
     pub fn points(&self) -> Vec<(f32, usize)> {
@@ -116,7 +127,7 @@ impl Default for SkipView {
             measured: Vec::new(),
             rounds: 3,
             images: 4,
-            schedule_path: "runs/skip-search/schedule-budget-10.json".into(),
+            schedule_path: crate::diffusion::SHIPPED_SCHEDULE.into(),
             schedule: None,
             load_pending: false,
             job: None,
@@ -145,6 +156,11 @@ pub fn predicted_speedup(flops: &[f64], c: f32, steps: usize) -> Option<f64> {
 impl SkipView {
     pub fn is_running(&self) -> bool {
         is_running(&self.job)
+    }
+
+    /// Nothing left to load or count: the schedule asked for is in and the FLOPs are counted.
+    pub fn settled(&self) -> bool {
+        !self.load_pending && !self.is_running() && self.flops.is_some()
     }
 
     pub fn cancel(&self) {
@@ -198,13 +214,7 @@ impl SkipView {
     pub fn load_schedule(&mut self, ctx: &egui::Context, path: PathBuf) {
         self.message = Some(Ok(format!("loading {}", path.display())));
         self.job = Some(Job::start(ctx, "schedule", move |job| async move {
-            let bytes = platform::read_file(&path).await?;
-            let origin = path.display().to_string();
-            let schedule = SkipSchedule::from_json(&bytes, &origin)?;
-            job.send(SkipMessage::Schedule(Box::new(LoadedSchedule {
-                path: origin,
-                schedule,
-            })));
+            job.send(SkipMessage::Schedule(Box::new(read_schedule(&path).await?)));
             Ok(())
         }));
     }
@@ -214,13 +224,7 @@ impl SkipView {
     fn open_schedule(&mut self, ctx: &egui::Context) {
         self.job = Some(Job::start(ctx, "open schedule", move |job| async move {
             if let Some(path) = platform::pick_file().await? {
-                let bytes = platform::read_file(&path).await?;
-                let origin = path.display().to_string();
-                let schedule = SkipSchedule::from_json(&bytes, &origin)?;
-                job.send(SkipMessage::Schedule(Box::new(LoadedSchedule {
-                    path: origin,
-                    schedule,
-                })));
+                job.send(SkipMessage::Schedule(Box::new(read_schedule(&path).await?)));
             }
             Ok(())
         }));
@@ -411,8 +415,8 @@ impl SkipView {
             .collect();
         Plot::new("skip schedule")
             .height(220.0)
-            // top left: k(t) never reaches high k at small t, so nothing is drawn there
-            .legend(Legend::default().position(egui_plot::Corner::LeftTop))
+            // bottom right: near noise the schedules skip deep levels, nothing is drawn at k = 0
+            .legend(Legend::default().position(egui_plot::Corner::RightBottom))
             .x_axis_label("normalised time t (1 = noise)")
             .y_axis_label("skipped levels k(t)")
             .include_y(0.0)
@@ -452,6 +456,14 @@ impl SkipView {
                                 .color(SCHEDULE_COLOR),
                         );
                     }
+                    // (the last step's piece has no length: its point shows it)
+                    let marks: Vec<[f64; 2]> =
+                        steps.iter().map(|&(t, k)| [t as f64, k as f64 + 0.05]).collect();
+                    plot.points(
+                        Points::new(name, PlotPoints::from(marks))
+                            .radius(3.0)
+                            .color(SCHEDULE_COLOR),
+                    );
                 }
             });
     }

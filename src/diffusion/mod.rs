@@ -17,4 +17,4 @@ pub use process::{Level, Marginals, Objective, Output, Process, Sde};
 pub use sampler::{OnStep, SampleOptions, SampleOutput, Sampler, Spacing, Step};
 pub use schedule::{AlphaBars, BetaSchedule};
 pub use skip::{join_depths, skip_intervals, skip_levels, SkipInterval, SkipPlan};
-pub use skip_schedule::SkipSchedule;
+pub use skip_schedule::{SkipSchedule, SHIPPED_SCHEDULE};

@@ -6,6 +6,11 @@ use super::skip::{join_depths, SkipPlan};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+/// The schedule shipped with the repository: `wgdiff experiment skip-search --quick`'s schedule
+/// for MNIST-FID + 10 on the skip-trained zero model (DDPM, 20 steps; how it was made is in
+/// assets/schedules/README.md). The app's skip view loads it by default.
+pub const SHIPPED_SCHEDULE: &str = "assets/schedules/mnist-small-skip-zero-ddpm20-budget10.json";
+
 /// The `format` every schedule file carries.
 pub const SCHEDULE_FORMAT: &str = "wgdiff skip schedule";
 

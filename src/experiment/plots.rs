@@ -34,37 +34,55 @@ pub struct Axes<'a> {
 /// speed-up for each c, the speed-run's FID against training time).
 pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, true)).collect();
-    labelled_points(path, axes, &drawn)
+    labelled_points(path, axes, &drawn, false)
 }
 
 /// Labelled points coloured by series, unconnected (settings with no order: the compression
 /// experiment's FID against size and time).
 pub fn scatter(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, false)).collect();
-    labelled_points(path, axes, &drawn)
+    labelled_points(path, axes, &drawn, false)
 }
 
-/// Labelled points coloured by series, each series joined by a line when its flag says so
-/// (the skip search's c-family curve beside its searched and caching points).
+/// Labelled points coloured by series, each series joined by a line when its flag says so,
+/// on axes fitted to the points (the skip search's c-family curve beside its searched and
+/// caching points, which crowd a corner of axes from zero).
 pub fn curves_and_points(path: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<()> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|(s, line)| (s, *line)).collect();
-    labelled_points(path, axes, &drawn)
+    labelled_points(path, axes, &drawn, true)
 }
 
-fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)]) -> Result<()> {
+/// A range around `values` with a margin.
+fn fitted(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
+    let max = values.clone().fold(f64::NEG_INFINITY, f64::max);
+    let min = values.fold(f64::INFINITY, f64::min);
+    if min.is_nan() || max.is_nan() || min > max {
+        return 0.0..1.0;
+    }
+    let pad = ((max - min) * 0.12).max(max.abs() * 0.02).max(1e-9);
+    (min - pad)..(max + pad)
+}
+
+/// `fit`: axes around the points; else from zero (x a little below) to past the largest.
+fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: bool) -> Result<()> {
     register_font(path)?;
     let points = series.iter().flat_map(|(s, _)| &s.points);
-    let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    let (x_range, y_range) = if fit {
+        (fitted(points.clone().map(|p| p.0)), fitted(points.map(|p| p.1)))
+    } else {
+        let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+        let pad = x_max * 0.02;
+        (-pad..(x_max * 1.1 + pad), 0.0..(y_max * 1.1))
+    };
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let pad = x_max * 0.02;
     let mut chart = ChartBuilder::on(&root)
         .caption(axes.caption, (FONT, 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(-pad..(x_max * 1.1 + pad), 0.0..(y_max * 1.1))
+        .build_cartesian_2d(x_range, y_range)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
@@ -95,6 +113,11 @@ fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)]) -> Resul
     }
     chart
         .configure_series_labels()
+        // fitted axes of a time-vs-quality trade-off leave the upper right empty
+        .position(match fit {
+            true => SeriesLabelPosition::UpperRight,
+            false => SeriesLabelPosition::MiddleRight,
+        })
         .label_font((FONT, 14))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)

@@ -5,14 +5,12 @@
 //! the errors of bad schedules and cache settings.
 
 use crate::common::{gpu, rng};
-use crate::eval::PooledPixels;
+use crate::eval::pooled_pixel_tracker;
 use rand::Rng as _;
 use std::cell::RefCell;
-use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
 use wgdiff::diffusion::{
     Denoiser, FeatureCache, NetDenoiser, Process, SampleOptions, Sampler, SkipPlan, SkipSchedule, Spacing,
 };
-use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::experiment::skip_search::{
     arms, compare, fastest_within, measure_depth_costs, measure_proxy, predicted_ms, search, Bench, Family,
     Origin, Plan,
@@ -144,21 +142,15 @@ fn a_searched_schedule_is_never_slower_than_c0_and_obeys_the_proxy_budget() {
 fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
     let gpu = gpu();
     let (net, config, process) = tiny_unet(gpu, 4);
-    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
-    let images = ReferenceImages {
-        data: &test,
-        split: Split::Test,
-        limit: Some(200),
-    };
-    let reference = pollster::block_on(Reference::compute(gpu, &PooledPixels, images, 100, |_| {})).unwrap();
+    let tracker = pooled_pixel_tracker();
     let bench = Bench {
         sampling: Sampling {
             net: net.as_ref(),
             model: &config,
             process: &process,
         },
-        features: &PooledPixels,
-        reference: &reference,
+        features: tracker.features.as_ref(),
+        reference: &tracker.reference,
     };
     let plan = Plan {
         samples: 3,
