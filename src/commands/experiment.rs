@@ -1,5 +1,7 @@
-//! `wgdiff experiment adaptive-skip` (the technion seed's Tables 1-3 on MNIST), `speedrun` (the
-//! recipe search behind `wgdiff train`'s default) and `ladder` (the seeds' speed ladders): Markdown, JSON, PNG.
+//! `wgdiff experiment adaptive-skip` (the technion seed's Tables 1-3 on MNIST), `skip-search`
+//! (schedules searched under an FID budget, and deep-feature caching), `speedrun` (the recipe
+//! search behind `wgdiff train`'s default), `ladder` (the seeds' speed ladders) and
+//! `compression` (the umass tables): Markdown, JSON, PNG.
 
 use super::eval::cached_reference;
 use super::progress_bar;
@@ -47,10 +49,12 @@ pub enum ExperimentCommand {
 #[command(after_help = "Examples:\n  \
     wgdiff experiment skip-search --quick               # lavapipe: under 20 minutes, 100 images per FID\n  \
     wgdiff experiment skip-search --budget 5,15         # real GPU: 1,000 images per FID, 50 steps\n  \
-    wgdiff sample --skip-schedule runs/skip-search/schedule-budget-10.json\n\n\
+    wgdiff sample --checkpoint assets/models/mnist-small-skip-zero.safetensors \\\n      \
+    --skip-schedule runs/skip-search/schedule-budget-10.json\n\n\
 1. Times one network call at every skip depth k (interleaved rounds, median).\n\
 2. Runs the unskipped sampler on one batch and, at every step, compares each depth's x_0\n\
-   prediction with the full network's (the proxy e_i(k), mean squared difference).\n\
+   prediction with the full network's (the proxy e_i(k): their mean squared difference times\n\
+   the share of an x_0 error that reaches the next state, small near noise, 1 near the data).\n\
 3. For each budget F: a dynamic programme picks the per-step depths k_i of least time whose\n\
    summed proxy is within a proxy budget; the proxy budget is bisected on real MNIST-FIDs\n\
    until the schedule is within F of the unskipped model's (--confirmations per budget).\n\
@@ -59,13 +63,15 @@ pub enum ExperimentCommand {
    time and MNIST-FID from one run. Writes skip-search.md, skip-search.json, time-vs-fid.png\n\
    and schedule-budget-F.json per budget to --out.")]
 pub struct SkipSearchArgs {
-    /// Small run for lavapipe (under 20 minutes): 100 images per FID in batches of 20, DDPM 20 steps, budgets 10 and 30
+    /// Small run for lavapipe (under 20 minutes): 100 images per FID in batches of 20, DDPM 20
+    /// steps, budgets 10 and 30
     #[arg(long)]
     quick: bool,
     /// The checkpoint to search on (a U-Net; one trained for skipping loses least)
     #[arg(long, default_value = skip_search::DEFAULT_SEARCH_MODEL)]
     model: PathBuf,
-    /// MNIST-FID budgets F, comma-separated: each searched schedule stays within F of the unskipped model's FID [default: 10,30 with --quick, else 5,15]
+    /// MNIST-FID budgets F, comma-separated: each searched schedule stays within F of the
+    /// unskipped model's FID [default: 10,30 with --quick, else 5,15]
     #[arg(long, value_delimiter = ',')]
     budget: Option<Vec<f64>>,
     /// ddpm, ddim or dpm-solver++ (any sampler with fixed steps) [default: ddpm]

@@ -1,5 +1,6 @@
 //! Diffusion: noise processes (VP/DDPM, VE SDE, NCSN), training losses, the adaptive skip
-//! schedule (c-family or per step, and its file), deep-feature caching, denoisers with classifier-free guidance, and every sampler.
+//! schedule (c-family or per step, and its file), deep-feature caching, denoisers with
+//! classifier-free guidance, and every sampler.
 
 pub mod deep_cache;
 pub mod denoiser;

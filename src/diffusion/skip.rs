@@ -51,14 +51,6 @@ impl SkipPlan {
         }
     }
 
-    /// "c = 2" or "searched (20 steps)", for tables and messages.
-    pub fn label(&self) -> String {
-        match self {
-            SkipPlan::Exponent(c) => format!("c = {c}"),
-            SkipPlan::PerStep(k) => format!("per step [{}]", join_depths(k)),
-        }
-    }
-
     /// Errors unless the plan fits a run of `steps` sampler steps (`None`: an adaptive
     /// sampler whose step count is not known ahead) on a network of `levels` levels.
     pub fn check(&self, levels: usize, steps: Option<usize>) -> crate::Result<()> {

@@ -2,7 +2,7 @@
 //! `wgdiff sample --skip-schedule` and the app's skip view read (a hand-written one works too).
 
 use super::sampler::Sampler;
-use super::skip::{join_depths, SkipPlan};
+use super::skip::SkipPlan;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -147,10 +147,5 @@ impl SkipSchedule {
             )));
         }
         Ok(())
-    }
-
-    /// "2 2 2 1 1 0 ..." for messages.
-    pub fn depths(&self) -> String {
-        join_depths(&self.skips)
     }
 }

@@ -346,16 +346,12 @@ pub struct Attempt {
     pub accepted: bool,
 }
 
-/// What the search found for one budget: the fastest accepted schedule (all zeros when none
-/// was), and every attempt.
+/// What the search found for one budget: the fastest accepted attempt (the unskipped
+/// schedule, at proxy 0, when none was accepted), and every attempt.
 #[derive(Clone, Debug, Serialize)]
 pub struct Searched {
     pub budget: f64,
-    pub skips: Vec<usize>,
-    pub fid: f64,
-    pub proxy_error: f64,
-    pub proxy_budget: f64,
-    pub predicted_ms: f64,
+    pub chosen: Attempt,
     pub attempts: Vec<Attempt>,
 }
 
@@ -515,29 +511,24 @@ pub async fn search(
                 false => hi,
             };
         }
-        let best = attempts
+        let chosen = attempts
             .iter()
             .filter(|a| a.accepted)
-            .min_by(|a, b| a.predicted_ms.total_cmp(&b.predicted_ms));
-        found.push(match best {
-            Some(a) => Searched {
+            .min_by(|a, b| a.predicted_ms.total_cmp(&b.predicted_ms))
+            .cloned()
+            .unwrap_or_else(|| Attempt {
                 budget,
-                skips: a.skips.clone(),
-                fid: a.fid,
-                proxy_error: a.proxy_error,
-                proxy_budget: a.proxy_budget,
-                predicted_ms: a.predicted_ms,
-                attempts: attempts.clone(),
-            },
-            None => Searched {
-                budget,
-                skips: vec![0; steps],
-                fid: fid0,
-                proxy_error: 0.0,
                 proxy_budget: 0.0,
+                skips: vec![0; steps],
+                proxy_error: 0.0,
                 predicted_ms: predicted_ms(costs, &vec![0; steps]),
-                attempts,
-            },
+                fid: fid0,
+                accepted: true,
+            });
+        found.push(Searched {
+            budget,
+            chosen,
+            attempts,
         });
     }
     Ok(found)
@@ -583,7 +574,7 @@ pub fn arms(plan: &Plan, levels: usize, searched: &[Searched]) -> Vec<Arm> {
         arms.push(Arm {
             label: format!("searched, F = {}", s.budget),
             family: Family::Searched,
-            skip: SkipPlan::PerStep(s.skips.clone()),
+            skip: SkipPlan::PerStep(s.chosen.skips.clone()),
             cache: None,
         });
     }
@@ -611,7 +602,7 @@ pub fn arms(plan: &Plan, levels: usize, searched: &[Searched]) -> Vec<Arm> {
             arms.push(Arm {
                 label: format!("cache {} + searched F = {}", cache.label(), s.budget),
                 family: Family::Combined,
-                skip: SkipPlan::PerStep(s.skips.clone()),
+                skip: SkipPlan::PerStep(s.chosen.skips.clone()),
                 cache: Some(cache),
             });
         }
@@ -709,6 +700,7 @@ pub fn schedule_file(
     searched: &Searched,
     origin: &Origin,
 ) -> SkipSchedule {
+    let chosen = &searched.chosen;
     SkipSchedule {
         search: Some(SearchRecord {
             model: origin.model.clone(),
@@ -716,13 +708,13 @@ pub fn schedule_file(
             samples: plan.samples,
             metric: origin.metric.clone(),
             fid_unskipped: origin.fid_unskipped,
-            fid: searched.fid,
-            proxy_error: searched.proxy_error,
-            proxy_budget: searched.proxy_budget,
-            predicted_ms: searched.predicted_ms,
-            unskipped_ms: predicted_ms(costs, &vec![0; searched.skips.len()]),
+            fid: chosen.fid,
+            proxy_error: chosen.proxy_error,
+            proxy_budget: chosen.proxy_budget,
+            predicted_ms: chosen.predicted_ms,
+            unskipped_ms: predicted_ms(costs, &vec![0; chosen.skips.len()]),
             date: origin.date.clone(),
         }),
-        ..SkipSchedule::new(plan.sampler, levels, searched.skips.clone(), proxy.times.clone())
+        ..SkipSchedule::new(plan.sampler, levels, chosen.skips.clone(), proxy.times.clone())
     }
 }

@@ -155,7 +155,7 @@ impl Report {
         );
         for s in &self.searched {
             for a in &s.attempts {
-                let chosen = a.skips == s.skips && a.accepted;
+                let chosen = a.skips == s.chosen.skips && a.accepted;
                 let _ = writeln!(
                     md,
                     "| {} | {:.2e} | {}{}{} | {:.2e} | {:.0} | {:.2} | {} |",
@@ -175,9 +175,9 @@ impl Report {
                     md,
                     "| {} | — | no skipping fits: {} | 0 | {:.0} | {:.2} | yes |",
                     s.budget,
-                    join_depths(&s.skips),
-                    s.predicted_ms,
-                    s.fid
+                    join_depths(&s.chosen.skips),
+                    s.chosen.predicted_ms,
+                    s.chosen.fid
                 );
             }
         }

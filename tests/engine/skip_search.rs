@@ -192,14 +192,24 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
             "at most {} schedules sampled per budget: {s:?}",
             plan.confirmations
         );
-        assert!(s.fid <= fid0 + s.budget, "{s:?}");
-        assert!(s.predicted_ms <= predicted_ms(&costs, &[0; 4]) + 1e-9, "{s:?}");
-        assert!(s.proxy_error <= s.proxy_budget || s.skips == [0; 4], "{s:?}");
+        let chosen = &s.chosen;
+        assert!(chosen.accepted && chosen.fid <= fid0 + s.budget, "{s:?}");
+        assert!(
+            chosen.predicted_ms <= predicted_ms(&costs, &[0; 4]) + 1e-9,
+            "{s:?}"
+        );
+        assert!(
+            chosen.proxy_error <= chosen.proxy_budget || chosen.skips == [0; 4],
+            "{s:?}"
+        );
     }
     // a budget no FID can break takes the fastest schedule at its first try
     let loose = &searched[1];
     assert_eq!(loose.attempts.len(), 1);
-    assert_eq!(loose.skips, fastest_within(&costs, &proxy.errors, f64::INFINITY));
+    assert_eq!(
+        loose.chosen.skips,
+        fastest_within(&costs, &proxy.errors, f64::INFINITY)
+    );
     // c = 0, c = 2, two searched, one cache, cache + c = 2, cache + the first schedule
     assert_eq!(results.len(), 7);
     let families: Vec<Family> = results.iter().map(|r| r.arm.family).collect();
@@ -220,8 +230,14 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
         assert_eq!(r.batch_seconds.len(), 2, "{r:?}");
         assert!(r.scores.fid.is_finite() && r.ms_per_image > 0.0, "{r:?}");
     }
-    // the searched arms draw the images their confirmation scored
-    assert!((results[2].scores.fid - searched[0].fid).abs() <= 1e-6 * searched[0].fid.max(1.0));
+    // the searched arms draw the images their confirmation scored (same seeds and batches; the
+    // autotuner may run other kernels while it measures a new shape: rounding, no more)
+    assert!(
+        (results[2].scores.fid - searched[0].chosen.fid).abs() <= 1e-3 * searched[0].chosen.fid.max(1.0),
+        "{} vs {}",
+        results[2].scores.fid,
+        searched[0].chosen.fid
+    );
 
     let out = std::env::temp_dir().join(format!("wgdiff-skip-search-{}", std::process::id()));
     let report = Report {
@@ -258,7 +274,7 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
         "{md}"
     );
     let schedule = SkipSchedule::load(&out.join("schedule-budget-1.json")).unwrap();
-    assert_eq!(schedule.skips, searched[0].skips);
+    assert_eq!(schedule.skips, searched[0].chosen.skips);
     assert_eq!(schedule.sampler, ddim());
     let record = schedule.search.unwrap();
     assert_eq!((record.budget, record.samples), (1.0, 3));

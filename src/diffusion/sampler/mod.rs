@@ -1,5 +1,6 @@
 //! Every sampler behind one serde/CLI-parseable `Sampler` enum: which processes it fits, its
-//! default step count, the options shared by all (steps, skip plan, feature cache, step callback), and `run`.
+//! default step count, the options shared by all (steps, skip plan, feature cache, step
+//! callback), and `run`.
 
 mod context;
 mod ddim;
