@@ -17,8 +17,8 @@ use wgdiff::train::fid::best_fid;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::sample::write_grid;
 use wgdiff::train::{
-    default_process, FidTracker, Optimizer, Precision, ResumeChanges, SkipTraining, TrainConfig, Trainer,
-    KEPT_ON_RESUME,
+    default_process, FidTracker, Optimizer, Precision, ResumeChanges, SkipTraining, Stop, TrainConfig,
+    Trainer, KEPT_ON_RESUME,
 };
 use wgdiff::{AdapterChoice, Gpu};
 
@@ -480,7 +480,8 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
     let first_step = trainer.state.step;
     while !trainer.finished() {
         // Every process stops at the same step (they all-reduce together).
-        if trainer.agree_to_stop(STOP_REQUESTED.load(Ordering::SeqCst))? {
+        let stop = trainer.agree_to_stop(STOP_REQUESTED.load(Ordering::SeqCst))?;
+        if stop == Some(Stop::Signal) {
             bar.abandon();
             if leader {
                 block_on(trainer.save(&checkpoint))?;
@@ -495,7 +496,7 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
             trainer.barrier()?;
             return Err(Interrupted.into());
         }
-        if trainer.agree_to_stop(trainer.out_of_time())? {
+        if stop == Some(Stop::OutOfTime) {
             let message = format!(
                 "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",
                 c.max_minutes,

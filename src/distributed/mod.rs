@@ -26,11 +26,12 @@ pub trait Collective: Send + Sync {
     /// the other ranks wait here while rank 0 works alone (a checkpoint, a grid, a benchmark's
     /// one-device baseline), leaving it the machine's cores.
     fn barrier(&self) -> Result<()>;
-    /// Whether any process passed true (a stop that all must make at the same step).
-    fn any(&self, flag: bool) -> Result<bool> {
-        let mut votes = [f32::from(u8::from(flag))];
+    /// For each flag, whether any process passed it true (stops that all must make at the same
+    /// step), in one all-reduce.
+    fn any(&self, flags: &[bool]) -> Result<Vec<bool>> {
+        let mut votes: Vec<f32> = flags.iter().map(|&f| f32::from(u8::from(f))).collect();
         self.all_reduce_sum(&mut votes)?;
-        Ok(votes[0] > 0.0)
+        Ok(votes.iter().map(|&v| v > 0.0).collect())
     }
 }
 

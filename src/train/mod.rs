@@ -68,6 +68,15 @@ impl TrainState {
     }
 }
 
+/// Why every process of a run stops before its next step ([`Trainer::agree_to_stop`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Ctrl-C or SIGTERM reached some process.
+    Signal,
+    /// The `max_minutes` budget is spent.
+    OutOfTime,
+}
+
 /// A training run in progress.
 pub struct Trainer {
     pub state: TrainState,
@@ -449,13 +458,20 @@ impl Trainer {
         }
     }
 
-    /// Whether any process of the run says `stop` (just `stop` when it trains alone): every
-    /// process must stop at the same step, or the others would wait for it forever.
-    pub fn agree_to_stop(&self, stop: bool) -> Result<bool> {
-        match &self.collective {
-            Some(collective) => collective.any(stop),
-            None => Ok(stop),
-        }
+    /// Whether the run stops before its next step, and why: a signal on any process
+    /// (`signalled` here), else the time budget spent on any process. Every process must stop
+    /// at the same step, or the others would wait for it forever; one all-reduce asks both.
+    pub fn agree_to_stop(&self, signalled: bool) -> Result<Option<Stop>> {
+        let flags = [signalled, self.out_of_time()];
+        let agreed = match &self.collective {
+            Some(collective) => collective.any(&flags)?,
+            None => flags.to_vec(),
+        };
+        Ok(match agreed[..] {
+            [true, _] => Some(Stop::Signal),
+            [false, true] => Some(Stop::OutOfTime),
+            _ => None,
+        })
     }
 
     /// The dataset's images per epoch.
