@@ -41,9 +41,14 @@ pub enum Error {
     /// (or the dataset), `msg` says what was expected, what was found and the fix.
     #[error("{path}: {msg}")]
     Data { path: String, msg: String },
-    /// A training run that cannot continue (e.g. a non-finite loss); says how to recover.
+    /// A training run that cannot continue; says how to recover.
     #[error("{0}")]
     Training(String),
+    /// A training run whose loss or weights blew up (NaN, infinite, or past
+    /// `run_state::DIVERGED_WEIGHT`): says what, where the last good checkpoint is kept and how
+    /// to resume it.
+    #[error("{0}")]
+    Diverged(String),
     /// An operation that needs gradients found none.
     #[error("{0}")]
     Autograd(String),

@@ -18,6 +18,7 @@ pub mod eval;
 pub mod experiment;
 pub mod features;
 pub mod fnv;
+pub mod fsio;
 pub mod gpu;
 pub mod host_memory;
 pub mod median;
@@ -26,10 +27,12 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod pipeline;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod plot_font;
 pub mod profile;
 pub mod roofline;
+pub mod run_state;
 pub mod tensor;
 pub mod train;
 

@@ -47,7 +47,7 @@ enum Command {
     /// FID/KID of a checkpoint's samples against a dataset split (no flags: the shipped model,
     /// 1000 samples, MNIST-FID against mnist/test; --inception PATH: FID proper and IS)
     Eval(commands::eval::EvalArgs),
-    /// Regenerate a seed paper's tables end to end (adaptive-skip: the technion U-Net study)
+    /// Regenerate a published study's tables end to end (adaptive-skip: the adaptive U-Net paper)
     Experiment {
         #[command(subcommand)]
         what: commands::experiment::ExperimentCommand,
@@ -121,8 +121,8 @@ fn main() -> ExitCode {
     commands::use_deterministic_kernels(cli.deterministic);
     match run(cli.command, choice) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.downcast_ref::<commands::train::Interrupted>().is_some() => {
-            ExitCode::from(commands::train::INTERRUPTED_STATUS)
+        Err(e) if e.downcast_ref::<commands::Interrupted>().is_some() => {
+            ExitCode::from(commands::INTERRUPTED_STATUS)
         }
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -290,6 +290,6 @@ mod plot {
         image
             .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
             .map_err(|e| err(&format!("cannot encode the PNG: {e}")))?;
-        crate::checkpoint::write_atomic(path, &png)
+        crate::fsio::write_atomic(path, &png)
     }
 }

@@ -5,10 +5,10 @@ use super::export::{export_frames, save_samples};
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
 use super::{parse_setting, platform, Shared};
-use crate::diffusion::{Sampler, Step};
+use crate::data::grid_columns;
+use crate::diffusion::{Sampler, SkipPlan, Step};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
-use crate::train::sample::{grid_columns, sample_net};
-use crate::train::{SampleRequest, TrainedModel};
+use crate::pipeline::{sample_net, SampleRequest, TrainedModel};
 use crate::{Gpu, Result, Tensor};
 use eframe::egui;
 use std::path::PathBuf;
@@ -78,20 +78,18 @@ pub struct DenoiseSettings {
 impl DenoiseSettings {
     /// The library's request for these settings on `model`.
     pub fn request(&self, model: &TrainedModel) -> Result<SampleRequest> {
-        Ok(SampleRequest {
-            sampler: self.sampler.parse()?,
-            steps: Some(self.steps),
-            count: self.count,
-            seed: self.seed,
-            skip: crate::diffusion::SkipPlan::Exponent(self.skip_exponent),
-            cache: None,
-            class: self.class,
-            // a guidance set for a conditional model does not carry over to an unconditional one
-            guidance: match model.state.model.classes() {
-                Some(_) => self.guidance.unwrap_or_else(|| model.state.default_guidance()),
-                None => 1.0,
-            },
-        })
+        let mut builder = SampleRequest::for_state(&model.state)
+            .sampler(self.sampler.parse()?)
+            .steps(Some(self.steps))
+            .count(self.count)
+            .seed(self.seed)
+            .skip(SkipPlan::Exponent(self.skip_exponent))
+            .class(self.class);
+        // a guidance set for a conditional model does not carry over to an unconditional one
+        if let (Some(guidance), Some(_)) = (self.guidance, model.state.model.classes()) {
+            builder = builder.guidance(guidance);
+        }
+        builder.build()
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
@@ -185,7 +183,7 @@ impl DenoiseView {
             settings: DenoiseSettings {
                 checkpoint: shared.options.checkpoint.display().to_string(),
                 sampler: "ddpm".into(),
-                steps: crate::train::sample::DEFAULT_SAMPLER_STEPS,
+                steps: crate::diffusion::DEFAULT_SAMPLER_STEPS,
                 seed: 0,
                 count: 16,
                 class: None,
@@ -266,7 +264,7 @@ impl DenoiseView {
                     let info = *info;
                     let fits = |name: &str| name.parse::<Sampler>().is_ok_and(|s| s.fits(&info.process));
                     if !fits(&self.settings.sampler) {
-                        self.settings.sampler = crate::train::sample::default_sampler(&info.process)
+                        self.settings.sampler = crate::diffusion::default_sampler(&info.process)
                             .name()
                             .to_string();
                     }
@@ -437,11 +435,11 @@ impl DenoiseView {
             {
                 self.load_info(&ctx, shared);
             }
-            #[cfg(target_arch = "wasm32")]
-            if ui
-                .add_enabled(!self.is_running(), egui::Button::new("Open a file..."))
-                .on_hover_text("load a checkpoint from this computer (e.g. one `wgdiff train` wrote)")
-                .clicked()
+            if platform::IN_PAGE
+                && ui
+                    .add_enabled(!self.is_running(), egui::Button::new("Open a file..."))
+                    .on_hover_text("load a checkpoint from this computer (e.g. one `wgdiff train` wrote)")
+                    .clicked()
             {
                 self.open_file(&ctx, shared);
             }
@@ -595,7 +593,6 @@ impl DenoiseView {
 
     /// Lets the user pick a checkpoint file (the page has no folders to type a path into)
     /// and loads it.
-    #[cfg(target_arch = "wasm32")]
     fn open_file(&mut self, ctx: &egui::Context, shared: &Shared) {
         let gpu = shared.gpu.clone();
         self.job = Some(Job::start(ctx, "open", move |job| async move {

@@ -16,8 +16,9 @@ pub use denoise::DenoiseSettings;
 pub use frame_clock::{percentile, Activity, FrameClock, FrameSample};
 pub use grid_texture::{GridLayout, GridTexture};
 pub use jobs::{Event, Job, JobContext};
+pub use platform::entry::*;
 pub use profile::{SortBy, Workload as ProfileWorkload};
-pub use train::{run_training, TrainMessage, TrainSettings};
+pub use train::{run_training, TrainSettings, PAGE_MAX_MINUTES};
 
 use crate::gpu::Pacing;
 use crate::{AdapterChoice, Error, Gpu, Result};
@@ -115,9 +116,9 @@ impl Default for AppOptions {
     fn default() -> Self {
         AppOptions {
             // the page fetches the small export, not the resumable checkpoint
-            checkpoint: match cfg!(target_arch = "wasm32") {
-                true => crate::train::sample::DEFAULT_EXPORT.into(),
-                false => crate::train::sample::DEFAULT_CHECKPOINT.into(),
+            checkpoint: match platform::IN_PAGE {
+                true => crate::pipeline::DEFAULT_EXPORT.into(),
+                false => crate::pipeline::DEFAULT_CHECKPOINT.into(),
             },
             out: "runs/app".into(),
             view: View::Denoise,
@@ -373,59 +374,11 @@ fn message_label(ui: &mut egui::Ui, message: &Option<std::result::Result<String,
 
 /// eframe's wgpu setup on `gpu`'s instance, adapter, device and queue: one device for the
 /// engine and the UI, no copies between GPU contexts.
-fn shared_device(gpu: &Gpu) -> eframe::egui_wgpu::WgpuSetup {
+pub(crate) fn shared_device(gpu: &Gpu) -> eframe::egui_wgpu::WgpuSetup {
     eframe::egui_wgpu::WgpuSetup::Existing(eframe::egui_wgpu::WgpuSetupExisting {
         instance: gpu.instance.clone(),
         adapter: gpu.adapter.clone(),
         device: gpu.device.clone(),
         queue: gpu.queue.clone(),
     })
-}
-
-/// Opens the app in a native window on `gpu`'s device.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
-    let native = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default()
-            .with_title("wgdiff")
-            .with_inner_size([1280.0, 860.0]),
-        wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
-            // Present without waiting for vertical sync, one frame in flight: the queue is
-            // shared with the jobs, so a frame should not wait for more than it must.
-            surface: eframe::egui_wgpu::SurfaceConfig {
-                present_mode: wgpu::PresentMode::AutoNoVsync,
-                desired_maximum_frame_latency: Some(1),
-            },
-            wgpu_setup: shared_device(&gpu),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    eframe::run_native(
-        "wgdiff",
-        native,
-        Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
-    )
-    .map_err(|e| Error::Config(format!("the app could not start: {e}")))
-}
-
-/// Starts the app in the page's `canvas` on `gpu`'s device (the browser's WebGPU); the page
-/// keeps running it after this returns.
-#[cfg(target_arch = "wasm32")]
-pub async fn run_web(canvas: web_sys::HtmlCanvasElement, gpu: Gpu, options: AppOptions) -> Result<()> {
-    let web = eframe::WebOptions {
-        wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
-            wgpu_setup: shared_device(&gpu),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    eframe::WebRunner::new()
-        .start(
-            canvas,
-            web,
-            Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
-        )
-        .await
-        .map_err(|e| Error::Config(format!("the app could not start in the page: {e:?}")))
 }

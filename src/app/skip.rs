@@ -6,10 +6,9 @@ use super::denoise::DenoiseView;
 use super::jobs::{is_running, Event, Job};
 use super::platform;
 use super::Shared;
-use crate::diffusion::{skip_intervals, skip_levels, SkipSchedule};
+use crate::diffusion::{skip_intervals, skip_levels, Sampler, SkipPlan, SkipSchedule};
 use crate::models::SkipType;
-use crate::train::speedup::{measure_skip_speedup, SkipTiming};
-use crate::train::SampleRequest;
+use crate::pipeline::{measure_skip_speedup, SampleRequest, SkipTiming};
 use crate::Gpu;
 use eframe::egui;
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
@@ -220,7 +219,6 @@ impl SkipView {
     }
 
     /// Lets the user pick a schedule file (the page has no folders to type a path into).
-    #[cfg(target_arch = "wasm32")]
     fn open_schedule(&mut self, ctx: &egui::Context) {
         self.job = Some(Job::start(ctx, "open schedule", move |job| async move {
             if let Some(path) = platform::pick_file().await? {
@@ -268,19 +266,16 @@ impl SkipView {
             .flops
             .as_ref()
             .and_then(|(_, f)| predicted_speedup(f, exponent, self.steps));
-        let request = SampleRequest {
-            sampler: "ddpm".parse().expect("a sampler"),
-            steps: Some(self.steps),
-            count: self.images,
-            seed: 0,
-            skip: crate::diffusion::SkipPlan::Exponent(exponent),
-            cache: None,
-            class: None,
-            guidance: 1.0,
-        };
+        let (steps, images) = (self.steps, self.images);
         self.message = Some(Ok(format!("measuring c = {exponent} against c = 0")));
         self.job = Some(Job::start(ctx, "measure", move |job| async move {
             let loaded = platform::load_model(&gpu, &path, skip_type).await?;
+            let request = SampleRequest::builder(&loaded.state.model, &loaded.state.process)
+                .sampler(Sampler::Ddpm)
+                .steps(Some(steps))
+                .count(images)
+                .skip(SkipPlan::Exponent(exponent))
+                .build()?;
             let timing = measure_skip_speedup(&gpu, loaded.sampling(), &request, rounds, |done, total| {
                 job.send(SkipMessage::Progress(format!("measuring: run {done} of {total}")));
                 job.check()
@@ -348,10 +343,10 @@ impl SkipView {
             {
                 self.load_schedule(&ctx, PathBuf::from(&self.schedule_path));
             }
-            #[cfg(target_arch = "wasm32")]
-            if ui
-                .add_enabled(!self.is_running(), egui::Button::new("Open a file..."))
-                .clicked()
+            if platform::IN_PAGE
+                && ui
+                    .add_enabled(!self.is_running(), egui::Button::new("Open a file..."))
+                    .clicked()
             {
                 self.open_schedule(&ctx);
             }

@@ -4,46 +4,20 @@
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
 use super::{parse_setting, platform, Shared};
+use crate::data::grid_columns;
 use crate::models::PRESETS;
-use crate::train::sample::grid_columns;
-use crate::train::{FidRecord, Precision, SkipTraining, TrainConfig};
+use crate::train::{
+    FidRecord, Precision, RunEnd, SkipTraining, TrainConfig, TrainEvent, TrainingRun, CHECKPOINT_FILE,
+};
 use crate::{Gpu, Result, Tensor};
 use eframe::egui;
 use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use web_time::Instant;
 
-/// What a training job reports.
-pub enum TrainMessage {
-    /// The run is set up: its parameters, first and last step.
-    Started {
-        parameters: usize,
-        first_step: usize,
-        steps: usize,
-        batch: usize,
-        /// Losses of the steps before `first_step` (a resumed run).
-        earlier_losses: Vec<f32>,
-    },
-    /// One optimiser step: the step number after it, its loss and wall time, and the FLOPs of
-    /// a step (counted by the profiler on the run's first step; None where the profiler cannot
-    /// run: a page whose WebGPU has no timestamp queries).
-    Step {
-        step: usize,
-        loss: f32,
-        seconds: f64,
-        flops: Option<f64>,
-    },
-    /// A sample grid of the EMA weights after `step`.
-    Grid {
-        step: usize,
-        images: Tensor,
-    },
-    Fid(FidRecord),
-    /// A checkpoint was written.
-    Checkpoint(PathBuf),
-}
+/// The time budget of a run in a page (minutes): the page's device is often a software one.
+pub const PAGE_MAX_MINUTES: f32 = 2.0;
 
 /// The run's settings in the view (the rest of [`TrainConfig`] keeps its defaults).
 #[derive(Clone, Debug)]
@@ -60,10 +34,34 @@ pub struct TrainSettings {
     pub checkpoint_every: usize,
     pub fid_every: usize,
     pub fid_samples: usize,
+    pub max_minutes: f32,
     pub out: String,
 }
 
 impl TrainSettings {
+    /// The library's default recipe ([`TrainConfig::default`], what `wgdiff train` runs)
+    /// writing to `out`; in a page (`page`) with the time budget lowered to
+    /// [`PAGE_MAX_MINUTES`] (and the page trains on MNIST's test split, the data it fetches).
+    pub fn defaults(out: String, page: bool) -> TrainSettings {
+        let c = TrainConfig::default();
+        TrainSettings {
+            preset: c.preset,
+            data: c.data,
+            batch: c.batch,
+            lr: c.lr,
+            steps: c.steps,
+            seed: c.seed,
+            precision: c.precision,
+            skip_training: c.skip_training,
+            sample_every: c.sample_every,
+            checkpoint_every: c.checkpoint_every,
+            fid_every: c.fid_every,
+            fid_samples: c.fid_samples,
+            max_minutes: if page { PAGE_MAX_MINUTES } else { c.max_minutes },
+            out,
+        }
+    }
+
     /// The run's configuration (as `wgdiff train` with the same flags would make it).
     pub fn config(&self) -> TrainConfig {
         TrainConfig {
@@ -79,17 +77,14 @@ impl TrainSettings {
             checkpoint_every: self.checkpoint_every,
             fid_every: self.fid_every,
             fid_samples: self.fid_samples,
+            max_minutes: self.max_minutes,
             out: PathBuf::from(&self.out),
-            grid_steps: 20,
-            // the U-Net settings the view was built and measured with (issue 11)
-            warmup: 10,
-            ema_decay: 0.999,
             ..TrainConfig::default()
         }
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 10] = [
+    pub const KEYS: [&'static str; 11] = [
         "preset",
         "data",
         "batch",
@@ -99,6 +94,7 @@ impl TrainSettings {
         "sample-every",
         "checkpoint-every",
         "fid-every",
+        "max-minutes",
         "out",
     ];
 
@@ -117,6 +113,7 @@ impl TrainSettings {
             "sample-every" => self.sample_every = parse_setting(key, value)?,
             "checkpoint-every" => self.checkpoint_every = parse_setting(key, value)?,
             "fid-every" => self.fid_every = parse_setting(key, value)?,
+            "max-minutes" => self.max_minutes = parse_setting(key, value)?,
             "out" => self.out = value.to_string(),
             _ => return Err(super::unknown_setting("train", key, &Self::KEYS)),
         }
@@ -124,91 +121,46 @@ impl TrainSettings {
     }
 }
 
-/// Runs (or, with `resume`, continues) training as `wgdiff train` does, one async step at a
-/// time: reports every step, writes grids, FID records and checkpoints on the configured
-/// steps; while `paused` it idles; when it ends or is cancelled it writes the checkpoint (so
-/// `wgdiff train --resume` continues the run) and hands it to the user (a download in a page).
+/// Runs (or, with `resume`, continues) training as `wgdiff train` does: a [`TrainingRun`]
+/// advanced one step at a time, its events sent to the view; while `paused` it idles; a
+/// cancelled job asks the run to stop (it writes the checkpoint, so `wgdiff train --resume`
+/// continues), and the checkpoint is handed to the user (a download in a page).
 pub async fn run_training(
     gpu: Gpu,
     config: TrainConfig,
     resume: Option<PathBuf>,
     paused: Arc<AtomicBool>,
-    job: JobContext<TrainMessage>,
+    job: JobContext<TrainEvent>,
 ) -> Result<()> {
     let out = config.out.clone();
     let mut trainer = platform::start_training(&gpu, config, resume.as_deref()).await?;
-    trainer.state.config.out = out;
-    let c = trainer.state.config.clone();
-    let checkpoint = c.out.join("checkpoint.safetensors");
-    job.send(TrainMessage::Started {
-        parameters: trainer.net().named_params().iter().map(|(_, t)| t.numel()).sum(),
-        first_step: trainer.state.step,
-        steps: c.steps,
-        batch: c.batch,
-        earlier_losses: trainer.state.losses.clone(),
-    });
-    let fid = match c.fid_every {
+    trainer.state.config.out = out.clone();
+    let fid = match trainer.state.config.fid_every {
         0 => None,
-        _ => Some(platform::mnist_fid(&gpu, &c.data).await?),
+        _ => Some(platform::mnist_fid(&gpu, &trainer.state.config.data).await?),
     };
-    // The first step is counted by the profiler, if it can run here.
-    let mut counted = false;
-    let mut flops = None;
-    while !trainer.finished() && job.check().is_ok() {
-        if paused.load(Ordering::Relaxed) {
+    let mut run = TrainingRun::new(trainer, fid, platform::run_files(&out))?;
+    loop {
+        if paused.load(Ordering::Relaxed) && job.check().is_ok() {
             platform::sleep(50).await;
             continue;
         }
-        let started = Instant::now();
-        let counting = !counted && gpu.profiler().start().is_ok();
-        counted = true;
-        let loss = trainer.step().await?;
-        if counting {
-            let profile = gpu.profiler().stop().await?;
-            flops = Some(profile.records.iter().map(|r| r.flops).sum::<f64>());
-        }
-        // The step's work has run (its times are real; in a page, the event loop runs).
+        let going = run
+            .advance(job.check().is_err(), &mut |event| job.send(event))
+            .await?;
+        // the step's work runs before the next (its times are real; in a page, the event loop runs)
         gpu.finish().await?;
-        let step = trainer.state.step;
-        job.send(TrainMessage::Step {
-            step,
-            loss,
-            seconds: started.elapsed().as_secs_f64(),
-            flops,
-        });
-        if c.sample_every > 0 && step % c.sample_every == 0 {
-            let images = trainer.sample_grid_images().await?;
-            job.send(TrainMessage::Grid { step, images });
-        }
-        if let Some(tracker) = fid.as_ref().filter(|_| step % c.fid_every == 0) {
-            let (record, is_best) = tracker.record(&mut trainer).await?;
-            if is_best {
-                platform::save_checkpoint(&trainer, &c.out.join("best.safetensors")).await?;
-            }
-            job.send(TrainMessage::Fid(record));
-        }
-        if c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && !trainer.finished() {
-            platform::save_checkpoint(&trainer, &checkpoint).await?;
-            job.send(TrainMessage::Checkpoint(checkpoint.clone()));
+        if !going {
+            break;
         }
     }
-    platform::save_checkpoint(&trainer, &checkpoint).await?;
-    platform::deliver(&checkpoint)?;
-    job.send(TrainMessage::Checkpoint(checkpoint.clone()));
-    if trainer.finished() {
-        let images = trainer.sample_grid_images().await?;
-        job.send(TrainMessage::Grid {
-            step: trainer.state.step,
-            images,
-        });
-    }
-    Ok(())
+    platform::deliver(&out.join(CHECKPOINT_FILE))
 }
 
 /// The train view's state.
 pub struct TrainView {
     pub settings: TrainSettings,
-    job: Option<Job<TrainMessage>>,
+    job: Option<Job<TrainEvent>>,
     paused: Arc<AtomicBool>,
     /// (step, loss) of the run shown.
     pub losses: Vec<[f64; 2]>,
@@ -223,28 +175,18 @@ pub struct TrainView {
     grid: Option<(Tensor, usize)>,
     texture: Option<(GridTexture, GridLayout)>,
     drawn: bool,
-    pub checkpoints: Vec<PathBuf>,
+    /// The checkpoints the run wrote, as the run's files name them.
+    pub checkpoints: Vec<String>,
     pub message: Option<Result<String, String>>,
 }
 
 impl TrainView {
     pub fn new(shared: &Shared) -> TrainView {
         TrainView {
-            settings: TrainSettings {
-                preset: "mnist-small".into(),
-                data: "mnist".into(),
-                batch: 32,
-                lr: 1e-3,
-                steps: 2000,
-                seed: 0,
-                precision: Precision::F32,
-                skip_training: None,
-                sample_every: 5,
-                checkpoint_every: 50,
-                fid_every: 0,
-                fid_samples: 256,
-                out: shared.options.out.join("train").display().to_string(),
-            },
+            settings: TrainSettings::defaults(
+                shared.options.out.join("train").display().to_string(),
+                platform::IN_PAGE,
+            ),
             job: None,
             paused: Arc::new(AtomicBool::new(false)),
             losses: Vec::new(),
@@ -285,7 +227,7 @@ impl TrainView {
             return;
         }
         let config = self.settings.config();
-        let from = resume.then(|| config.out.join("checkpoint.safetensors"));
+        let from = resume.then(|| config.out.join(CHECKPOINT_FILE));
         if let Some(path) = from.as_ref().filter(|p| !platform::exists(p)) {
             self.message = Some(Err(format!(
                 "no checkpoint to resume at {}: start a run first",
@@ -308,7 +250,7 @@ impl TrainView {
     pub fn poll(&mut self, _ctx: &egui::Context, shared: &Shared) {
         for event in self.job.as_mut().map(Job::poll).unwrap_or_default() {
             match event {
-                Event::Message(TrainMessage::Started {
+                Event::Message(TrainEvent::Started {
                     parameters,
                     first_step,
                     steps,
@@ -325,11 +267,12 @@ impl TrainView {
                         .collect();
                     self.message = Some(Ok(format!("training from step {first_step}")));
                 }
-                Event::Message(TrainMessage::Step {
+                Event::Message(TrainEvent::Step {
                     step,
                     loss,
                     seconds,
                     flops,
+                    ..
                 }) => {
                     if !self.losses.is_empty() || step > 1 {
                         self.step_seconds.push(seconds);
@@ -348,20 +291,35 @@ impl TrainView {
                         .to_string(),
                     );
                 }
-                Event::Message(TrainMessage::Grid { step, images }) => {
+                Event::Message(TrainEvent::Grid { step, images, .. }) => {
                     self.grid = Some((images, step));
                     self.drawn = false;
                 }
-                Event::Message(TrainMessage::Fid(record)) => self.fid.push(record),
-                Event::Message(TrainMessage::Checkpoint(path)) => {
-                    self.message = Some(Ok(format!("checkpoint written: {}", path.display())));
-                    self.checkpoints.push(path);
+                Event::Message(TrainEvent::Fid { record, .. }) => self.fid.push(record),
+                Event::Message(TrainEvent::Checkpoint { file, .. }) => {
+                    self.message = Some(Ok(format!("checkpoint written: {file}")));
+                    self.checkpoints.push(file);
+                }
+                Event::Message(TrainEvent::Diverged { message, .. }) => {
+                    self.message = Some(Err(message));
+                }
+                Event::Message(TrainEvent::Ended {
+                    step,
+                    why,
+                    checkpoint,
+                }) => {
+                    let why = match why {
+                        RunEnd::Completed => "finished",
+                        RunEnd::OutOfTime => "time budget reached",
+                        RunEnd::StopRequested => "stopped",
+                    };
+                    self.message = Some(Ok(format!(
+                        "{why} at step {step}; checkpoint {checkpoint} (`wgdiff train --resume {checkpoint}` \
+                         continues it)"
+                    )));
+                    self.checkpoints.push(checkpoint);
                 }
                 Event::Finished(Ok(())) => {
-                    let last = self.checkpoints.last().map_or(String::new(), |p| {
-                        format!("; `wgdiff train --resume {}` continues it", p.display())
-                    });
-                    self.message = Some(Ok(format!("stopped at step {}{last}", self.step())));
                     let losses: Vec<f64> = self.losses.iter().map(|l| l[1]).collect();
                     let step_seconds = &self.step_seconds;
                     platform::announce(
@@ -542,9 +500,12 @@ impl TrainView {
             ui.add(egui::TextEdit::singleline(&mut s.data).desired_width(120.0))
                 .labelled_by(label.id);
             ui.add(egui::DragValue::new(&mut s.batch).range(1..=512).prefix("batch "));
+            // (dragging stays in a sensible range; a value given with --set or the page's
+            // address is kept, however large)
             ui.add(
                 egui::DragValue::new(&mut s.lr)
                     .range(1e-6..=1.0)
+                    .clamp_existing_to_range(false)
                     .speed(1e-5)
                     .prefix("lr "),
             );
@@ -605,10 +566,25 @@ impl TrainView {
                     .range(2..=10_000)
                     .prefix("FID samples "),
             );
+            ui.add(
+                egui::DragValue::new(&mut s.max_minutes)
+                    .range(0.0..=100_000.0)
+                    .speed(0.1)
+                    .prefix("at most ")
+                    .suffix(" min"),
+            );
             let label = ui.label("out");
             ui.add(egui::TextEdit::singleline(&mut s.out).desired_width(160.0))
                 .labelled_by(label.id);
         });
+        if platform::IN_PAGE {
+            ui.label(format!(
+                "In the page a run trains on MNIST's test split (the data the page fetches) for at most \
+                 {PAGE_MAX_MINUTES} min by default; `wgdiff train` runs the same recipe on the training \
+                 split for {} min.",
+                TrainConfig::default().max_minutes
+            ));
+        }
     }
 }
 

@@ -45,7 +45,7 @@ impl ConvVariant {
 /// `w` [Cout, ..] quantised per output channel to `bits` and packed for the tiled kernel.
 fn packed_conv_weights(w: &Tensor, bits: WeightBits) -> Result<PackedWeights> {
     let s = w.shape();
-    let q = crate::compress::quantize::quantize(&w.to_vec()?, s, Some(0), bits);
+    let q = crate::checkpoint::compressed::quantize(&w.to_vec()?, s, Some(0), bits);
     PackedWeights::conv(w.gpu(), bits, [s[0], s[1], s[2], s[3]], &q.values, &q.scales)
 }
 

@@ -17,7 +17,7 @@ enum Operand {
 /// `b` [K, N] quantised per column to `bits` and packed for the blocked kernel.
 fn packed_matmul_weights(b: &Tensor, bits: WeightBits) -> Result<PackedWeights> {
     let s = b.shape();
-    let q = crate::compress::quantize::quantize(&b.to_vec()?, s, Some(1), bits);
+    let q = crate::checkpoint::compressed::quantize(&b.to_vec()?, s, Some(1), bits);
     PackedWeights::matmul(b.gpu(), bits, s[0], s[1], &q.values, &q.scales)
 }
 

@@ -3,7 +3,6 @@
 
 use super::Classifier;
 use crate::eval::FeatureNet;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::{
     data::Dataset,
     metrics::{frechet_distance, FeatureStats},
@@ -29,7 +28,6 @@ impl FeatureNet for Classifier {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 impl Classifier {
     /// Runs `f` on consecutive batches of `images` (NCHW in [-1, 1], any count), without
     /// gradients, and concatenates the read-back rows.
@@ -122,7 +120,6 @@ pub struct FidChecks {
     pub train_vs_noise: f64,
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 impl Classifier {
     /// [`FidChecks`] of `train` and `test` with `samples` images a side (fewer when a split is
     /// smaller); the noise images are drawn from `seed`.

@@ -2,13 +2,13 @@
 //! layer gives the features of MNIST-FID, a Fréchet distance for 28x28 grey images.
 
 mod eval;
+mod mnist_fid;
 mod net;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 pub use eval::{argmax, gaussian_noise_images, FidChecks, EVAL_BATCH};
+pub use mnist_fid::MnistFid;
 pub use net::{Classifier, ClassifierConfig, CHECKPOINT_KIND};
-#[cfg(not(target_arch = "wasm32"))]
 pub use train::{ClassifierTrainConfig, ClassifierTrainer, EpochRecord, StepStats};
 
 /// Where `wgdiff train-classifier --eval` and the tests find the shipped MNIST classifier.

@@ -85,7 +85,7 @@ pub struct Classifier {
 }
 
 /// Metadata `kind` of a classifier checkpoint.
-pub const CHECKPOINT_KIND: &str = "wgdiff-classifier";
+pub use crate::checkpoint::CLASSIFIER_KIND as CHECKPOINT_KIND;
 
 impl Classifier {
     /// Fresh weights drawn from `seed`.
@@ -135,12 +135,12 @@ impl Classifier {
     pub fn named_params(&self) -> Vec<(String, Tensor)> {
         let mut named = Vec::new();
         for (i, (conv, norm)) in self.convs.iter().zip(&self.norms).enumerate() {
-            named.push((format!("conv{}.weight", i + 1), conv.weight.clone()));
+            named.push((format!("conv{}.weight", i + 1), conv.weight.float().clone()));
             named.push((format!("norm{}.gamma", i + 1), norm.gamma.clone()));
             named.push((format!("norm{}.beta", i + 1), norm.beta.clone()));
         }
         for (name, layer) in [("hidden", &self.hidden), ("head", &self.head)] {
-            named.push((format!("{name}.weight"), layer.weight.clone()));
+            named.push((format!("{name}.weight"), layer.weight.float().clone()));
             named.push((format!("{name}.bias"), layer.bias.clone()));
         }
         named
@@ -261,15 +261,13 @@ impl Classifier {
     }
 
     /// Reads a classifier checkpoint file.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(gpu: &Gpu, path: &std::path::Path) -> Result<Classifier> {
         Classifier::from_checkpoint(gpu, &Checkpoint::load(path)?, &path.display().to_string())
     }
 
     /// Writes the weights and metadata to `path` atomically.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn save(&self, path: &std::path::Path, training: serde_json::Value) -> Result<()> {
-        pollster::block_on(self.checkpoint(training))?.save(path)
+    pub async fn save(&self, path: &std::path::Path, training: serde_json::Value) -> Result<()> {
+        self.checkpoint(training).await?.save(path)
     }
 }
 

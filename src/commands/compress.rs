@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::compress::{CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan};
 use wgdiff::ops::WeightBits;
-use wgdiff::train::sample::DEFAULT_CHECKPOINT;
+use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 use wgdiff::AdapterChoice;
 
 /// Flags of `wgdiff compress`.
@@ -50,7 +50,7 @@ pub fn run(choice: AdapterChoice, args: CompressArgs) -> Result<()> {
             args.out.display()
         );
     }
-    if wgdiff::checkpoint::same_file(&args.checkpoint, &args.out) {
+    if wgdiff::fsio::same_file(&args.checkpoint, &args.out) {
         bail!(
             "--out {} is the checkpoint itself; write the compressed copy to another file",
             args.out.display()
@@ -83,7 +83,7 @@ pub fn run(choice: AdapterChoice, args: CompressArgs) -> Result<()> {
     let (out, summary) = wgdiff::compress::compress_checkpoint(&gpu, &ckpt, &origin, &plan)
         .with_context(|| format!("compressing {origin}"))?;
     let bytes = out.to_bytes()?;
-    wgdiff::checkpoint::write_atomic(&args.out, &bytes)?;
+    wgdiff::fsio::write_atomic(&args.out, &bytes)?;
     if let Some(p) = plan.prune {
         println!(
             "pruned ({}, {} scope) {} of its {} weights ({:.1}%; the model has {} conv and linear weights)",
@@ -108,7 +108,7 @@ pub fn run(choice: AdapterChoice, args: CompressArgs) -> Result<()> {
             100.0 * summary.max_relative_error
         );
     }
-    let export = wgdiff::train::sampling_export(&ckpt, &origin)?.to_bytes()?;
+    let export = wgdiff::run_state::sampling_export(&ckpt, &origin)?.to_bytes()?;
     println!(
         "{}: {} bytes, {} gzipped (the uncompressed EMA weights: {} bytes, {} gzipped)",
         args.out.display(),

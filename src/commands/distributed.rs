@@ -75,7 +75,7 @@ impl Job {
     pub fn finish(&self, result: Result<()>) -> Result<()> {
         #[cfg(feature = "mpi")]
         if let (Err(e), Some(mpi)) = (&result, &self.mpi) {
-            if e.downcast_ref::<super::train::Interrupted>().is_none() && mpi.size() > 1 {
+            if e.downcast_ref::<super::Interrupted>().is_none() && mpi.size() > 1 {
                 eprint_line(&format!(
                     "error: {} failed, stopping the job: {e:#}",
                     self.describe().unwrap_or_default()

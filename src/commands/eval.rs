@@ -6,13 +6,13 @@ use super::sample::SamplingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
-use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
+use std::path::PathBuf;
+use wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER;
 use wgdiff::data::{DataSource, Split};
 use wgdiff::eval::{FeatureNet, Reference, ReferenceImages, Scores, DEFAULT_STATS_CACHE};
 use wgdiff::features::InceptionV3;
 use wgdiff::metrics::IS_SPLITS;
-use wgdiff::train::quality::{sample_features, GeneratedFeatures};
+use wgdiff::pipeline::{sample_features, GeneratedFeatures};
 use wgdiff::{inception_score, Gpu, Predictions, Tensor};
 
 /// Flags of `wgdiff eval`.
@@ -77,47 +77,35 @@ struct EvalReport {
     sampling_seconds: f64,
 }
 
-/// The feature network the flags choose.
-fn feature_net(gpu: &Gpu, args: &EvalArgs) -> Result<Box<dyn FeatureNet>> {
-    if let Some(path) = &args.inception {
-        return Ok(Box::new(InceptionV3::load(gpu, path)?));
-    }
-    let path = &args.classifier;
-    let net = Classifier::load(gpu, path).with_context(|| {
-        if path.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
-            "the MNIST-FID classifier ships in assets/models/: run wgdiff from the repository folder, or \
-             pass --classifier PATH (trained by `wgdiff train-classifier`)"
-                .to_string()
-        } else {
-            format!(
-                "loading the MNIST-FID classifier {} (train one with `wgdiff train-classifier`, or drop \
-                 --classifier for the shipped one)",
-                path.display()
-            )
-        }
-    })?;
-    Ok(Box::new(net))
-}
-
-/// The reference statistics of `images` from the cache in `dir`, or computed (with a progress
-/// bar) and cached; true when read from the cache.
-pub fn cached_reference(
+/// The feature network the flags choose and the reference statistics of `images` under it:
+/// Inception-v3 with `--inception`, else MNIST-FID's classifier; true when read from the cache.
+fn scorer(
     gpu: &Gpu,
-    net: &dyn FeatureNet,
+    args: &EvalArgs,
     images: ReferenceImages,
-    batch: usize,
-    dir: &Path,
-) -> Result<(Reference, bool)> {
+) -> Result<(Box<dyn FeatureNet>, Reference, bool)> {
+    let Some(path) = &args.inception else {
+        let fid = super::mnist_fid(gpu, &args.classifier, &args.data, Some(images), &args.cache)?;
+        return Ok((Box::new(fid.classifier), fid.reference, fid.cached));
+    };
+    let net = InceptionV3::load(gpu, path)?;
     let total = images.count();
     let mut bar = None;
-    let found = pollster::block_on(Reference::cached(dir, gpu, net, images, batch, |done| {
-        bar.get_or_insert_with(|| progress_bar(total, &format!("{} reference images", images.data.name)))
-            .set_position(done as u64);
-    }))?;
+    let (reference, cached) = pollster::block_on(Reference::cached(
+        &args.cache,
+        gpu,
+        &net,
+        images,
+        args.batch,
+        |done| {
+            bar.get_or_insert_with(|| progress_bar(total, &format!("{} reference images", images.data.name)))
+                .set_position(done as u64);
+        },
+    ))?;
     if let Some(bar) = bar {
         bar.finish();
     }
-    Ok(found)
+    Ok((Box::new(net), reference, cached))
 }
 
 /// The Inception Score of the generated features when the network has logits for it.
@@ -173,13 +161,12 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
             data_shape
         );
     }
-    let net = feature_net(gpu, &args)?;
     let images = ReferenceImages {
         data: &data,
         split: args.split,
         limit: args.reference_images,
     };
-    let (reference, cached) = cached_reference(gpu, net.as_ref(), images, args.batch, &args.cache)?;
+    let (net, reference, cached) = scorer(gpu, &args, images)?;
     let bar = progress_bar(args.samples, "samples");
     let generated = pollster::block_on(sample_features(
         gpu,
@@ -193,21 +180,19 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
     bar.finish();
     let scores = generated.scores(net.as_ref(), &reference)?;
     let inception_score = inception_score_of(gpu, net.as_ref(), &generated)?;
-    let steps = request
-        .steps
-        .unwrap_or_else(|| request.sampler.default_steps(&model.state.process));
+    let steps = request.steps();
     let reference_note = match cached {
         true => "reference cached".to_string(),
         false => format!("reference computed, saved in {}", args.cache.display()),
     };
     let is_text = inception_score.map_or(String::new(), |(m, s)| format!("  IS {m:.2} ± {s:.2}"));
-    let guidance = match request.guidance {
+    let guidance = match request.guidance() {
         1.0 => String::new(),
         w => format!(", guidance {w}"),
     };
     println!(
         "{} {:.2}  KID {:.4} ± {:.4}{is_text}  ({} samples from {} {steps} steps{guidance} vs {} {} images; {reference_note})",
-        scores.metric, scores.fid, scores.kid.0, scores.kid.1, scores.samples, request.sampler,
+        scores.metric, scores.fid, scores.kid.0, scores.kid.1, scores.samples, request.sampler(),
         scores.reference_images, data.name
     );
     eprintln!(
@@ -221,10 +206,10 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
             scores,
             inception_score,
             checkpoint: args.sampling.checkpoint().display().to_string(),
-            sampler: request.sampler.to_string(),
+            sampler: request.sampler().to_string(),
             sampler_steps: steps,
-            guidance: request.guidance,
-            seed: request.seed,
+            guidance: request.guidance(),
+            seed: request.seed(),
             reference: data.name.clone(),
             network: net.id(),
             reference_cached: cached,

@@ -1,44 +1,43 @@
-//! `wgdiff experiment adaptive-skip` (the technion seed's Tables 1-3 on MNIST), `skip-search`
-//! (schedules searched under an FID budget, and deep-feature caching), `speedrun` (the recipe
-//! search behind `wgdiff train`'s default), `ladder` (the seeds' speed ladders) and
-//! `compression` (the umass tables): Markdown, JSON, PNG.
+//! `wgdiff experiment adaptive-skip` (the adaptive U-Net paper's Tables 1-3 on MNIST),
+//! `skip-search` (schedules searched under an FID budget, and deep-feature caching), `speedrun`
+//! (the recipe search behind `wgdiff train`'s default), `ladder` (the speed ladders of the CUDA
+//! and NYU studies) and `compression` (the UMass MNIST report's tables): Markdown, JSON, PNG.
 
-use super::eval::cached_reference;
 use super::progress_bar;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use indicatif::ProgressBar;
 use pollster::block_on;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
-use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
-use wgdiff::data::{DataSource, Split};
-use wgdiff::eval::{ReferenceImages, DEFAULT_STATS_CACHE};
+use wgdiff::classifier::{MnistFid, SHIPPED_MNIST_CLASSIFIER};
+use wgdiff::eval::DEFAULT_STATS_CACHE;
 use wgdiff::experiment::adaptive_skip::{self, skip_model_path, Plan, SkipModel, SKIP_MODELS};
 use wgdiff::experiment::ladder::{self, Progress, RUNGS};
 use wgdiff::experiment::ladder_report;
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
-use wgdiff::experiment::{compression, skip_search, speedrun};
+use wgdiff::experiment::{compression, skip_search, speedrun, ExperimentPlan, ExperimentReport, Header};
 use wgdiff::gpu::describe;
-use wgdiff::train::sample::DEFAULT_CHECKPOINT;
-use wgdiff::train::TrainedModel;
+use wgdiff::pipeline::{TrainedModel, DEFAULT_CHECKPOINT};
+use wgdiff::train::FidTracker;
 use wgdiff::Gpu;
 
 /// `wgdiff experiment ...`
 #[derive(Subcommand)]
 pub enum ExperimentCommand {
-    /// The adaptive U-Net (technion seed): MNIST-FID and sampling speed-up of skip-trained
+    /// The adaptive U-Net paper (Giladi, Meir, Kavar, Elad): MNIST-FID and sampling speed-up of skip-trained
     /// models per skip type and exponent c, the untrained-for-skips baseline, and DDIM
     AdaptiveSkip(AdaptiveSkipArgs),
     /// The speed-run: MNIST-FID against training time for candidate training recipes (the
     /// search that chose `wgdiff train`'s default), one curve each
     Speedrun(SpeedrunArgs),
-    /// The seeds' speed ladders: a ConvNeXt DDPM step from naive conv to fused blocks
-    /// (cuda-optimizations), and the MNIST U-Net with one technique switched per row (nyu)
+    /// The speed ladders: a ConvNeXt DDPM step from naive conv to fused blocks (the CUDA
+    /// optimisations study), and the MNIST U-Net with one technique switched per row (the NYU study)
     Ladder(LadderArgs),
-    /// The umass report's compression tables: pruning and int8/int4 weights on the shipped
+    /// The UMass MNIST report's compression tables: pruning and int8/int4 weights on the shipped
     /// DDPM U-Net and NCSN ScoreNet, with size, gzipped size, ms per image, memory and MNIST-FID
     Compression(CompressionArgs),
-    /// Beyond the technion seed: the fastest per-step skip schedule within an MNIST-FID budget
+    /// Beyond the adaptive U-Net paper: the fastest per-step skip schedule within an MNIST-FID budget
     /// (searched on measured per-level times and a cheap proxy, confirmed by real FIDs), and
     /// deep-feature caching, against the k(t) family on one model
     SkipSearch(SkipSearchArgs),
@@ -142,13 +141,13 @@ pub struct CompressionArgs {
 #[command(after_help = "Examples:\n  \
     wgdiff experiment ladder --quick     # lavapipe: under 20 minutes\n  \
     wgdiff experiment ladder             # batch 32, 20 training minutes per ablation row, 1,000-sample FIDs\n\n\
-Table 1 (the cuda-optimizations seed): one training step of a small ConvNeXt DDPM on MNIST,\n\
+Table 1 (Li Xiaolong's CUDA optimisations study): one training step of a small ConvNeXt DDPM on MNIST,\n\
 rung by rung: 1. naive conv + a LayerNorm composed of generic ops + unfused blocks;\n\
 2. + fast conv (auto: tiled implicit GEMM or im2col per dense shape, direct for depthwise);\n\
 3. + the LayerNorm kernel; 4. + the fused ConvNeXt block. The rungs take turns step by step\n\
 (A, B, C, D, A, B, ...); a speed-up is the median of the per-round time ratios of this one\n\
-run, beside the seed's 383.03 s -> 76.03 s -> 70.62 s (5.4x).\n\
-Table 2 (the nyu seed): the mnist-small U-Net with one switch per row: mixed precision (f16),\n\
+run, beside the study's 383.03 s -> 76.03 s -> 70.62 s (5.4x).\n\
+Table 2 (the NYU performance-preserving training study): the mnist-small U-Net with one switch per row: mixed precision (f16),\n\
 naive / im2col / tiled conv, 1x1 bottlenecks, one level fewer. The rows take turns step by\n\
 step until each has trained the same seconds; columns: ms per step, speed-up, peak device\n\
 memory, parameters, and MNIST-FID after that training (compare rows: minutes of training\n\
@@ -251,209 +250,224 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
     }
 }
 
-/// Prints `line` above the bar, or on its own with the seconds since `started` when the bar
-/// is hidden (output to a file).
-fn bar_line(bar: &indicatif::ProgressBar, started: Instant, line: String) {
-    if bar.is_hidden() {
-        eprintln!("[{:5.0} s] {line}", started.elapsed().as_secs_f64());
-    } else {
-        bar.println(line);
+/// One experiment under way: the device it runs on and when it started.
+struct ExperimentRun {
+    device: String,
+    started: Instant,
+}
+
+impl ExperimentRun {
+    /// The report's header: made now, with the seconds since the start.
+    fn header(&self) -> Header {
+        Header::new(self.device.clone(), self.started)
+    }
+
+    /// Prints `line` above the bar, or on its own with the seconds since the start when the bar
+    /// is hidden (output to a file).
+    fn bar_line(&self, bar: &ProgressBar, line: String) {
+        if bar.is_hidden() {
+            eprintln!("[{:5.0} s] {line}", self.started.elapsed().as_secs_f64());
+        } else {
+            bar.println(line);
+        }
+    }
+}
+
+/// The scaffold of every experiment: prints the device and starts the clock, runs `body` (which
+/// measures and builds the report with [`ExperimentRun::header`]), then writes the report's files
+/// into `out`, says which and prints its Markdown.
+fn run_experiment<R: ExperimentReport>(
+    gpu: &Gpu,
+    out: &Path,
+    body: impl FnOnce(&ExperimentRun) -> Result<R>,
+) -> Result<()> {
+    let run = ExperimentRun {
+        device: describe(&gpu.info),
+        started: Instant::now(),
+    };
+    eprintln!("device: {}", run.device);
+    let report = body(&run)?;
+    let written = report
+        .write_files(out)
+        .with_context(|| format!("writing the report into {}", out.display()))?;
+    eprintln!("wrote {}", written.join(", "));
+    println!("{}", report.markdown());
+    Ok(())
+}
+
+/// A progress bar over the training seconds of runs that take turns (the speed-run's recipes,
+/// the ladder's ablation rows), each counted up to the budget of one.
+struct TrainingBar {
+    bar: ProgressBar,
+    budget: f64,
+    /// The seconds each run has trained so far, in the order they first reported.
+    trained: Vec<(String, f64)>,
+}
+
+impl TrainingBar {
+    fn new(runs: usize, budget: f64) -> TrainingBar {
+        TrainingBar {
+            bar: progress_bar((budget * runs as f64).ceil() as usize, "training seconds"),
+            budget,
+            trained: Vec::new(),
+        }
+    }
+
+    /// `name` has trained `seconds` in all: moves the bar and names the run.
+    fn trained(&mut self, name: &str, seconds: f64) {
+        match self.trained.iter_mut().find(|(n, _)| n == name) {
+            Some(entry) => entry.1 = seconds,
+            None => self.trained.push((name.to_string(), seconds)),
+        }
+        let done: f64 = self.trained.iter().map(|(_, s)| s.min(self.budget)).sum();
+        self.bar.set_position(done as u64);
+        self.bar.set_message(name.to_string());
     }
 }
 
 fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
-    let started = Instant::now();
-    let mut plan = if args.quick {
-        ladder::Plan::quick()
-    } else {
-        ladder::Plan::full()
-    };
+    let mut plan = ladder::Plan::choose(args.quick);
     plan.train_seconds = args.train_seconds.unwrap_or(plan.train_seconds);
     plan.ladder_reps = args.reps.unwrap_or(plan.ladder_reps);
     plan.validate()?;
     let arms = ladder::arms(&plan)?;
-    eprintln!("device: {}", describe(&gpu.info));
-
-    let bar = progress_bar(RUNGS.len() * plan.ladder_reps, "ConvNeXt steps");
-    let rungs = block_on(ladder::run_ladder(gpu, &RUNGS, &plan, |event| match event {
-        Progress::WarmingUp(rung) => bar_line(&bar, started, format!("ladder: warm-up step of {rung}")),
-        Progress::RungStep {
-            rung,
-            done,
-            total,
-            ms,
-        } => {
-            bar.set_position(done as u64);
-            bar.set_message(rung.to_string());
-            if bar.is_hidden() {
-                bar_line(
-                    &bar,
-                    started,
-                    format!("ladder: step {done}/{total} {rung}: {ms:.0} ms"),
-                );
-            }
-        }
-        Progress::Trained { .. } | Progress::Scored { .. } => {}
-    }))?;
-    bar.finish_and_clear();
-
-    let tracker = super::train::fid_tracker(gpu, &arms[0].config)?;
-    let total = plan.train_seconds * arms.len() as f64;
-    let bar = progress_bar(total.ceil() as usize, "training seconds");
-    let mut trained: Vec<(String, f64)> = Vec::new();
-    let rows = block_on(ladder::run_ablation(
-        gpu,
-        &arms,
-        &plan,
-        &tracker,
-        |event| match event {
-            Progress::WarmingUp(row) => bar_line(&bar, started, format!("ablation: warm-up step of {row}")),
-            Progress::Trained { row, seconds } => {
-                match trained.iter_mut().find(|(name, _)| name == row) {
-                    Some(entry) => entry.1 = seconds,
-                    None => trained.push((row.to_string(), seconds)),
-                }
-                bar.set_position(
-                    trained
-                        .iter()
-                        .map(|(_, s)| s.min(plan.train_seconds))
-                        .sum::<f64>() as u64,
-                );
-                bar.set_message(row.to_string());
+    run_experiment(gpu, &args.out, |run| {
+        let bar = progress_bar(RUNGS.len() * plan.ladder_reps, "ConvNeXt steps");
+        let rungs = block_on(ladder::run_ladder(gpu, &RUNGS, &plan, |event| match event {
+            Progress::WarmingUp(rung) => run.bar_line(&bar, format!("ladder: warm-up step of {rung}")),
+            Progress::RungStep {
+                rung,
+                done,
+                total,
+                ms,
+            } => {
+                bar.set_position(done as u64);
+                bar.set_message(rung.to_string());
                 if bar.is_hidden() {
-                    let line = format!(
-                        "ablation: {row}: {seconds:.1} s of {:.0} s trained",
-                        plan.train_seconds
-                    );
-                    bar_line(&bar, started, line);
+                    run.bar_line(&bar, format!("ladder: step {done}/{total} {rung}: {ms:.0} ms"));
                 }
             }
-            Progress::Scored { row, fid } => {
-                bar_line(&bar, started, format!("ablation: {row}: MNIST-FID {fid:.1}"))
-            }
-            Progress::RungStep { .. } => {}
-        },
-    ))?;
-    bar.finish_and_clear();
+            Progress::Trained { .. } | Progress::Scored { .. } => {}
+        }))?;
+        bar.finish_and_clear();
 
-    let command = std::iter::once("wgdiff".to_string())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let report = ladder_report::Report {
-        date: now_rfc3339(),
-        device: describe(&gpu.info),
-        command,
-        plan,
-        rungs,
-        rows,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    };
-    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
+        let tracker = shipped_mnist_fid(gpu)?;
+        let mut training = TrainingBar::new(arms.len(), plan.train_seconds);
+        let rows = block_on(ladder::run_ablation(
+            gpu,
+            &arms,
+            &plan,
+            &tracker,
+            |event| match event {
+                Progress::WarmingUp(row) => {
+                    run.bar_line(&training.bar, format!("ablation: warm-up step of {row}"))
+                }
+                Progress::Trained { row, seconds } => {
+                    training.trained(row, seconds);
+                    if training.bar.is_hidden() {
+                        let line = format!(
+                            "ablation: {row}: {seconds:.1} s of {:.0} s trained",
+                            plan.train_seconds
+                        );
+                        run.bar_line(&training.bar, line);
+                    }
+                }
+                Progress::Scored { row, fid } => {
+                    run.bar_line(&training.bar, format!("ablation: {row}: MNIST-FID {fid:.1}"))
+                }
+                Progress::RungStep { .. } => {}
+            },
+        ))?;
+        training.bar.finish_and_clear();
+        Ok(ladder_report::Report {
+            header: run.header(),
+            plan,
+            rungs,
+            rows,
+        })
+    })
 }
 
 fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
-    let started = Instant::now();
-    let mut plan = if args.quick {
-        compression::Plan::quick()
-    } else {
-        compression::Plan::full()
-    };
+    let mut plan = compression::Plan::choose(args.quick);
     plan.samples = args.samples.unwrap_or(plan.samples);
     plan.steps = args.steps.unwrap_or(plan.steps);
-    eprintln!("device: {}", describe(&gpu.info));
-    let read = |path: &PathBuf| {
-        wgdiff::checkpoint::Checkpoint::load(path).with_context(|| format!("reading {}", path.display()))
-    };
-    let (unet, scorenet) = (read(&args.unet)?, read(&args.scorenet)?);
-    let subjects = [
-        compression::Subject {
-            label: "DDPM U-Net",
-            checkpoint: &unet,
-            origin: args.unet.display().to_string(),
-            published: &compression::PUBLISHED_DDPM,
-        },
-        compression::Subject {
-            label: "NCSN ScoreNet",
-            checkpoint: &scorenet,
-            origin: args.scorenet.display().to_string(),
-            published: &compression::PUBLISHED_NCSN,
-        },
-    ];
-    let tracker = block_on(wgdiff::train::FidTracker::mnist(gpu, "mnist", &mut |_, _| {}))?;
-    let rows_total = subjects.len() * (compression::settings().len() + 1);
-    let bar = progress_bar(rows_total, "rows");
-    let rows = block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
-        if bar.is_hidden() {
-            eprintln!("{row}");
-        }
-        bar.set_message(row.to_string());
-        bar.inc(1);
-    }))?;
-    bar.finish_and_clear();
-    let report = compression::Report {
-        date: now_rfc3339(),
-        device: describe(&gpu.info),
-        plan,
-        rows,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    };
-    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
+    run_experiment(gpu, &args.out, |run| {
+        let read = |path: &PathBuf| {
+            wgdiff::checkpoint::Checkpoint::load(path).with_context(|| format!("reading {}", path.display()))
+        };
+        let (unet, scorenet) = (read(&args.unet)?, read(&args.scorenet)?);
+        let subjects = [
+            compression::Subject {
+                label: "DDPM U-Net",
+                checkpoint: &unet,
+                origin: args.unet.display().to_string(),
+                published: &compression::PUBLISHED_DDPM,
+            },
+            compression::Subject {
+                label: "NCSN ScoreNet",
+                checkpoint: &scorenet,
+                origin: args.scorenet.display().to_string(),
+                published: &compression::PUBLISHED_NCSN,
+            },
+        ];
+        let tracker = shipped_mnist_fid(gpu)?;
+        let rows_total = subjects.len() * (compression::settings().len() + 1);
+        let bar = progress_bar(rows_total, "rows");
+        let rows = block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
+            if bar.is_hidden() {
+                eprintln!("{row}");
+            }
+            bar.set_message(row.to_string());
+            bar.inc(1);
+        }))?;
+        bar.finish_and_clear();
+        Ok(compression::Report {
+            header: run.header(),
+            plan,
+            rows,
+        })
+    })
 }
 
 fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
-    let started = Instant::now();
-    let mut plan = if args.quick {
-        speedrun::Plan::quick()
-    } else {
-        speedrun::Plan::full()
-    };
+    let mut plan = speedrun::Plan::choose(args.quick);
     plan.budget_seconds = args.budget.unwrap_or(plan.budget_seconds);
     let recipes = speedrun::recipes();
-    eprintln!("device: {}", describe(&gpu.info));
-    let tracker = super::train::fid_tracker(gpu, &recipes[0].config)?;
-    let total = plan.budget_seconds * recipes.len() as f64;
-    let bar = progress_bar(total.ceil() as usize, "training seconds");
-    let mut done: Vec<(String, f64)> = Vec::new();
-    let curves = block_on(speedrun::run(
-        gpu,
-        &recipes,
-        &plan,
-        &tracker,
-        |recipe, seconds, point| {
-            if let Some(p) = point {
-                let line = format!(
-                    "{recipe}: {:.0} s of training, step {}, mean loss {:.4}, MNIST-FID {:.1}",
-                    p.train_seconds, p.step, p.loss, p.fid
-                );
-                if bar.is_hidden() {
-                    eprintln!("{line}");
-                } else {
-                    bar.println(line);
+    run_experiment(gpu, &args.out, |run| {
+        let tracker = shipped_mnist_fid(gpu)?;
+        let mut training = TrainingBar::new(recipes.len(), plan.budget_seconds);
+        let curves = block_on(speedrun::run(
+            gpu,
+            &recipes,
+            &plan,
+            &tracker,
+            |recipe, seconds, point| {
+                if let Some(p) = point {
+                    let line = format!(
+                        "{recipe}: {:.0} s of training, step {}, mean loss {:.4}, MNIST-FID {:.1}",
+                        p.train_seconds, p.step, p.loss, p.fid
+                    );
+                    if training.bar.is_hidden() {
+                        eprintln!("{line}");
+                    } else {
+                        training.bar.println(line);
+                    }
                 }
-            }
-            match done.iter_mut().find(|(name, _)| name == recipe) {
-                Some(entry) => entry.1 = seconds,
-                None => done.push((recipe.to_string(), seconds)),
-            }
-            bar.set_position(done.iter().map(|(_, s)| s.min(plan.budget_seconds)).sum::<f64>() as u64);
-            bar.set_message(recipe.to_string());
-        },
-    ))?;
-    bar.finish_and_clear();
-    let report = speedrun::Report {
-        date: now_rfc3339(),
-        device: describe(&gpu.info),
-        plan,
-        curves,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    };
-    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
+                training.trained(recipe, seconds);
+            },
+        ))?;
+        training.bar.finish_and_clear();
+        Ok(speedrun::Report {
+            header: run.header(),
+            plan,
+            curves,
+        })
+    })
 }
 
 fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
-    let started = Instant::now();
-    let mut plan = if args.quick { Plan::quick() } else { Plan::full() };
+    let mut plan = Plan::choose(args.quick);
     plan.samples = args.samples.unwrap_or(plan.samples);
     plan.batch = args.batch.unwrap_or(plan.batch);
     plan.steps = args.steps.unwrap_or(plan.steps);
@@ -466,129 +480,89 @@ fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
         })
     });
     let train_steps = args.train_steps.unwrap_or(if args.quick { 300 } else { 3000 });
-    eprintln!("device: {}", describe(&gpu.info));
-
-    let mut models = vec![SkipModel {
-        label: BASELINE_LABEL.into(),
-        path: args.baseline.display().to_string(),
-        model: TrainedModel::load(gpu, &args.baseline)
-            .with_context(|| format!("loading the baseline {}", args.baseline.display()))?,
-    }];
-    for (label, skip_type, scheme, suffix) in SKIP_MODELS {
-        let path = skip_model_path(&models_dir, &args.baseline, suffix);
-        if !path.exists() {
-            eprintln!(
-                "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({train_steps} steps)",
-                path.display(),
-                args.baseline.display()
-            );
-            let bar = progress_bar(train_steps, "fine-tuning steps");
-            block_on(adaptive_skip::fine_tune(
-                gpu,
-                &args.baseline,
-                (skip_type, scheme),
-                train_steps,
-                &path,
-                |step, loss| {
-                    bar.set_position(step as u64);
-                    bar.set_message(format!("loss {loss:.4}"));
-                },
-            ))?;
-            bar.finish_and_clear();
+    run_experiment(gpu, &args.out, |run| {
+        let mut models = vec![SkipModel {
+            label: BASELINE_LABEL.into(),
+            path: args.baseline.display().to_string(),
+            model: TrainedModel::load(gpu, &args.baseline)
+                .with_context(|| format!("loading the baseline {}", args.baseline.display()))?,
+        }];
+        for (label, skip_type, scheme, suffix) in SKIP_MODELS {
+            let path = skip_model_path(&models_dir, &args.baseline, suffix);
+            if !path.exists() {
+                eprintln!(
+                    "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({train_steps} steps)",
+                    path.display(),
+                    args.baseline.display()
+                );
+                let bar = progress_bar(train_steps, "fine-tuning steps");
+                block_on(adaptive_skip::fine_tune(
+                    gpu,
+                    &args.baseline,
+                    (skip_type, scheme),
+                    train_steps,
+                    &path,
+                    |step, loss| {
+                        bar.set_position(step as u64);
+                        bar.set_message(format!("loss {loss:.4}"));
+                    },
+                ))?;
+                bar.finish_and_clear();
+            }
+            let model = TrainedModel::load(gpu, &path)
+                .with_context(|| format!("loading {label} from {}", path.display()))?;
+            models.push(SkipModel {
+                label: label.into(),
+                path: path.display().to_string(),
+                model,
+            });
         }
-        let model = TrainedModel::load(gpu, &path)
-            .with_context(|| format!("loading {label} from {}", path.display()))?;
-        models.push(SkipModel {
-            label: label.into(),
-            path: path.display().to_string(),
-            model,
-        });
-    }
-    for m in &models {
-        m.skip_type()?;
-    }
+        for m in &models {
+            m.skip_type()?;
+        }
 
-    let (classifier, reference) = mnist_fid(gpu, &args.classifier, &args.cache)?;
+        let MnistFid {
+            classifier,
+            reference,
+            ..
+        } = super::mnist_fid(gpu, &args.classifier, "mnist", None, &args.cache)?;
 
-    let arms = adaptive_skip::arms(&models, &plan);
-    eprintln!(
-        "{} arms x {} samples in batches of {} (round-robin, so every arm sees the same machine load)",
-        arms.len(),
-        plan.samples,
-        plan.batch
-    );
-    let bar = progress_bar(arms.len() * plan.samples.div_ceil(plan.batch), "batches");
-    let results = block_on(adaptive_skip::run(
-        gpu,
-        &models,
-        &arms,
-        &plan,
-        &classifier,
-        &reference,
-        |done, _, label| {
-            bar.set_position(done as u64);
-            bar.set_message(label.to_string());
-        },
-    ))?;
-    bar.finish_and_clear();
+        let arms = adaptive_skip::arms(&models, &plan);
+        eprintln!(
+            "{} arms x {} samples in batches of {} (round-robin, so every arm sees the same machine load)",
+            arms.len(),
+            plan.samples,
+            plan.batch
+        );
+        let bar = progress_bar(arms.len() * plan.samples.div_ceil(plan.batch), "batches");
+        let results = block_on(adaptive_skip::run(
+            gpu,
+            &models,
+            &arms,
+            &plan,
+            &classifier,
+            &reference,
+            |done, _, label| {
+                bar.set_position(done as u64);
+                bar.set_message(label.to_string());
+            },
+        ))?;
+        bar.finish_and_clear();
 
-    let report = Report {
-        date: now_rfc3339(),
-        device: describe(&gpu.info),
-        plan,
-        metric: "MNIST-FID".into(),
-        reference: format!("{} {} images", reference.source.images, reference.source.dataset),
-        models: models.iter().map(ModelInfo::of).collect::<wgdiff::Result<_>>()?,
-        arms: results,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    };
-    announce_report(
-        report.write_files(&args.out, models[0].levels()),
-        &args.out,
-        &report.markdown(),
-    )
-}
-
-/// The MNIST-FID classifier and the MNIST test split's reference statistics (cached in `cache`).
-fn mnist_fid(
-    gpu: &Gpu,
-    classifier: &std::path::Path,
-    cache: &std::path::Path,
-) -> Result<(Classifier, wgdiff::eval::Reference)> {
-    let classifier = Classifier::load(gpu, classifier).with_context(|| {
-        format!(
-            "loading the MNIST-FID classifier {} (train one with `wgdiff train-classifier`)",
-            classifier.display()
-        )
-    })?;
-    let data = "mnist"
-        .parse::<DataSource>()?
-        .load(Split::Test)
-        .context("the MNIST test split is the reference of MNIST-FID")?;
-    let images = ReferenceImages {
-        data: &data,
-        split: Split::Test,
-        limit: None,
-    };
-    let (reference, cached) = cached_reference(gpu, &classifier, images, 250, cache)?;
-    eprintln!(
-        "reference: {} {} images ({})",
-        reference.source.images,
-        reference.source.dataset,
-        if cached { "cached" } else { "computed and cached" }
-    );
-
-    Ok((classifier, reference))
+        Ok(Report {
+            header: run.header(),
+            plan,
+            metric: "MNIST-FID".into(),
+            reference: format!("{} {} images", reference.source.images, reference.source.dataset),
+            models: models.iter().map(ModelInfo::of).collect::<wgdiff::Result<_>>()?,
+            arms: results,
+        })
+    })
 }
 
 fn skip_search_run(gpu: &Gpu, args: SkipSearchArgs) -> Result<()> {
     use wgdiff::experiment::skip_search::{Bench, Origin, SearchEvent};
-    let started = Instant::now();
-    let mut plan = if args.quick {
-        skip_search::Plan::quick()
-    } else {
-        skip_search::Plan::full()
-    };
+    let mut plan = skip_search::Plan::choose(args.quick);
     plan.samples = args.samples.unwrap_or(plan.samples);
     plan.batch = args.batch.unwrap_or(plan.batch);
     plan.steps = args.steps.unwrap_or(plan.steps);
@@ -599,114 +573,107 @@ fn skip_search_run(gpu: &Gpu, args: SkipSearchArgs) -> Result<()> {
         plan.sampler = name.parse()?;
     }
     plan.validate()?;
-    eprintln!("device: {}", describe(&gpu.info));
-    let model = TrainedModel::load(gpu, &args.model)
-        .with_context(|| format!("loading the model to search on, {}", args.model.display()))?;
-    let levels = model.net.levels();
-    if levels < 2 {
-        anyhow::bail!(
-            "{} has no levels to skip (a {}); the search needs a U-Net",
-            args.model.display(),
-            model.state.model.kind_name()
-        );
-    }
-    let (classifier, reference) = mnist_fid(gpu, &args.classifier, &args.cache)?;
-    let bench = Bench {
-        sampling: model.sampling(),
-        features: &classifier,
-        reference: &reference,
-    };
-    let bar = progress_bar(plan.samples, "images");
-    let mut on_event =
-        |event: SearchEvent| match event {
-            SearchEvent::Phase(what) => bar_line(&bar, started, what.to_string()),
+    run_experiment(gpu, &args.out, |run| {
+        let model = TrainedModel::load(gpu, &args.model)
+            .with_context(|| format!("loading the model to search on, {}", args.model.display()))?;
+        let levels = model.net.levels();
+        if levels < 2 {
+            anyhow::bail!(
+                "{} has no levels to skip (a {}); the search needs a U-Net",
+                args.model.display(),
+                model.state.model.kind_name()
+            );
+        }
+        let MnistFid {
+            classifier,
+            reference,
+            ..
+        } = super::mnist_fid(gpu, &args.classifier, "mnist", None, &args.cache)?;
+        let bench = Bench {
+            sampling: model.sampling(),
+            features: &classifier,
+            reference: &reference,
+        };
+        let bar = progress_bar(plan.samples, "images");
+        let mut on_event = |event: SearchEvent| {
+            match event {
+            SearchEvent::Phase(what) => run.bar_line(&bar, what.to_string()),
             SearchEvent::Sampling { what, done, total } => {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
                 bar.set_message(what.to_string());
             }
-            SearchEvent::Confirmed(a) => bar_line(
+            SearchEvent::Confirmed(a) => run.bar_line(
                 &bar,
-                started,
                 format!(
-                "budget {}: proxy budget {:.2e} -> [{}], predicted {:.0} ms per run, MNIST-FID {:.2} ({})",
-                a.budget,
-                a.proxy_budget,
-                wgdiff::diffusion::join_depths(&a.skips),
-                a.predicted_ms,
-                a.fid,
-                if a.accepted { "within budget" } else { "over budget" }
-            ),
+                    "budget {}: proxy budget {:.2e} -> [{}], predicted {:.0} ms per run, MNIST-FID {:.2} ({})",
+                    a.budget,
+                    a.proxy_budget,
+                    wgdiff::diffusion::join_depths(&a.skips),
+                    a.predicted_ms,
+                    a.fid,
+                    if a.accepted { "within budget" } else { "over budget" }
+                ),
             ),
             SearchEvent::Batch { done, total, arm } => {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
                 bar.set_message(arm.to_string());
             }
+        }
         };
-    let (fid0, costs, proxy, searched, arms) = block_on(async {
-        on_event(SearchEvent::Phase("timing one network call at every skip depth"));
-        let probe = bench.request(&plan, Default::default(), None);
-        let costs = skip_search::measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;
-        on_event(SearchEvent::Phase(
-            "measuring the proxy (x_0 difference per step and depth)",
-        ));
-        let proxy = skip_search::measure_proxy(gpu, bench.sampling, &probe).await?;
-        let zeros = vec![0; plan.steps];
-        let fid0 = bench
-            .fid(gpu, &plan, &zeros, "unskipped", &mut on_event)
-            .await?
-            .fid;
-        on_event(SearchEvent::Phase(&format!("unskipped MNIST-FID {fid0:.2}")));
-        let searched = skip_search::search(gpu, &bench, &plan, (&costs, &proxy), fid0, &mut on_event).await?;
-        let arms = skip_search::arms(&plan, levels, &searched);
-        on_event(SearchEvent::Phase(&format!(
-            "{} arms x {} images in batches of {}, in turn",
-            arms.len(),
-            plan.samples,
-            plan.batch
-        )));
-        let results = skip_search::compare(gpu, &bench, &plan, &arms, &proxy, &mut on_event).await?;
-        Ok::<_, wgdiff::Error>((fid0, costs, proxy, searched, results))
-    })?;
-    bar.finish_and_clear();
-    let report = wgdiff::experiment::skip_search_report::Report {
-        date: now_rfc3339(),
-        device: describe(&gpu.info),
-        command: std::iter::once("wgdiff".to_string())
-            .chain(std::env::args().skip(1))
-            .collect::<Vec<_>>()
-            .join(" "),
-        origin: Origin {
-            model: args.model.display().to_string(),
-            metric: "MNIST-FID".into(),
-            fid_unskipped: fid0,
-            date: now_rfc3339(),
-        },
-        plan,
-        levels,
-        costs_ms: costs,
-        proxy,
-        searched,
-        arms,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    };
-    announce_report(report.write_files(&args.out), &args.out, &report.markdown())
+        let (fid0, costs, proxy, searched, arms) = block_on(async {
+            on_event(SearchEvent::Phase("timing one network call at every skip depth"));
+            let probe = bench.request(&plan, Default::default(), None)?;
+            let costs =
+                skip_search::measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;
+            on_event(SearchEvent::Phase(
+                "measuring the proxy (x_0 difference per step and depth)",
+            ));
+            let proxy = skip_search::measure_proxy(gpu, bench.sampling, &probe).await?;
+            let zeros = vec![0; plan.steps];
+            let fid0 = bench
+                .fid(gpu, &plan, &zeros, "unskipped", &mut on_event)
+                .await?
+                .fid;
+            on_event(SearchEvent::Phase(&format!("unskipped MNIST-FID {fid0:.2}")));
+            let searched =
+                skip_search::search(gpu, &bench, &plan, (&costs, &proxy), fid0, &mut on_event).await?;
+            let arms = skip_search::arms(&plan, levels, &searched);
+            on_event(SearchEvent::Phase(&format!(
+                "{} arms x {} images in batches of {}, in turn",
+                arms.len(),
+                plan.samples,
+                plan.batch
+            )));
+            let results = skip_search::compare(gpu, &bench, &plan, &arms, &proxy, &mut on_event).await?;
+            Ok::<_, wgdiff::Error>((fid0, costs, proxy, searched, results))
+        })?;
+        bar.finish_and_clear();
+        let header = run.header();
+        Ok(wgdiff::experiment::skip_search_report::Report {
+            origin: Origin {
+                model: args.model.display().to_string(),
+                metric: "MNIST-FID".into(),
+                fid_unskipped: fid0,
+                date: header.date.clone(),
+            },
+            header,
+            plan,
+            levels,
+            costs_ms: costs,
+            proxy,
+            searched,
+            arms,
+        })
+    })
 }
 
-/// Now, as an RFC 3339 date to the second (a report's `date`).
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
-/// Says which files a report wrote into `out` (or why it could not) and prints its Markdown.
-fn announce_report(
-    written: wgdiff::Result<Vec<String>>,
-    out: &std::path::Path,
-    markdown: &str,
-) -> Result<()> {
-    let written = written.with_context(|| format!("writing the report into {}", out.display()))?;
-    eprintln!("wrote {}", written.join(", "));
-    println!("{markdown}");
-    Ok(())
+/// MNIST-FID as training scores it (the shipped classifier against the MNIST test split).
+fn shipped_mnist_fid(gpu: &Gpu) -> Result<FidTracker> {
+    let (classifier, cache) = (
+        Path::new(SHIPPED_MNIST_CLASSIFIER),
+        Path::new(DEFAULT_STATS_CACHE),
+    );
+    Ok(super::mnist_fid(gpu, classifier, "mnist", None, cache)?.into())
 }

@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use std::path::PathBuf;
 use wgdiff::checkpoint::Checkpoint;
-use wgdiff::train::sample::DEFAULT_CHECKPOINT;
+use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 
 /// Flags of `wgdiff export`.
 #[derive(Args)]
@@ -23,14 +23,14 @@ pub fn run(args: ExportArgs) -> Result<()> {
     if args.out.extension().is_none_or(|e| e != "safetensors") {
         bail!("--out {}: an export is a .safetensors file", args.out.display());
     }
-    if wgdiff::checkpoint::same_file(&args.checkpoint, &args.out) {
+    if wgdiff::fsio::same_file(&args.checkpoint, &args.out) {
         bail!(
             "--out {} is the checkpoint itself; export to another file (the export cannot resume training)",
             args.out.display()
         );
     }
     let ckpt = Checkpoint::load(&args.checkpoint)?;
-    let export = wgdiff::train::sampling_export(&ckpt, &args.checkpoint.display().to_string())?;
+    let export = wgdiff::run_state::sampling_export(&ckpt, &args.checkpoint.display().to_string())?;
     export.save(&args.out)?;
     let size = |path: &PathBuf| std::fs::metadata(path).map_or(0, |m| m.len());
     eprintln!(

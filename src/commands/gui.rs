@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 use wgdiff::app::{AppOptions, View};
-use wgdiff::train::sample::DEFAULT_CHECKPOINT;
+use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 use wgdiff::AdapterChoice;
 
 /// Flags of `wgdiff gui`.

@@ -18,6 +18,7 @@ pub mod train_classifier;
 
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
+use wgdiff::classifier::MnistFid;
 use wgdiff::gpu::DeviceSet;
 use wgdiff::{AdapterChoice, Gpu};
 
@@ -69,6 +70,22 @@ pub fn print_tuner(gpu: &Gpu) {
     }
 }
 
+/// Exit status after a Ctrl-C or SIGTERM (128 + SIGINT, as shells report an interrupted command).
+pub const INTERRUPTED_STATUS: u8 = 130;
+
+/// The run stopped on Ctrl-C or SIGTERM after writing its checkpoint (`main` exits with
+/// [`INTERRUPTED_STATUS`]).
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("stopped by a signal")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
 /// A progress bar over `len` items of `what`, with room for a message and the time left.
 pub fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(len as u64);
@@ -79,4 +96,42 @@ pub fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
         .expect("valid template"),
     );
     bar
+}
+
+/// MNIST-FID from the library's one constructor, with a progress bar while the reference
+/// statistics are computed (`images`: None for the MNIST test split of `data`) and a line
+/// saying where they came from.
+pub fn mnist_fid(
+    gpu: &Gpu,
+    classifier: &std::path::Path,
+    data: &str,
+    images: Option<wgdiff::eval::ReferenceImages>,
+    cache: &std::path::Path,
+) -> Result<MnistFid> {
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let mut progress = |done: usize, total: usize| {
+        bar.get_or_insert_with(|| progress_bar(total, "MNIST-FID reference images"))
+            .set_position(done as u64)
+    };
+    let fid = pollster::block_on(async {
+        match images {
+            Some(images) => MnistFid::load(gpu, classifier, images, cache, &mut progress).await,
+            None => MnistFid::of_test_split(gpu, classifier, data, cache, &mut progress).await,
+        }
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let source = &fid.reference.source;
+    eprintln!(
+        "MNIST-FID reference: {} {} images ({})",
+        source.images,
+        source.dataset,
+        if fid.cached {
+            "cached"
+        } else {
+            "computed and cached"
+        }
+    );
+    Ok(fid)
 }

@@ -5,8 +5,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use wgdiff::diffusion::{FeatureCache, SkipPlan, SkipSchedule, Spacing, Step};
-use wgdiff::train::sample::{choose_sampler, save_grid_of, save_step_frames, DEFAULT_CHECKPOINT};
-use wgdiff::train::{SampleRequest, TrainedModel};
+use wgdiff::pipeline::grids::{save_grid_of, save_step_frames};
+use wgdiff::pipeline::{SampleRequest, TrainedModel, DEFAULT_CHECKPOINT};
 use wgdiff::Gpu;
 
 /// How to draw images: the flags `wgdiff sample` and `wgdiff eval` share.
@@ -88,35 +88,24 @@ impl SamplingArgs {
             }
             None => None,
         };
-        let (sampler, steps) = match &schedule {
-            Some(s) if self.sampler.is_none() && self.eta.is_none() && self.spacing.is_none() => {
-                (s.sampler, Some(self.steps.unwrap_or(s.steps())))
-            }
-            _ => choose_sampler(
-                &model.state.process,
-                self.sampler.as_deref(),
-                self.steps,
-                self.eta,
-                self.spacing,
-            )?,
-        };
-        let request = SampleRequest {
-            sampler,
-            steps,
-            count,
-            seed: self.seed,
-            skip: match &schedule {
-                Some(s) => s.plan(),
-                None => SkipPlan::Exponent(self.skip_exponent.unwrap_or(0.0)),
-            },
-            cache: self
-                .cache_interval
-                .map(|m| FeatureCache::new(m, self.cache_depth, levels)),
-            class: self.class,
-            guidance: self.guidance.unwrap_or_else(|| model.state.default_guidance()),
-        };
-        request.validate(&model.state.model)?;
-        Ok(request)
+        let mut builder = SampleRequest::for_state(&model.state)
+            .sampler_named(self.sampler.as_deref(), self.eta, self.spacing)?
+            .steps(self.steps)
+            .count(count)
+            .seed(self.seed)
+            .skip(SkipPlan::Exponent(self.skip_exponent.unwrap_or(0.0)))
+            .cache(
+                self.cache_interval
+                    .map(|m| FeatureCache::new(m, self.cache_depth, levels)),
+            )
+            .class(self.class);
+        if let Some(schedule) = &schedule {
+            builder = builder.schedule(schedule);
+        }
+        if let Some(guidance) = self.guidance {
+            builder = builder.guidance(guidance);
+        }
+        Ok(builder.build()?)
     }
 }
 
@@ -154,7 +143,7 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     }
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.count)?;
-    if let Some(note) = request.steps.and(request.sampler.steps_note()) {
+    if let Some(note) = request.sampler().steps_note() {
         eprintln!("{note}");
     }
     let started = std::time::Instant::now();
@@ -195,7 +184,7 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     eprintln!(
         "{} images with {} ({} network evaluations) in {:.1} s: {}",
         args.count,
-        request.sampler,
+        request.sampler(),
         evaluations,
         started.elapsed().as_secs_f64(),
         args.out.display()

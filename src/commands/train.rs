@@ -2,25 +2,29 @@
 //! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
 
 use super::distributed::{eprint_line, Distributed, Job};
+use super::{Interrupted, INTERRUPTED_STATUS};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER;
 use wgdiff::diffusion::{BetaSchedule, Objective};
+use wgdiff::eval::DEFAULT_STATS_CACHE;
+use wgdiff::fsio::Folder;
 use wgdiff::gpu::describe;
 use wgdiff::gpu::DeviceSet;
 use wgdiff::models::SkipType;
 use wgdiff::nn::ConvGroups;
-use wgdiff::train::fid::best_fid;
+use wgdiff::run_state::{best_fid, FidRecord};
+use wgdiff::train::run::FINAL_GRID_FILE;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
-use wgdiff::train::sample::write_grid;
 use wgdiff::train::{
-    default_process, FidTracker, Optimizer, Precision, ResumeChanges, SkipTraining, Stop, TrainConfig,
-    Trainer, KEPT_ON_RESUME,
+    default_process, FidTracker, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, TrainConfig,
+    TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
 };
-use wgdiff::{AdapterChoice, Gpu};
+use wgdiff::AdapterChoice;
 
 /// Flags of `wgdiff train`; each overrides the config file, which overrides the defaults.
 #[derive(Args)]
@@ -297,44 +301,8 @@ impl TrainArgs {
     }
 }
 
-/// MNIST-FID for `--fid-every`, with a progress bar while the reference is computed.
-pub fn fid_tracker(gpu: &Gpu, c: &TrainConfig) -> Result<FidTracker> {
-    let mut bar: Option<ProgressBar> = None;
-    let tracker = block_on(FidTracker::mnist(gpu, &c.data, &mut |done, total| {
-        bar.get_or_insert_with(|| super::progress_bar(total, "MNIST-FID reference images"))
-            .set_position(done as u64)
-    }))?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    Ok(tracker)
-}
-
-/// Samples the EMA weights' grid (the run's grid settings) and writes it to `path`.
-fn write_sample_grid(trainer: &Trainer, path: &std::path::Path) -> Result<()> {
-    let images = block_on(trainer.sample_grid_images())?;
-    write_grid(path, &images, 2)?;
-    Ok(())
-}
-
 /// Set by Ctrl-C or SIGTERM: the loop writes a checkpoint after the current step and exits.
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-/// Exit status after a Ctrl-C or SIGTERM (128 + SIGINT, as shells report an interrupted command).
-pub const INTERRUPTED_STATUS: u8 = 130;
-
-/// The run stopped on Ctrl-C or SIGTERM after writing its checkpoint (`main` exits with
-/// [`INTERRUPTED_STATUS`]).
-#[derive(Debug)]
-pub struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("stopped by a signal")
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 /// Makes Ctrl-C and SIGTERM request a stop; a second one while the checkpoint is being written
 /// ends the process at once.
@@ -450,147 +418,156 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         100.0 * state as f64 / f32_state as f64,
         f32_state as f64 / (1 << 20) as f64
     );
-    let checkpoint = c.out.join("checkpoint.safetensors");
-    let best = c.out.join("best.safetensors");
-    let mut fid = None;
-    if leader {
-        std::fs::create_dir_all(&c.out)
-            .with_context(|| format!("cannot create the output folder {}", c.out.display()))?;
-        std::fs::write(
-            c.out.join("config.json"),
-            serde_json::to_string_pretty(&trainer.state.config)?,
-        )
-        .with_context(|| format!("cannot write {}", c.out.join("config.json").display()))?;
-        if c.fid_every > 0 {
-            fid = Some(fid_tracker(gpu, &c)?);
-        }
-    }
+    let fid = match leader && c.fid_every > 0 {
+        true => Some(FidTracker::from(super::mnist_fid(
+            gpu,
+            Path::new(SHIPPED_MNIST_CLASSIFIER),
+            &c.data,
+            None,
+            Path::new(DEFAULT_STATS_CACHE),
+        )?)),
+        false => None,
+    };
+    let mut run = TrainingRun::new(trainer, fid, Box::new(Folder(c.out.clone())))?;
     let bar = match leader {
         true => ProgressBar::new(c.steps as u64),
         false => ProgressBar::hidden(),
-    }
-    .with_position(trainer.state.step as u64);
+    };
     bar.set_style(
         ProgressStyle::with_template(
             "{bar:30} {pos}/{len} steps  {msg}  [{elapsed_precise} < {eta_precise}]",
         )
         .expect("valid template"),
     );
+    // one line per event where the bar cannot show (a log file)
+    let line = |text: String| match bar.is_hidden() {
+        true => say!("{text}"),
+        false => bar.println(text),
+    };
     let started = std::time::Instant::now();
-    let first_step = trainer.state.step;
-    while !trainer.finished() {
-        // Every process stops at the same step (they all-reduce together).
-        let stop = trainer.agree_to_stop(STOP_REQUESTED.load(Ordering::SeqCst))?;
-        if stop == Some(Stop::Signal) {
-            bar.abandon();
-            if leader {
-                block_on(trainer.save(&checkpoint))?;
-                eprintln!(
-                    "stopped by a signal at step {}; checkpoint: {} (`wgdiff train --resume {}` continues)",
-                    trainer.state.step,
-                    checkpoint.display(),
-                    checkpoint.display()
+    let mut first_step = 0;
+    let mut best = best_fid(&run.trainer().state.fid);
+    let mut end = None;
+    let mut show = |event: TrainEvent| match event {
+        TrainEvent::Started {
+            first_step: first, ..
+        } => {
+            first_step = first;
+            bar.set_position(first as u64);
+        }
+        TrainEvent::Step {
+            step,
+            loss,
+            all_reduce_seconds,
+            scaler,
+            ..
+        } => {
+            let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
+            let mut status = format!(
+                "loss {loss:.4}  {:.2} it/s  {:.1} img/s",
+                1.0 / per_step,
+                c.batch as f64 / per_step
+            );
+            if let Some(seconds) = all_reduce_seconds {
+                status += &format!("  all-reduce {:.0}%", 100.0 * seconds / per_step);
+            }
+            if let Some(b) = best {
+                status += &format!("  best MNIST-FID {:.2} @ step {}", b.fid, b.step);
+            }
+            if let Some(scaler) = scaler {
+                status += &format!("  loss scale {}", scaler.scale);
+                if scaler.skipped > 0 {
+                    status += &format!(" ({} overflow steps skipped)", scaler.skipped);
+                }
+            }
+            if bar.is_hidden() {
+                // not a terminal (a log file): one line per step instead of the bar
+                let eta = per_step * (c.steps - step) as f64;
+                say!(
+                    "step {step}/{}  {status}  elapsed {:.0} s  eta {eta:.0} s",
+                    c.steps,
+                    started.elapsed().as_secs_f64()
                 );
             }
-            // No process ends before rank 0 has written the checkpoint.
-            trainer.barrier()?;
-            return Err(Interrupted.into());
+            bar.set_message(status);
+            bar.set_position(step as u64);
         }
-        if stop == Some(Stop::OutOfTime) {
-            let message = format!(
-                "time budget of {} min reached at step {}; `wgdiff train --resume {}` continues",
-                c.max_minutes,
-                trainer.state.step,
-                checkpoint.display()
-            );
-            if bar.is_hidden() {
-                say!("{message}");
+        TrainEvent::Fid { record, best: file } => {
+            if best.is_none_or(|b: FidRecord| record.fid < b.fid) && record.fid.is_finite() {
+                best = Some(record);
             }
-            bar.abandon_with_message(message);
-            break;
-        }
-        let loss = block_on(trainer.step())?;
-        let step = trainer.state.step;
-        if let Some(tracker) = fid.as_ref().filter(|_| step % c.fid_every == 0) {
-            let (record, is_best) = bar.suspend(|| block_on(tracker.evaluate(&mut trainer, &best)))?;
-            let line = format!(
-                "step {step}: {} {:.2} ({} samples, {} sampler steps){}",
-                tracker.features.metric(),
+            line(format!(
+                "step {}: MNIST-FID {:.2} ({} samples, {} sampler steps){}",
+                record.step,
                 record.fid,
                 c.fid_samples,
                 c.fid_steps,
-                if is_best {
-                    format!(", the best so far: {}", best.display())
-                } else {
-                    String::new()
+                file.map(|file| format!(", the best so far: {file}"))
+                    .unwrap_or_default()
+            ))
+        }
+        TrainEvent::Grid { file, seconds, .. } if file.ends_with(FINAL_GRID_FILE) => eprintln!(
+            "sample grid: {file} ({} images, {} sampler steps, {seconds:.1} s)",
+            c.grid_images, c.grid_steps
+        ),
+        TrainEvent::Grid { .. } | TrainEvent::Checkpoint { .. } | TrainEvent::Diverged { .. } => {}
+        TrainEvent::Ended {
+            step,
+            why,
+            checkpoint,
+        } => {
+            end = Some(why);
+            match why {
+                RunEnd::Completed => {
+                    bar.finish();
+                    say!("checkpoint: {checkpoint}");
                 }
-            );
-            if bar.is_hidden() {
-                eprintln!("{line}");
-            } else {
-                bar.println(line);
+                RunEnd::OutOfTime => {
+                    let message = format!(
+                        "time budget of {} min reached at step {step}; `wgdiff train --resume {checkpoint}` continues",
+                        c.max_minutes
+                    );
+                    if bar.is_hidden() {
+                        say!("{message}");
+                    }
+                    bar.abandon_with_message(message);
+                    say!("checkpoint: {checkpoint}");
+                }
+                RunEnd::StopRequested => {
+                    bar.abandon();
+                    say!(
+                        "stopped by a signal at step {step}; checkpoint: {checkpoint} (`wgdiff train --resume \
+                         {checkpoint}` continues)"
+                    );
+                }
             }
         }
-        let per_step = started.elapsed().as_secs_f64() / (step - first_step) as f64;
-        let mut status = format!(
-            "loss {loss:.4}  {:.2} it/s  {:.1} img/s",
-            1.0 / per_step,
-            c.batch as f64 / per_step
-        );
-        if let Some(reduce) = trainer.last_reduce() {
-            status += &format!("  all-reduce {:.0}%", 100.0 * reduce.seconds / per_step);
-        }
-        if let Some(b) = best_fid(&trainer.state.fid) {
-            status += &format!("  best MNIST-FID {:.2} @ step {}", b.fid, b.step);
-        }
-        if let Some(scaler) = &trainer.state.scaler {
-            status += &format!("  loss scale {}", scaler.scale);
-            if scaler.skipped > 0 {
-                status += &format!(" ({} overflow steps skipped)", scaler.skipped);
-            }
-        }
-        if bar.is_hidden() {
-            // Not a terminal (a log file): one line per step instead of the bar.
-            let eta = per_step * (c.steps - step) as f64;
-            say!(
-                "step {step}/{}  {status}  elapsed {:.0} s  eta {eta:.0} s",
-                c.steps,
-                started.elapsed().as_secs_f64()
-            );
-        }
-        bar.set_message(status);
-        bar.set_position(step as u64);
-        let due = |every: usize| every > 0 && step % every == 0 && !trainer.finished();
-        if leader && due(c.checkpoint_every) {
-            block_on(trainer.save(&checkpoint))?;
-        }
-        if leader && due(c.sample_every) {
-            let path = c.out.join(format!("samples_step{step:06}.png"));
-            bar.suspend(|| write_sample_grid(&trainer, &path))?;
-        }
-        if due(c.checkpoint_every) || due(c.sample_every) || due(c.fid_every) {
-            // The other ranks sleep while rank 0 writes.
-            trainer.barrier()?;
-        }
+    };
+    while block_on(run.advance(STOP_REQUESTED.load(Ordering::SeqCst), &mut show))? {}
+    drop(show);
+    if end == Some(RunEnd::StopRequested) {
+        return Err(Interrupted.into());
     }
-    if trainer.finished() {
-        bar.finish();
-    }
-    if !leader {
-        return Ok(());
-    }
-    block_on(trainer.save(&checkpoint))?;
-    eprintln!("checkpoint: {}", checkpoint.display());
-    let grid = c.out.join("samples.png");
-    let sampling = std::time::Instant::now();
-    write_sample_grid(&trainer, &grid)?;
-    eprintln!(
-        "sample grid: {} ({} images, {} sampler steps, {:.1} s); training took {:.1} s",
-        grid.display(),
-        c.grid_images,
-        c.grid_steps,
-        sampling.elapsed().as_secs_f64(),
-        trainer.state.train_seconds
-    );
+    say!("training took {:.1} s", run.trainer().state.train_seconds);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        train: TrainArgs,
+    }
+
+    /// `wgdiff train` without flags trains the library's recipe: defaults live in
+    /// `TrainConfig::default`, never in the flags.
+    #[test]
+    fn train_without_flags_is_the_library_recipe() {
+        let config = Cli::parse_from(["wgdiff"]).train.config().unwrap();
+        assert_eq!(config, TrainConfig::default());
+    }
 }

@@ -212,10 +212,12 @@ pub fn run(gpu: &Gpu, args: TrainClassifierArgs) -> Result<()> {
             if bar.is_hidden() {
                 eprintln!("{line}");
             }
-            trainer
-                .net
-                .save(&args.out, trainer.record(&command, serde_json::json!({})))
-                .with_context(|| format!("writing {}", args.out.display()))?;
+            pollster::block_on(
+                trainer
+                    .net
+                    .save(&args.out, trainer.record(&command, serde_json::json!({}))),
+            )
+            .with_context(|| format!("writing {}", args.out.display()))?;
             (correct, seen) = (0, 0);
         }
     }
@@ -228,10 +230,10 @@ pub fn run(gpu: &Gpu, args: TrainClassifierArgs) -> Result<()> {
             NOISE_SEED,
         )?;
         print_fid(&checks);
-        trainer.net.save(
+        pollster::block_on(trainer.net.save(
             &args.out,
             trainer.record(&command, serde_json::json!({ "mnist_fid": checks })),
-        )?;
+        ))?;
     }
     println!(
         "checkpoint: {} (test accuracy {:.2}%, {} steps, {:.0} s of training)",

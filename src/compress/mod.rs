@@ -1,22 +1,18 @@
 //! `wgdiff compress`'s library half: unstructured pruning and int8/int4 quantisation of a
-//! checkpoint's conv and linear weights, their compressed stored forms, and reading them back.
+//! checkpoint's conv and linear weights, and packing the stored integer weights for the kernels.
 //!
-//! A compressed checkpoint is a sampling export (`ema.*`, `buffer.*`) in which a weight `W` may
-//! be stored as `W.int8` (I8, W's shape) or `W.int4` (U8, two values per byte) with `W.scale`
-//! (F32, W's shape with 1 on every axis but the output channels', or all 1 per tensor) instead
-//! of `W`, and a pruned weight has `W.mask` (U8, keep-bits, eight per byte). Its metadata
-//! holds the training state it was compressed from plus a `compression` record.
+//! A compressed checkpoint is a sampling export (`ema.*`, `buffer.*`) whose weights may be in
+//! the compressed forms of `checkpoint::compressed`. Its metadata holds the training state it
+//! was compressed from plus a `compression` record.
 
 pub mod prune;
-pub mod quantize;
 
 pub use prune::{PruneMethod, PruneScope};
-pub use quantize::Quantized;
 
+use crate::checkpoint::compressed::WeightBits;
+use crate::checkpoint::compressed::{is_compressed, mask_to_bits, pack_int4, quantize, stored_mask};
 use crate::checkpoint::{Checkpoint, Stored, TensorData};
-use crate::models::summary::{WeightInfo, WeightRole};
-use crate::ops::{PackedWeights, WeightBits};
-use crate::tensor::numel;
+use crate::models::summary::WeightInfo;
 use crate::{Error, Gpu, Result, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -59,160 +55,6 @@ pub struct CompressSummary {
     pub max_relative_error: f32,
 }
 
-/// Whether `key` is stored in a compressed form (`key.int8` or `key.int4`).
-pub fn is_compressed(ckpt: &Checkpoint, key: &str) -> bool {
-    ["int8", "int4"]
-        .iter()
-        .any(|form| ckpt.tensors.contains_key(&format!("{key}.{form}")))
-}
-
-/// Elements `t` (stored as `name`) decodes to: two per byte of an int4 form.
-pub fn stored_elements(name: &str, t: &TensorData) -> usize {
-    if name.ends_with(".int4") {
-        2 * t.data.len()
-    } else {
-        t.data.len()
-    }
-}
-
-/// The compressed form of weight `key` of `shape`: its integer values and scales, when stored
-/// as integers; `origin` names the checkpoint in errors.
-pub fn stored_quantized(
-    ckpt: &Checkpoint,
-    key: &str,
-    shape: &[usize],
-    origin: &str,
-) -> Result<Option<Quantized>> {
-    let broken = |msg: String| Error::Checkpoint {
-        path: origin.to_string(),
-        msg: format!("{msg}; the file is damaged or was not written by `wgdiff compress` — compress again"),
-    };
-    let (bits, form) = match (
-        ckpt.tensors.get(&format!("{key}.int8")),
-        ckpt.tensors.get(&format!("{key}.int4")),
-    ) {
-        (Some(t), None) => (WeightBits::Int8, t),
-        (None, Some(t)) => (WeightBits::Int4, t),
-        (None, None) => return Ok(None),
-        (Some(_), Some(_)) => return Err(broken(format!("tensor {key} is stored both as int8 and int4"))),
-    };
-    let n = numel(shape);
-    let values = match bits {
-        WeightBits::Int8 if form.stored == Stored::I8 && form.shape == shape => {
-            form.data.iter().map(|&v| v as i8).collect::<Vec<i8>>()
-        }
-        WeightBits::Int4 if form.stored == Stored::U8 && form.shape == [n.div_ceil(2)] => {
-            let bytes: Vec<u8> = form.data.iter().map(|&v| v as u8).collect();
-            quantize::unpack_int4(&bytes, n)
-        }
-        _ => {
-            return Err(broken(format!(
-                "tensor {key}.{} is {:?} {:?}, not the packed form of a {shape:?} weight",
-                bits.name(),
-                form.stored,
-                form.shape
-            )))
-        }
-    };
-    if let Some(v) = values.iter().find(|v| v.unsigned_abs() > bits.max() as u8) {
-        return Err(broken(format!(
-            "tensor {key}.{} holds {v}, outside its range",
-            bits.name()
-        )));
-    }
-    let scale = ckpt
-        .tensors
-        .get(&format!("{key}.scale"))
-        .ok_or_else(|| broken(format!("tensor {key} has integer values but no {key}.scale")))?;
-    let axis = scale_axis(shape, &scale.shape).ok_or_else(|| {
-        broken(format!(
-            "{key}.scale has shape {:?}, which fits no channel axis of {shape:?}",
-            scale.shape
-        ))
-    })?;
-    if let Some(s) = scale.data.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
-        return Err(broken(format!(
-            "{key}.scale holds {s}, not a finite positive scale"
-        )));
-    }
-    Ok(Some(Quantized {
-        bits,
-        values,
-        scales: scale.data.clone(),
-        axis,
-    }))
-}
-
-/// The channel axis a scale of `scale_shape` belongs to (`Some(None)` per tensor).
-fn scale_axis(shape: &[usize], scale_shape: &[usize]) -> Option<Option<usize>> {
-    if scale_shape.len() != shape.len() {
-        return None;
-    }
-    let wide: Vec<usize> = (0..shape.len()).filter(|&a| scale_shape[a] != 1).collect();
-    match wide.as_slice() {
-        [] => Some(None),
-        [a] if scale_shape[*a] == shape[*a] => Some(Some(*a)),
-        _ => None,
-    }
-}
-
-/// The stored keep-mask of weight `key` (`numel` flags), if it was pruned.
-pub fn stored_mask(ckpt: &Checkpoint, key: &str, count: usize, origin: &str) -> Result<Option<Vec<bool>>> {
-    let Some(bits) = ckpt.tensors.get(&format!("{key}.mask")) else {
-        return Ok(None);
-    };
-    if bits.stored != Stored::U8 || bits.shape != [count.div_ceil(8)] {
-        return Err(Error::Checkpoint {
-            path: origin.to_string(),
-            msg: format!(
-                "{key}.mask is {:?} {:?}, not the keep-bits of {count} weights; the file is damaged — compress again",
-                bits.stored, bits.shape
-            ),
-        });
-    }
-    let bytes: Vec<u8> = bits.data.iter().map(|&v| v as u8).collect();
-    Ok(Some(prune::mask_from_bits(&bytes, count)))
-}
-
-/// The f32 values of a weight stored compressed as `key` (dequantised, pruned elements 0), or
-/// `None` when it has no compressed form.
-pub fn decode(ckpt: &Checkpoint, key: &str, origin: &str) -> Result<Option<TensorData>> {
-    if !is_compressed(ckpt, key) {
-        return Ok(None);
-    }
-    // An int8 form has the weight's shape; an int4 form's is in the metadata.
-    let shape = match ckpt.tensors.get(&format!("{key}.int8")) {
-        Some(t) => t.shape.clone(),
-        None => weight_shape(ckpt, key, origin)?,
-    };
-    let Some(q) = stored_quantized(ckpt, key, &shape, origin)? else {
-        return Ok(None);
-    };
-    let mut data = q.dequantize(&shape);
-    if let Some(mask) = stored_mask(ckpt, key, data.len(), origin)? {
-        data.iter_mut()
-            .zip(mask)
-            .filter(|(_, keep)| !keep)
-            .for_each(|(v, _)| *v = 0.0);
-    }
-    Ok(Some(TensorData::f32(shape, data)))
-}
-
-/// The shape of compressed weight `key`, from the metadata's `compression.shapes`.
-fn weight_shape(ckpt: &Checkpoint, key: &str, origin: &str) -> Result<Vec<usize>> {
-    ckpt.meta
-        .pointer("/compression/shapes")
-        .and_then(|shapes| shapes.get(key))
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
-        .ok_or_else(|| Error::Checkpoint {
-            path: origin.to_string(),
-            msg: format!(
-                "tensor {key} is stored as int4 but the metadata has no compression.shapes entry for it; \
-                 the file is damaged — compress again"
-            ),
-        })
-}
-
 /// Which of `weights` (the model's, from its layer walk) a pruning scope covers, for images of
 /// side `image_side`: the middle works at a quarter of the side or less, the ends above it;
 /// layers before the first conv (the time embedding) belong to neither.
@@ -235,7 +77,7 @@ pub fn compress(
     image_side: usize,
     plan: &CompressPlan,
 ) -> Result<(Checkpoint, CompressSummary)> {
-    let mut out = crate::train::sampling_export(ckpt, origin)?;
+    let mut out = crate::run_state::sampling_export(ckpt, origin)?;
     let already = weights
         .iter()
         .find(|w| is_compressed(ckpt, &format!("ema.{}", w.name)));
@@ -317,7 +159,7 @@ pub fn compress(
             continue;
         };
         let axis = qp.per_channel.then_some(w.role.out_axis());
-        let q = quantize::quantize(&t.data, &t.shape, axis, qp.bits);
+        let q = quantize(&t.data, &t.shape, axis, qp.bits);
         let peak = t
             .data
             .iter()
@@ -342,7 +184,7 @@ pub fn compress(
                 stored: Stored::I8,
             },
             WeightBits::Int4 => {
-                let bytes = quantize::pack_int4(&q.values);
+                let bytes = pack_int4(&q.values);
                 TensorData {
                     shape: vec![bytes.len()],
                     data: bytes.iter().map(|&b| b as f32).collect(),
@@ -367,48 +209,6 @@ pub fn compress(
     Ok((out, summary))
 }
 
-/// Attaches the packed integer form of every conv and linear weight of `net` stored as
-/// integers under `prefix` (the kernels then run them); returns how many were attached.
-pub fn attach_packed(
-    ckpt: &Checkpoint,
-    prefix: &str,
-    net: &dyn crate::models::DiffusionNet,
-    gpu: &Gpu,
-    origin: &str,
-) -> Result<usize> {
-    let walk = net.walk(1);
-    let mut attached = 0;
-    for w in &walk.weights {
-        let Some((_, tensor)) = walk.params.iter().find(|(n, _)| *n == w.name) else {
-            continue;
-        };
-        let key = format!("{prefix}{}", w.name);
-        let shape = tensor.shape();
-        let Some(q) = stored_quantized(ckpt, &key, shape, origin)? else {
-            continue;
-        };
-        let out_axis = w.role.out_axis();
-        if q.axis.is_some_and(|a| a != out_axis) {
-            continue;
-        }
-        let scales = q.scales_along(shape[out_axis]);
-        let packed = match w.role {
-            WeightRole::Conv => PackedWeights::conv(
-                gpu,
-                q.bits,
-                [shape[0], shape[1], shape[2], shape[3]],
-                &q.values,
-                &scales,
-            )?,
-            WeightRole::Linear => PackedWeights::matmul(gpu, q.bits, shape[0], shape[1], &q.values, &scales)?,
-            WeightRole::ConvTranspose | WeightRole::Projection => continue,
-        };
-        tensor.attach_packed(packed)?;
-        attached += 1;
-    }
-    Ok(attached)
-}
-
 /// A pruned parameter: its index among the trainer's parameters, its keep-mask as a 0/1
 /// device tensor, and as the bits a checkpoint stores.
 pub struct ParamMask {
@@ -419,7 +219,7 @@ pub struct ParamMask {
 
 /// A keep-mask as a stored tensor (U8 keep-bits).
 pub fn mask_data(mask: &[bool]) -> TensorData {
-    let bits = prune::mask_to_bits(mask);
+    let bits = mask_to_bits(mask);
     TensorData {
         shape: vec![bits.len()],
         data: bits.iter().map(|&b| b as f32).collect(),
@@ -467,7 +267,7 @@ pub fn compress_checkpoint(
     origin: &str,
     plan: &CompressPlan,
 ) -> Result<(Checkpoint, CompressSummary)> {
-    let state = crate::train::saved_state(ckpt, origin)?;
+    let state = crate::run_state::saved_state(ckpt, origin)?;
     let net = ckpt.build_within_size(origin, || state.model.build(gpu, 0))?;
     let weights = net.walk(1).weights;
     compress(ckpt, origin, &weights, state.model.image_shape()[1], plan)

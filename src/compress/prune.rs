@@ -99,22 +99,3 @@ pub fn prune_masks(
     }
     masks
 }
-
-/// A keep-mask as bits, eight per byte, the first element in the lowest bit.
-pub fn mask_to_bits(mask: &[bool]) -> Vec<u8> {
-    mask.chunks(8)
-        .map(|bits| {
-            bits.iter()
-                .enumerate()
-                .fold(0u8, |b, (i, &keep)| b | ((keep as u8) << i))
-        })
-        .collect()
-}
-
-/// The first `count` flags of `bits` (the inverse of [`mask_to_bits`]).
-pub fn mask_from_bits(bits: &[u8], count: usize) -> Vec<bool> {
-    bits.iter()
-        .flat_map(|&b| (0..8).map(move |i| b >> i & 1 == 1))
-        .take(count)
-        .collect()
-}

@@ -118,6 +118,18 @@ fn check_replaceable_png(path: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// [`grid_image`] encoded as a PNG file's bytes.
+pub fn grid_png(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Result<Vec<u8>> {
+    let mut png = Vec::new();
+    grid_image(images, shape, layout)?
+        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+        .map_err(|e| Error::Io {
+            what: "a sample grid".into(),
+            reason: format!("cannot encode the PNG: {e}"),
+        })?;
+    Ok(png)
+}
+
 /// Writes [`grid_image`] as a PNG to `path`, creating its folder; the file is written to
 /// `<path>.tmp` first and renamed, so readers never see half a picture.
 pub fn save_grid(
@@ -132,11 +144,7 @@ pub fn save_grid(
         reason,
     };
     check_replaceable_png(path).map_err(fail)?;
-    let picture = grid_image(images, shape, layout)?;
-    let mut png = Vec::new();
-    picture
-        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
-        .map_err(|e| fail(format!("cannot encode the PNG: {e}")))?;
+    let png = grid_png(images, shape, layout)?;
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(format!("cannot create its folder {}: {e}", dir.display())))?;
@@ -146,4 +154,9 @@ pub fn save_grid(
     let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, &png).map_err(|e| fail(format!("cannot write {}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, path).map_err(|e| fail(format!("cannot rename {} to it: {e}", tmp.display())))
+}
+
+/// Columns of a roughly square grid of `n` images.
+pub fn grid_columns(n: usize) -> usize {
+    ((n as f64).sqrt().ceil() as usize).max(1)
 }

@@ -15,7 +15,9 @@ pub use deep_cache::{CacheCounts, FeatureCache};
 pub use denoiser::{guide, Denoiser, Guided, NetDenoiser};
 pub use loss::{Network, Weighting};
 pub use process::{Level, Marginals, Objective, Output, Process, Sde};
-pub use sampler::{OnStep, SampleOptions, SampleOutput, Sampler, Spacing, Step};
+pub use sampler::{
+    default_sampler, OnStep, SampleOptions, SampleOutput, Sampler, Spacing, Step, DEFAULT_SAMPLER_STEPS,
+};
 pub use schedule::{AlphaBars, BetaSchedule};
 pub use skip::{join_depths, skip_intervals, skip_levels, SkipInterval, SkipPlan};
 pub use skip_schedule::{SkipSchedule, SHIPPED_SCHEDULE};

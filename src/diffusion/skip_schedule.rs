@@ -123,9 +123,8 @@ impl SkipSchedule {
     }
 
     /// Reads and checks a schedule file.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &std::path::Path) -> Result<SkipSchedule> {
-        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+        let bytes = crate::fsio::read_io(path).map_err(|e| Error::Io {
             what: format!("reading the skip schedule {}", path.display()),
             reason: e.to_string(),
         })?;
@@ -133,9 +132,8 @@ impl SkipSchedule {
     }
 
     /// Writes the schedule atomically.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
-        crate::checkpoint::write_atomic(path, &self.to_json())
+        crate::fsio::write_atomic(path, &self.to_json())
     }
 
     /// Errors unless the schedule fits a network of `levels` levels.

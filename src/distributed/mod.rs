@@ -3,7 +3,7 @@
 //! bucketed gradient all-reduce over a process's replicas and the processes.
 
 pub mod allreduce;
-#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+#[cfg(feature = "mpi")]
 pub mod mpi;
 
 pub use allreduce::{backward_and_all_reduce, ReduceStats, ReplicaGradients, BUCKET_BYTES};

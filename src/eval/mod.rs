@@ -134,7 +134,6 @@ impl Reference {
     /// The cached reference in `dir` for (dataset, split, network, image count), computed and
     /// stored (atomically) when missing or written for something else; true when it was
     /// read from the cache.
-    #[cfg(not(target_arch = "wasm32"))]
     pub async fn cached(
         dir: &std::path::Path,
         gpu: &Gpu,
@@ -163,18 +162,13 @@ impl Reference {
             return Ok((found, true));
         }
         let reference = Self::compute(gpu, net, images, batch, progress).await?;
-        std::fs::create_dir_all(dir).map_err(|e| crate::Error::Io {
-            what: format!("the statistics cache folder {}", dir.display()),
-            reason: e.to_string(),
-        })?;
         let source = serde_json::to_value(&reference.source).expect("serialisable source");
         reference.stats.save(&stats_path, &source)?;
-        crate::checkpoint::write_atomic(&rows_path, bytemuck::cast_slice(&reference.kid_rows))?;
+        crate::fsio::write_atomic(&rows_path, bytemuck::cast_slice(&reference.kid_rows))?;
         Ok((reference, false))
     }
 
     /// The cached reference if both files are there and were written for `wanted`.
-    #[cfg(not(target_arch = "wasm32"))]
     fn load(
         stats_path: &std::path::Path,
         rows_path: &std::path::Path,
@@ -182,7 +176,7 @@ impl Reference {
     ) -> Option<Reference> {
         let (stats, source) = FeatureStats::load(stats_path).ok()?;
         let source: ReferenceSource = serde_json::from_value(source).ok()?;
-        let bytes = std::fs::read(rows_path).ok()?;
+        let bytes = crate::fsio::read(rows_path).ok()?;
         let kid_rows: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
         let rows = KID_REFERENCE_ROWS.min(wanted.images);
         (source == *wanted && kid_rows.len() == rows * stats.dim()).then_some(Reference {

@@ -1,5 +1,7 @@
-//! The technion seed's adaptive U-Net experiment: MNIST-FID and interleaved sampling speed-up of
-//! skip-trained models against an untrained-for-skips baseline, per skip type and exponent c.
+//! The experiment of the adaptive U-Net paper ("Accelerating Diffusion Models using Adaptive
+//! Neural Network Architecture", Giladi, Meir, Kavar and Elad): MNIST-FID and interleaved
+//! sampling speed-up of skip-trained models against an untrained-for-skips baseline, per skip
+//! type and exponent c.
 //!
 //! Every arm (model, c, sampler, steps) draws the same number of images in batches; the batches
 //! run round-robin over the arms (round r of every arm uses seed + r), so the machine's drift
@@ -7,20 +9,22 @@
 //! its batch time over the same model's c = 0 batch time in that round.
 
 use super::round_robin::{sample_in_turn, warm_up, Contender, Rounds};
+use super::ExperimentPlan;
 use crate::diffusion::{Sampler, SkipPlan, Spacing};
 use crate::eval::{FeatureNet, Reference, Scores};
 use crate::models::SkipType;
-use crate::train::speedup::speedup;
-use crate::train::{SampleRequest, SkipTraining, TrainConfig, TrainedModel, Trainer};
+use crate::pipeline::speedup;
+use crate::pipeline::{SampleRequest, TrainedModel};
+use crate::train::{SkipTraining, TrainConfig, Trainer};
 use crate::{Error, Gpu, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// Skip exponents c of the seed's tables (0 = the whole network at every step).
+/// Skip exponents c of the paper's tables (0 = the whole network at every step).
 pub const EXPONENTS: [f32; 5] = [0.0, 1.0, 2.0, 3.0, 5.0];
-/// The exponent of the seed's Table 3 (its chosen trade-off).
+/// The exponent of the paper's Table 3 (its chosen trade-off).
 pub const TABLE3_EXPONENT: f32 = 2.0;
-/// DDIM etas of the seed's Table 3.
+/// DDIM etas of the paper's Table 3.
 pub const ETAS: [f32; 3] = [0.0, 0.5, 1.0];
 
 /// How much to sample.
@@ -38,10 +42,10 @@ pub struct Plan {
     pub seed: u64,
 }
 
-impl Plan {
+impl ExperimentPlan for Plan {
     /// `--quick`: 100 images per arm in 5 timed rounds of 20, 10 DDPM steps, Table 3 at 5 and 10
     /// baseline steps (about 10 minutes on lavapipe with the shipped models; the bound is 20).
-    pub fn quick() -> Plan {
+    fn quick() -> Plan {
         Plan {
             samples: 100,
             batch: 20,
@@ -53,7 +57,7 @@ impl Plan {
 
     /// The full run (for a real GPU): 2,000 images per arm, 100 DDPM steps, Table 3 at 10, 20,
     /// 50 and 100 baseline steps.
-    pub fn full() -> Plan {
+    fn full() -> Plan {
         Plan {
             samples: 2000,
             batch: 250,
@@ -159,7 +163,7 @@ pub fn arms(models: &[SkipModel], plan: &Plan) -> Vec<Arm> {
 }
 
 /// The rows of Table 3: DDIM at each eta (our DDPM ancestral sampler is DDIM with eta = 1,
-/// so the seed's DDPM row, which uses the larger variance beta_t, has no separate row here).
+/// so the paper's DDPM row, which uses the larger variance beta_t, has no separate row here).
 fn table3_samplers() -> impl Iterator<Item = Sampler> {
     ETAS.into_iter().map(|eta| Sampler::Ddim {
         eta,
@@ -195,26 +199,24 @@ pub async fn run(
         .map(|m| (m.model.net.as_ref(), m.model.image_shape()))
         .collect();
     warm_up(gpu, &nets, rounds).await?;
-    let contenders: Vec<Contender> = arms
+    let contenders = arms
         .iter()
         .map(|arm| {
             let model = &models[arm.model];
-            Contender {
+            let state = &model.model.state;
+            Ok(Contender {
                 label: arm_label(model, arm),
                 sampling: model.model.sampling(),
-                request: SampleRequest {
-                    sampler: arm.sampler,
-                    steps: Some(arm.steps),
-                    count: plan.batch,
-                    seed: plan.seed,
-                    skip: SkipPlan::Exponent(arm.exponent),
-                    cache: None,
-                    class: None,
-                    guidance: 1.0,
-                },
-            }
+                request: SampleRequest::builder(&state.model, &state.process)
+                    .sampler(arm.sampler)
+                    .steps(Some(arm.steps))
+                    .count(plan.batch)
+                    .seed(plan.seed)
+                    .skip(SkipPlan::Exponent(arm.exponent))
+                    .build()?,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<Contender>>>()?;
     let generated = sample_in_turn(gpu, &contenders, rounds, features, progress).await?;
     arms.iter()
         .zip(&generated)

@@ -1,17 +1,19 @@
-//! The umass report's compression tables regenerated: pruning and int8/int4 weights applied to
+//! The compression tables of the UMass report ("Optimizing Diffusion Models for MNIST", CS 682
+//! final project, Peterson, Himel and Patel) regenerated: pruning and int8/int4 weights applied to
 //! a trained DDPM U-Net and NCSN ScoreNet, each row with its file size (raw and gzipped),
 //! sampling ms per image, peak device memory and MNIST-FID, the report's numbers beside.
 
 use super::plots::{self, Axes, Series};
+use super::{ExperimentPlan, ExperimentReport, Header};
 use crate::checkpoint::Checkpoint;
 use crate::compress::{
     compress_checkpoint, gzipped_len, CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan,
 };
 use crate::ops::random::Rng;
 use crate::ops::WeightBits;
-use crate::train::quality::sample_features;
-use crate::train::sample::default_sampler;
-use crate::train::{FidTracker, SampleRequest, TrainedModel};
+use crate::pipeline::sample_features;
+use crate::pipeline::{SampleRequest, TrainedModel};
+use crate::train::FidTracker;
 use crate::{DType, Gpu, Result};
 use rand::SeedableRng;
 use serde::Serialize;
@@ -36,9 +38,9 @@ pub struct Plan {
     pub seed: u64,
 }
 
-impl Plan {
+impl ExperimentPlan for Plan {
     /// Under 25 minutes on lavapipe: 100 samples at 10 steps per row.
-    pub fn quick() -> Plan {
+    fn quick() -> Plan {
         Plan {
             samples: 100,
             steps: 10,
@@ -49,7 +51,7 @@ impl Plan {
     }
 
     /// 1,000 samples at 50 steps per row.
-    pub fn full() -> Plan {
+    fn full() -> Plan {
         Plan {
             samples: 1000,
             steps: 50,
@@ -230,22 +232,17 @@ pub async fn run(
             progress(&format!("{}: {}", subject.label, setting.name));
             let compressed = match &setting.plan {
                 Some(p) => compress_checkpoint(gpu, subject.checkpoint, &subject.origin, p)?.0,
-                None => crate::train::sampling_export(subject.checkpoint, &subject.origin)?,
+                None => crate::run_state::sampling_export(subject.checkpoint, &subject.origin)?,
             };
             let bytes = compressed.to_bytes()?;
             gpu.pool().trim();
             gpu.pool().reset_peaks();
             let model = TrainedModel::from_checkpoint(gpu, &compressed, &subject.origin, None)?;
-            let request = SampleRequest {
-                sampler: default_sampler(&model.state.process),
-                steps: Some(plan.steps),
-                count: plan.samples,
-                seed: plan.seed,
-                skip: crate::diffusion::SkipPlan::default(),
-                cache: None,
-                class: None,
-                guidance: model.state.default_guidance(),
-            };
+            let request = SampleRequest::for_state(&model.state)
+                .steps(Some(plan.steps))
+                .count(plan.samples)
+                .seed(plan.seed)
+                .build()?;
             let features = tracker.features.as_ref();
             let generated = sample_features(
                 gpu,
@@ -259,7 +256,7 @@ pub async fn run(
             .await?;
             let peak_bytes = gpu.pool().stats().peak_held_bytes;
             let fid = generated.scores(features, &tracker.reference)?.fid;
-            let one = SampleRequest { count: 1, ..request };
+            let one = request.with_count(1)?;
             evaluations.push(model.sampling().sample(gpu, &one, None).await?.1);
             let published = setting.report_row.and_then(|label| {
                 subject
@@ -298,18 +295,13 @@ pub async fn run(
 /// One untimed sampling step of the float model at the plan's batch, so that kernel
 /// autotuning (and its scratch buffers) falls before the first row's peak memory is taken.
 async fn warm_up(gpu: &Gpu, subject: &Subject<'_>, plan: &Plan) -> Result<()> {
-    let export = crate::train::sampling_export(subject.checkpoint, &subject.origin)?;
+    let export = crate::run_state::sampling_export(subject.checkpoint, &subject.origin)?;
     let model = TrainedModel::from_checkpoint(gpu, &export, &subject.origin, None)?;
-    let request = SampleRequest {
-        sampler: default_sampler(&model.state.process),
-        steps: Some(1),
-        count: plan.batch.min(plan.samples),
-        seed: plan.seed,
-        skip: crate::diffusion::SkipPlan::default(),
-        cache: None,
-        class: None,
-        guidance: model.state.default_guidance(),
-    };
+    let request = SampleRequest::for_state(&model.state)
+        .steps(Some(1))
+        .count(plan.batch.min(plan.samples))
+        .seed(plan.seed)
+        .build()?;
     model.sampling().sample(gpu, &request, None).await?;
     Ok(())
 }
@@ -341,11 +333,10 @@ async fn time_evaluations(gpu: &Gpu, models: &[TrainedModel], reps: usize) -> Re
 /// The measured rows, the plan, and when and where they ran.
 #[derive(Serialize)]
 pub struct Report {
-    pub date: String,
-    pub device: String,
+    #[serde(flatten)]
+    pub header: Header,
     pub plan: Plan,
     pub rows: Vec<Row>,
-    pub wall_seconds: f64,
 }
 
 impl Report {
@@ -360,20 +351,27 @@ impl Report {
             .min_by_key(|r| r.gzipped_bytes)?;
         Some((best, baseline))
     }
+}
 
-    pub fn markdown(&self) -> String {
+impl ExperimentReport for Report {
+    fn markdown(&self) -> String {
         let mut md = String::new();
         let p = &self.plan;
         let _ = writeln!(
             md,
-            "# Compression (the umass report's tables)\n\n{} on {}; {:.0} s. MNIST-FID of {} samples \
-             (each model's default sampler, {} steps, seed {}); ms per image = median of {} \
-             interleaved network evaluations on a batch of 16 x the sampler's evaluations per image; \
+            "# Compression (the tables of *Optimizing Diffusion Models for MNIST*, Peterson, \
+             Himel and Patel, UMass)\n\n{} MNIST-FID of {} samples (each model's \
+             default sampler, {} steps, seed {}); ms per image = median of {} interleaved network \
+             evaluations on a batch of 16 x the sampler's evaluations per image; \
              peak = the device memory the buffer pool held while drawing the FID samples. Sizes are the \
              sampling export (EMA weights), raw and gzipped as the report measured. The report's \
              numbers (NCSN: Tables 1-3; DDPM with CFG: Tables 4-6, a 23M-parameter U-Net on a V100/A100) \
              stand beside ours; their FID module is not MNIST-FID, so compare trends, not values.\n",
-            self.date, self.device, self.wall_seconds, p.samples, p.steps, p.seed, p.timing_reps
+            self.header.markdown(),
+            p.samples,
+            p.steps,
+            p.seed,
+            p.timing_reps
         );
         let mut models: Vec<&str> = self.rows.iter().map(|r| r.model.as_str()).collect();
         models.dedup();
@@ -424,7 +422,7 @@ impl Report {
 
     /// Writes compression.md, compression.json, fid-vs-size.png and fid-vs-ms.png into `out`;
     /// returns the file names.
-    pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
         super::write_text_report(out, "compression", &self.markdown(), self)?;
         let mut models: Vec<&str> = self.rows.iter().map(|r| r.model.as_str()).collect();
         models.dedup();

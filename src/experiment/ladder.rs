@@ -1,7 +1,11 @@
-//! The seeds' speed ladders (`wgdiff experiment ladder`): the CUDA-optimisations ladder (a ConvNeXt
-//! DDPM's training step, one kernel change per rung) and the nyu ablation (the MNIST U-Net, one
-//! change per row: step time, memory, parameters, MNIST-FID after equal training time).
+//! The speed ladders of two published studies (`wgdiff experiment ladder`): the
+//! CUDA-optimisations ladder ("Accelerating Diffusion Model Computations Using CUDA
+//! Optimizations", Li Xiaolong; a ConvNeXt DDPM's training step, one kernel change per rung) and
+//! the NYU ablation ("Performance Preserving Optimization of Diffusion Networks", Batra and
+//! Xhelollari; the MNIST U-Net, one change per row: step time, memory, parameters, MNIST-FID
+//! after equal training time).
 
+use super::ExperimentPlan;
 use crate::data::{Batcher, DataSource, Split};
 use crate::diffusion::{Process, Weighting};
 use crate::median::median;
@@ -40,11 +44,11 @@ pub struct Plan {
     pub fid_steps: usize,
 }
 
-impl Plan {
+impl ExperimentPlan for Plan {
     /// `--quick` (lavapipe, under 20 minutes): ladder batch 8 x 4 steps per rung; the
     /// `mnist-small` U-Net at batch 8, 45 training seconds per row, MNIST-FID of 64 samples x
     /// 10 steps.
-    pub fn quick() -> Plan {
+    fn quick() -> Plan {
         Plan {
             convnext: ConvNextNetConfig::mnist(),
             ladder_batch: 8,
@@ -59,7 +63,7 @@ impl Plan {
 
     /// The full run (a real GPU or hours on a CPU): batch 32, 20 steps per rung, 20 training
     /// minutes per row, MNIST-FID of 1,000 samples x 50 steps.
-    pub fn full() -> Plan {
+    fn full() -> Plan {
         Plan {
             convnext: ConvNextNetConfig::mnist(),
             ladder_batch: 32,
@@ -71,7 +75,9 @@ impl Plan {
             fid_steps: 50,
         }
     }
+}
 
+impl Plan {
     /// Errors naming the first value the run cannot start with.
     pub fn validate(&self) -> Result<()> {
         self.convnext.validate()?;
@@ -93,21 +99,21 @@ impl Plan {
     }
 }
 
-/// One rung of the CUDA-optimisations ladder: the kernels its step runs and the seed's time.
+/// One rung of the CUDA-optimisations ladder: the kernels its step runs and the study's time.
 #[derive(Clone, Copy, Debug)]
 pub struct Rung {
     pub name: &'static str,
     pub kernels: ConvNextKernels,
-    /// The seed's total execution time with this optimisation (CIFAR-10, RTX 3080), if published.
+    /// The study's total execution time with this optimisation (CIFAR-10, RTX 3080), if published.
     pub published_seconds: Option<f64>,
 }
 
-/// The seed's ladder: naive conv + composed LayerNorm + unfused block, then fast conv kernels,
-/// then the norm kernel, then the fused block (each rung keeps the ones before it). The seed's
-/// second rung is a tiled conv; ours is `auto`, the tiled implicit GEMM or im2col per dense
-/// shape and the direct kernel for the depthwise 7x7, whose single output channel per group
-/// leaves the implicit GEMM's 32-channel weight-gradient tile 1/32 used (forcing the implicit
-/// GEMM there made the step ~1.8x slower).
+/// The CUDA study's ladder: naive conv + composed LayerNorm + unfused block, then fast conv
+/// kernels, then the norm kernel, then the fused block (each rung keeps the ones before it). The
+/// study's second rung is a tiled conv; ours is `auto`, the tiled implicit GEMM or im2col per
+/// dense shape and the direct kernel for the depthwise 7x7, whose single output channel per group
+/// leaves the implicit GEMM's 32-channel weight-gradient tile 1/32 used (forcing the implicit GEMM
+/// there made the step ~1.8x slower).
 pub const RUNGS: [Rung; 4] = [
     Rung {
         name: "naive conv",
@@ -278,7 +284,7 @@ pub fn paired_speedup(base: &[(usize, f64)], other: &[(usize, f64)]) -> f64 {
     median(&ratios)
 }
 
-/// One row of the nyu ablation: a training run that differs from the baseline in one thing.
+/// One row of the NYU ablation: a training run that differs from the baseline in one thing.
 #[derive(Clone, Debug)]
 pub struct Arm {
     pub name: &'static str,
@@ -290,7 +296,7 @@ pub struct Arm {
 }
 
 /// The baseline (the plan's U-Net preset in f32 with measured conv kernels) and one row per
-/// technique of the nyu seed: mixed precision, naive / im2col / tiled conv, 1x1 bottlenecks,
+/// technique of the NYU study: mixed precision, naive / im2col / tiled conv, 1x1 bottlenecks,
 /// one level (one down- and one up-sampling) fewer.
 pub fn arms(plan: &Plan) -> Result<Vec<Arm>> {
     let ModelConfig::UNet(unet) = preset(&plan.preset)? else {

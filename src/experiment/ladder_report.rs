@@ -1,23 +1,24 @@
-//! The speed ladders' report: both tables in Markdown with the seeds' published numbers beside
+//! The speed ladders' report: both tables in Markdown with the studies' published numbers beside
 //! ours, the JSON of every measurement, and a bar chart of the time per step (ladder.png).
 
 use super::ladder::{AblationRow, Plan, RungResult};
 use super::plots::{self, Bar, BarPanel};
+use super::{ExperimentReport, Header};
 use crate::ops::blocks::ConvNextImpl;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
 
-/// The seed's overall speed-up: 383.03 s -> 70.62 s (rung 3, its last timed configuration).
+/// The CUDA study's overall speed-up: 383.03 s -> 70.62 s (rung 3, its last timed configuration).
 pub const PUBLISHED_OVERALL_SPEEDUP: f64 = 383.03 / 70.62;
 
-/// What the nyu seed published for an ablation row (1 GPU, CIFAR-10 U-Net, PyTorch profiler).
+/// What the NYU study published for an ablation row (1 GPU, CIFAR-10 U-Net, PyTorch profiler).
 pub fn published_ablation(row: &str) -> &'static str {
     match row {
         "baseline" => "100 steps in 428.0 s (4.28 s/step); conv backward 19.07 s, 46.5% of device time",
         "mixed precision" => "conv backward 6.9 s (2.8x less than f32); step time not reported",
-        "tiled conv" => "not in the seed",
+        "tiled conv" => "not in the study",
         _ => "planned, no number published",
     }
 }
@@ -25,14 +26,11 @@ pub fn published_ablation(row: &str) -> &'static str {
 /// Everything `wgdiff experiment ladder` measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    pub date: String,
-    pub device: String,
-    /// The command that made it.
-    pub command: String,
+    #[serde(flatten)]
+    pub header: Header,
     pub plan: Plan,
     pub rungs: Vec<RungResult>,
     pub rows: Vec<AblationRow>,
-    pub wall_seconds: f64,
 }
 
 /// The LayerNorm and block columns of a rung.
@@ -54,7 +52,7 @@ impl Report {
         self.rungs.last().map(|r| r.speedup_vs_first)
     }
 
-    /// Table 1: the ConvNeXt ladder, ours beside the seed's.
+    /// Table 1: the ConvNeXt ladder, ours beside the study's.
     pub fn ladder_table(&self) -> String {
         let mut md = String::from(
             "| rung | conv | LayerNorm | ConvNeXt block | ms per step (median) | speed-up vs rung 1 | vs previous rung | published: total s | published speed-up |\n\
@@ -87,7 +85,7 @@ impl Report {
         md
     }
 
-    /// Table 2: the nyu ablation, ours beside what the seed published.
+    /// Table 2: the NYU ablation, ours beside what the study published.
     pub fn ablation_table(&self) -> String {
         let seconds = self.plan.train_seconds;
         let mut md = format!(
@@ -113,28 +111,32 @@ impl Report {
         }
         md
     }
+}
 
+impl ExperimentReport for Report {
     /// The whole report: setup, both tables, how to read them.
-    pub fn markdown(&self) -> String {
+    fn markdown(&self) -> String {
         let p = &self.plan;
         let mut md = format!(
-            "# The seeds' speed ladders\n\n`{}` on {}, {}; wall time {:.0} s.\n\n",
-            self.command, self.device, self.date, self.wall_seconds
+            "# Speed ladders of two published studies\n\n{}\n\n",
+            self.header.markdown()
         );
         let _ = write!(
             md,
             "## CUDA-optimisations ladder: a ConvNeXt DDPM's training step\n\n\
-             The ConvNeXt denoiser (`ConvNextNet`, {} parameters: ConvNeXt blocks at full and half \
-             resolution with the time embedding added) on MNIST, one training step = DDPM loss, \
-             backward, Adam, batch {}. Each rung keeps the optimisations above it. The rungs took \
-             turns step by step for {} rounds, after one untimed warm-up step each; a speed-up is \
-             the median over rounds of the ratio of two rungs' step times in the same round, all \
-             from this one run. The seed's second rung is a shared-memory tiled conv; ours is the \
-             engine's `auto` conv (per shape the faster of the tiled implicit GEMM and im2col for \
-             dense convs, the direct kernel for the depthwise 7x7, whose one output channel per \
-             group leaves the implicit GEMM's 32-channel tiles 1/32 used). The seed timed a whole \
-             CIFAR-10 run on an RTX 3080 (383.03 s -> 76.03 s -> 70.62 s, {:.1}x overall); it \
-             reports no separate total for the fused block.\n\n",
+             The ladder of *Accelerating Diffusion Model Computations Using CUDA Optimizations* \
+             (Li Xiaolong), on this engine. The ConvNeXt denoiser (`ConvNextNet`, {} parameters: \
+             ConvNeXt blocks at full and half resolution with the time embedding added) on MNIST, \
+             one training step = DDPM loss, backward, Adam, batch {}. Each rung keeps the \
+             optimisations above it. The rungs took turns step by step for {} rounds, after one \
+             untimed warm-up step each; a speed-up is the median over rounds of the ratio of two \
+             rungs' step times in the same round, all from this one run. The study's second rung \
+             is a shared-memory tiled conv; ours is the engine's `auto` conv (per shape the \
+             faster of the tiled implicit GEMM and im2col for dense convs, the direct kernel for \
+             the depthwise 7x7, whose one output channel per group leaves the implicit GEMM's \
+             32-channel tiles 1/32 used). The study timed a whole CIFAR-10 run on an RTX 3080 \
+             (383.03 s -> 76.03 s -> 70.62 s, {:.1}x overall); it reports no separate total for \
+             the fused block.\n\n",
             p.convnext.parameter_count(),
             p.ladder_batch,
             p.ladder_reps,
@@ -148,7 +150,8 @@ impl Report {
             });
             let _ = write!(
                 md,
-                "\nOverall: the last rung is **{overall:.2}x** faster than the first (the seed: {:.1}x). \
+                "\nOverall: the last rung is **{overall:.2}x** faster than the first \
+                 (the study: {:.1}x). \
                  Every rung computes the same step: the loss of one fixed batch is {lo:.6} to {hi:.6} \
                  across the rungs.\n\n",
                 PUBLISHED_OVERALL_SPEEDUP
@@ -156,7 +159,9 @@ impl Report {
         }
         let _ = write!(
             md,
-            "## nyu ablation: one switch per row on the `{}` U-Net\n\n\
+            "## NYU ablation: one switch per row on the `{}` U-Net\n\n\
+             The ablation of *Performance Preserving Optimization of Diffusion Networks* (Arya \
+             Batra and Flavjo Xhelollari, NYU), on this engine. \
              Batch {}. Every row trained until its step time reached {:.0} s (the last step may run \
              past it), after one untimed warm-up step, the rows taking turns step by step (all \
              alive at once), so a slower row takes fewer steps; each step was timed with an idle \
@@ -165,7 +170,7 @@ impl Report {
              Adam moments, EMA) + the most a step allocated on top (buffer pool, size classes). \
              MNIST-FID: {} samples of the EMA weights, DDPM ancestral sampler with {} steps, the \
              same seed and kernels (f32, conv auto) for every row; after this little training the \
-             values are high and noisy: compare rows, not absolute numbers. The seed published a \
+             values are high and noisy: compare rows, not absolute numbers. The study published a \
              profile of its baseline and its conv backward with AMP; its other techniques have no \
              numbers.\n\n",
             p.preset, p.batch, p.train_seconds, p.fid_samples, p.fid_steps
@@ -175,7 +180,7 @@ impl Report {
     }
 
     /// Writes ladder.md, ladder.json and ladder.png into `out`; returns their names.
-    pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
         super::write_text_report(out, "ladder", &self.markdown(), self)?;
         let panels = [
             BarPanel {
@@ -197,7 +202,7 @@ impl Report {
             },
             BarPanel {
                 title: format!(
-                    "nyu ablation: {} U-Net training step, batch {}",
+                    "NYU ablation: {} U-Net training step, batch {}",
                     self.plan.preset, self.plan.batch
                 ),
                 axis: "ms per training step (median)".into(),
@@ -212,7 +217,7 @@ impl Report {
                     .collect(),
             },
         ];
-        let caption = format!("Time per training step, {}", self.device);
+        let caption = format!("Time per training step, {}", self.header.device);
         plots::bar_panels(&out.join("ladder.png"), &caption, &panels)?;
         Ok(["ladder.md", "ladder.json", "ladder.png"]
             .iter()

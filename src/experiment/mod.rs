@@ -1,5 +1,5 @@
-//! Experiments that regenerate a seed paper's tables end to end: the runs, their Markdown
-//! report and PNG plots (`wgdiff experiment ...`).
+//! Experiments that regenerate a published study's tables end to end: the runs, their Markdown
+//! report and PNG plots (`wgdiff experiment ...`), and the header, report and plan they share.
 
 pub mod adaptive_skip;
 pub mod compression;
@@ -13,7 +13,77 @@ pub mod skip_search_report;
 pub mod speedrun;
 
 use crate::{Error, Result};
+use serde::Serialize;
 use std::path::Path;
+use std::time::{Instant, SystemTime};
+
+/// When, where and by what command a report was made, and how long its experiment took: the
+/// first fields of every report's JSON and the line under every report's title.
+#[derive(Clone, Debug, Serialize)]
+pub struct Header {
+    /// When the report was made, RFC 3339 to the second.
+    pub date: String,
+    /// The device the experiment ran on.
+    pub device: String,
+    /// The command that made it: `wgdiff` and the process's arguments.
+    pub command: String,
+    /// Seconds from the experiment's start to its report.
+    pub wall_seconds: f64,
+}
+
+impl Header {
+    /// The header of a report made now by this process, of an experiment that ran on `device`
+    /// from `started`.
+    pub fn new(device: String, started: Instant) -> Header {
+        Header {
+            date: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            device,
+            command: std::iter::once("wgdiff".to_string())
+                .chain(std::env::args().skip(1))
+                .collect::<Vec<_>>()
+                .join(" "),
+            wall_seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// The Markdown line under a report's title: the command, the device, the date and the
+    /// wall time.
+    pub fn markdown(&self) -> String {
+        format!(
+            "`{}` on {}, {}; {:.0} s in all.",
+            self.command, self.device, self.date, self.wall_seconds
+        )
+    }
+}
+
+/// What `wgdiff experiment` does with every experiment's report.
+pub trait ExperimentReport {
+    /// The whole report as Markdown: a title, the header's line, the tables.
+    fn markdown(&self) -> String;
+
+    /// Writes the report's files into `out` (its Markdown, its JSON, its plots and whatever else
+    /// it makes); returns what it wrote.
+    fn write_files(&self, out: &Path) -> Result<Vec<String>>;
+}
+
+/// How much an experiment measures: a small run for lavapipe (`--quick`) or the full one for a
+/// real GPU, which the command's flags then adjust.
+pub trait ExperimentPlan: Sized {
+    /// The `--quick` run.
+    fn quick() -> Self;
+
+    /// The full run.
+    fn full() -> Self;
+
+    /// [`quick`](Self::quick) with `--quick`, else [`full`](Self::full).
+    fn choose(quick: bool) -> Self {
+        if quick {
+            Self::quick()
+        } else {
+            Self::full()
+        }
+    }
+}
 
 /// Writes a report's `<stem>.md` (`markdown`) and `<stem>.json` (`report` serialised) into
 /// `out`, creating the folder, each file atomically; the experiments' plots go beside them.
@@ -21,7 +91,7 @@ pub(crate) fn write_text_report(
     out: &Path,
     stem: &str,
     markdown: &str,
-    report: &impl serde::Serialize,
+    report: &impl Serialize,
 ) -> Result<()> {
     std::fs::create_dir_all(out).map_err(|e| Error::Io {
         what: format!("creating the output folder {}", out.display()),
@@ -31,6 +101,6 @@ pub(crate) fn write_text_report(
         what: format!("the {stem} report as JSON"),
         reason: e.to_string(),
     })?;
-    crate::checkpoint::write_atomic(&out.join(format!("{stem}.md")), markdown.as_bytes())?;
-    crate::checkpoint::write_atomic(&out.join(format!("{stem}.json")), json.as_bytes())
+    crate::fsio::write_atomic(&out.join(format!("{stem}.md")), markdown.as_bytes())?;
+    crate::fsio::write_atomic(&out.join(format!("{stem}.json")), json.as_bytes())
 }

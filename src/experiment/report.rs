@@ -1,18 +1,21 @@
-//! The adaptive-skip experiment's report: Markdown tables in the layout of the technion seed's
-//! Tables 1-3 with its published CIFAR-10 numbers beside ours, and the verdict on its claims.
+//! The adaptive-skip experiment's report: Markdown tables in the layout of Tables 1-3 of the
+//! adaptive U-Net paper ("Accelerating Diffusion Models using Adaptive Neural Network
+//! Architecture", Giladi, Meir, Kavar and Elad) with its published CIFAR-10 numbers beside ours,
+//! and the verdict on its claims.
 
 use super::adaptive_skip::{ArmResult, Plan, SkipModel, ETAS, EXPONENTS, TABLE3_EXPONENT};
 use super::plots::{self, Series};
+use super::{ExperimentReport, Header};
 use crate::train::SkipTraining;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
 
-/// Label of the untrained-for-skips baseline row (the seed's "DDPM" row).
+/// Label of the untrained-for-skips baseline row (the paper's "DDPM" row).
 pub const BASELINE_LABEL: &str = "DDPM (no training for skips)";
 
-/// The seed's Table 1: CIFAR-10 FID per skip type for c = 0, 1, 2, 3, 5.
+/// The paper's Table 1: CIFAR-10 FID per skip type for c = 0, 1, 2, 3, 5.
 pub const PUBLISHED_FID: [(&str, [f64; 5]); 4] = [
     (BASELINE_LABEL, [3.17, 16.38, 73.15, 115.09, 143.34]),
     ("Zero", [4.58, 4.46, 5.59, 9.40, 16.19]),
@@ -20,14 +23,14 @@ pub const PUBLISHED_FID: [(&str, [f64; 5]); 4] = [
     ("Interpolate", [4.96, 4.71, 5.03, 7.02, 11.47]),
 ];
 
-/// The seed's Table 2: sampling speed-up (%) against c = 0.
+/// The paper's Table 2: sampling speed-up (%) against c = 0.
 pub const PUBLISHED_SPEEDUP: [(&str, [f64; 5]); 3] = [
     ("Zero", [0.0, 30.59, 47.52, 51.44, 57.46]),
     ("Duplicate", [0.0, 32.15, 45.63, 51.99, 58.38]),
     ("Interpolate", [0.0, 20.86, 29.34, 32.68, 36.19]),
 ];
 
-/// The seed's Table 3 (CIFAR-10 FID): its zero-skip model at c = 2 with these steps ...
+/// The paper's Table 3 (CIFAR-10 FID): its zero-skip model at c = 2 with these steps ...
 pub const PUBLISHED_TABLE3_OURS_STEPS: [usize; 5] = [20, 40, 100, 200, 1000];
 /// ... and DDPM / DDIM at these steps; rows eta 0, 0.5, 1, then DDPM's ancestral sampler.
 pub const PUBLISHED_TABLE3_DDIM_STEPS: [usize; 5] = [10, 20, 50, 100, 1000];
@@ -87,8 +90,8 @@ impl ModelInfo {
 /// Everything the experiment measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    pub date: String,
-    pub device: String,
+    #[serde(flatten)]
+    pub header: Header,
     pub plan: Plan,
     /// "MNIST-FID" (the shipped MNIST classifier's features) or "FID".
     pub metric: String,
@@ -96,13 +99,13 @@ pub struct Report {
     pub reference: String,
     pub models: Vec<ModelInfo>,
     pub arms: Vec<ArmResult>,
-    pub wall_seconds: f64,
 }
 
-impl Report {
+impl ExperimentReport for Report {
     /// Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and skip-schedules.png
-    /// (for a U-Net of `levels` levels) into `out`; returns the paths written.
-    pub fn write_files(&self, out: &Path, levels: usize) -> Result<Vec<String>> {
+    /// (for a U-Net of the first model's levels) into `out`; returns the paths written.
+    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+        let levels = self.models.first().map_or(0, |m| m.levels);
         super::write_text_report(out, "adaptive-skip", &self.markdown(), self)?;
         let series: Vec<Series> = self
             .models
@@ -138,45 +141,24 @@ impl Report {
         .collect())
     }
 
-    /// Table 1's arm of `label` at exponent `c` (DDPM ancestral at the plan's steps).
-    fn table12(&self, label: &str, c: f32) -> Option<&ArmResult> {
-        self.arms
-            .iter()
-            .find(|a| a.model == label && a.exponent == c && a.eta.is_none() && a.steps == self.plan.steps)
-    }
-
-    /// Table 3's arm of `label` at exponent `c`, `steps` and sampler row (eta or DDPM).
-    fn table3(&self, label: &str, c: f32, steps: usize, eta: Option<f32>) -> Option<&ArmResult> {
-        self.arms
-            .iter()
-            .find(|a| a.model == label && a.exponent == c && a.steps == steps && a.eta == eta)
-    }
-
-    /// The label of Table 3's skipping model (the skip-trained zero model, else the baseline).
-    fn table3_label(&self) -> &str {
-        self.models
-            .iter()
-            .skip(1)
-            .find(|m| m.skip_type == "zero")
-            .map_or(BASELINE_LABEL, |m| m.label.as_str())
-    }
-
     /// The whole report as Markdown.
-    pub fn markdown(&self) -> String {
+    fn markdown(&self) -> String {
         let mut md = String::new();
         let n = self.plan.samples;
         let metric = &self.metric;
         let _ = writeln!(
             md,
-            "# Adaptive U-Net level skipping on MNIST (technion seed, Tables 1-3)\n"
+            "# Adaptive U-Net level skipping on MNIST (Tables 1-3 of *Accelerating Diffusion \
+             Models using Adaptive Neural Network Architecture*, Giladi, Meir, Kavar and Elad)\n"
         );
         let _ = writeln!(
             md,
-            "{} on {}, {:.0} s in all. Every {metric} below is of **{n} samples** against {}; \
+            "{} Every {metric} below is of **{n} samples** against {}; \
              the published numbers (after the slash) are CIFAR-10 FIDs of 50,000 samples from a 35.7M-parameter \
              DDPM, so compare trends, not values. {metric} uses the shipped MNIST classifier's features: it is \
              not the Inception FID.\n",
-            self.date, self.device, self.wall_seconds, self.reference
+            self.header.markdown(),
+            self.reference
         );
         let _ = writeln!(md, "Models:\n");
         for m in &self.models {
@@ -247,6 +229,31 @@ impl Report {
         md.push_str(&self.verdict());
         md
     }
+}
+
+impl Report {
+    /// Table 1's arm of `label` at exponent `c` (DDPM ancestral at the plan's steps).
+    fn table12(&self, label: &str, c: f32) -> Option<&ArmResult> {
+        self.arms
+            .iter()
+            .find(|a| a.model == label && a.exponent == c && a.eta.is_none() && a.steps == self.plan.steps)
+    }
+
+    /// Table 3's arm of `label` at exponent `c`, `steps` and sampler row (eta or DDPM).
+    fn table3(&self, label: &str, c: f32, steps: usize, eta: Option<f32>) -> Option<&ArmResult> {
+        self.arms
+            .iter()
+            .find(|a| a.model == label && a.exponent == c && a.steps == steps && a.eta == eta)
+    }
+
+    /// The label of Table 3's skipping model (the skip-trained zero model, else the baseline).
+    fn table3_label(&self) -> &str {
+        self.models
+            .iter()
+            .skip(1)
+            .find(|m| m.skip_type == "zero")
+            .map_or(BASELINE_LABEL, |m| m.label.as_str())
+    }
 
     fn write_table3(&self, md: &mut String) {
         let ours = self.table3_label();
@@ -282,10 +289,11 @@ impl Report {
         }
         let _ = writeln!(
             md,
-            "\nOur DDPM ancestral sampler is DDIM with η = 1 (posterior variance), so the seed's DDPM row \
+            "\nOur DDPM ancestral sampler is DDIM with η = 1 (posterior variance), so the \
+             paper's DDPM row \
              (variance β_t) has no separate row here."
         );
-        let _ = writeln!(md, "\nPublished (CIFAR-10 FID, seed Table 3):\n");
+        let _ = writeln!(md, "\nPublished (CIFAR-10 FID, the paper's Table 3):\n");
         let _ = write!(md, "| |");
         for s in PUBLISHED_TABLE3_OURS_STEPS {
             let _ = write!(md, " ours {s} |");
@@ -303,7 +311,7 @@ impl Report {
         }
     }
 
-    /// The seed's two claims checked on our numbers, in plain words.
+    /// The paper's two claims checked on our numbers, in plain words.
     pub fn verdict(&self) -> String {
         let mut md = String::from("\n## Verdict\n\n");
         let zero = self.table3_label();
@@ -313,11 +321,12 @@ impl Report {
                 let _ = writeln!(
                     md,
                     "- Speed-up at c = {c} with zero skips ({zero}): **{s:.1}%** of wall-clock sampling time \
-                     (the seed: 47.52% on CIFAR-10)."
+                     (the paper: 47.52% on CIFAR-10)."
                 );
             }
             _ => md.push_str(
-                "- No skip-trained zero model was measured, so the seed's 47.52% has no counterpart.\n",
+                "- No skip-trained zero model was measured, so the paper's 47.52% has no \
+                 counterpart.\n",
             ),
         }
         let same_kernels: Vec<f64> = self
@@ -357,9 +366,11 @@ impl Report {
             base.fid,
             self.plan.samples,
             if holds {
-                "lower, as the seed claims (training for skips keeps quality when the deep levels are skipped)."
+                "lower, as the paper claims (training for skips keeps quality when the deep \
+                 levels are skipped)."
             } else {
-                "NOT lower: the seed's central claim does not hold in this run (see the lines below for why)."
+                "NOT lower: the paper's central claim does not hold in this run (see the lines \
+                 below for why)."
             }
         );
         let ((kid_ours, sd_ours), (kid_base, sd_base)) = (ours.kid, base.kid);
@@ -385,8 +396,8 @@ impl Report {
                 ours0.fid,
                 base0.fid,
                 if ours0.fid > base0.fid {
-                    ": the skip training cost quality at full depth (the seed too: 4.58 vs 3.17), here more so \
-                     after a short fine-tune of a small model"
+                    ": the skip training cost quality at full depth (the paper too: 4.58 vs \
+                     3.17), here more so after a short fine-tune of a small model"
                 } else {
                     ""
                 }

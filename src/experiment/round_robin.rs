@@ -3,8 +3,8 @@
 
 use crate::eval::FeatureNet;
 use crate::models::DiffusionNet;
-use crate::train::quality::GeneratedFeatures;
-use crate::train::sample::{SampleRequest, Sampling};
+use crate::pipeline::GeneratedFeatures;
+use crate::pipeline::{SampleRequest, Sampling};
 use crate::{DType, Error, Gpu, Result, Tensor};
 
 /// One arm: what it samples and how.
@@ -57,11 +57,10 @@ pub async fn sample_in_turn(
     for (round, count) in rounds.counts().enumerate() {
         for (i, arm) in contenders.iter().enumerate() {
             progress(round * contenders.len() + i, total, &arm.label);
-            let request = SampleRequest {
-                count,
-                seed: rounds.seed + round as u64,
-                ..arm.request.clone()
-            };
+            let request = arm
+                .request
+                .with_count(count)?
+                .with_seed(rounds.seed + round as u64);
             generated[i]
                 .add_batch(gpu, arm.sampling, &request, features)
                 .await?;

@@ -1,5 +1,7 @@
-//! Beyond the technion seed: the fastest per-step skip schedule under an FID budget, and
-//! deep-feature caching, against the c-family on one model (`wgdiff experiment skip-search`).
+//! Beyond the adaptive U-Net paper ("Accelerating Diffusion Models using Adaptive Neural Network
+//! Architecture", Giladi, Meir, Kavar and Elad): the fastest per-step skip schedule under an FID
+//! budget, and deep-feature caching, against the c-family on one model (`wgdiff experiment
+//! skip-search`).
 //!
 //! 1. Cost: one network call per skip depth k, timed in interleaved rounds (median ms).
 //! 2. Proxy: on one fixed batch, the unskipped sampler run; at every step's state, each depth's
@@ -14,14 +16,15 @@
 //!    the same images in turn: sampling time and FID from one run.
 
 use super::round_robin::{sample_in_turn, warm_up, Contender, Rounds};
+use super::ExperimentPlan;
 use crate::diffusion::skip_schedule::SearchRecord;
 use crate::diffusion::{Denoiser, FeatureCache, Level, Marginals, Sampler, SkipPlan, SkipSchedule, Step};
 use crate::eval::{FeatureNet, Reference, Scores};
 use crate::median::median;
 use crate::ops::random::Rng;
-use crate::train::quality::sample_features;
-use crate::train::sample::{request_denoiser, run_request, SampleRequest, Sampling};
-use crate::train::speedup::speedup;
+use crate::pipeline::sample_features;
+use crate::pipeline::speedup;
+use crate::pipeline::{request_denoiser, run_request, SampleRequest, Sampling};
 use crate::{DType, Error, Gpu, Result, Tensor};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -54,10 +57,10 @@ pub struct Plan {
     pub seed: u64,
 }
 
-impl Plan {
+impl ExperimentPlan for Plan {
     /// `--quick`: 100 images per FID in batches of 20, DDPM at 20 steps, budgets 10 and 30
     /// (about 12 minutes on lavapipe with the shipped model; the bound is 20).
-    pub fn quick() -> Plan {
+    fn quick() -> Plan {
         Plan {
             samples: 100,
             batch: 20,
@@ -73,7 +76,7 @@ impl Plan {
     }
 
     /// The full run (for a real GPU): 1,000 images per FID, 50 DDPM steps, budgets 5 and 15.
-    pub fn full() -> Plan {
+    fn full() -> Plan {
         Plan {
             samples: 1000,
             batch: 100,
@@ -83,7 +86,9 @@ impl Plan {
             ..Plan::quick()
         }
     }
+}
 
+impl Plan {
     /// Errors on settings the search cannot run with, naming the flag.
     pub fn validate(&self) -> Result<()> {
         Rounds::from(self).check()?;
@@ -119,7 +124,7 @@ impl From<&Plan> for Rounds {
     }
 }
 
-/// Median milliseconds of one network call (a batch of `request.count`) at every skip depth k
+/// Median milliseconds of one network call (a batch of `request.count()`) at every skip depth k
 /// (index = k), measured in `rounds` interleaved rounds (the order rotates each round) after
 /// one untimed call per depth.
 pub async fn measure_depth_costs(
@@ -129,10 +134,10 @@ pub async fn measure_depth_costs(
     rounds: usize,
 ) -> Result<Vec<f64>> {
     let _g = crate::no_grad();
-    let denoiser = request_denoiser(sampling.net, sampling.model, request)?;
+    let denoiser = request_denoiser(sampling.net, sampling.model, request);
     let levels = denoiser.levels();
     let [c, h, w] = sampling.model.image_shape();
-    let x = Rng::new(request.seed).normal(gpu, &[request.count, c, h, w], 0.0, 1.0, DType::F32)?;
+    let x = Rng::new(request.seed()).normal(gpu, &[request.count(), c, h, w], 0.0, 1.0, DType::F32)?;
     // the network time only feeds the embedding: any valid time (VP timestep, VE time) costs the same
     let t = 0.5;
     let mut times = vec![Vec::new(); levels];
@@ -206,7 +211,7 @@ impl Denoiser for ProxyProbe<'_> {
 /// Measures the [`Proxy`] of `request` (its sampler, steps, count and seed) on `sampling`.
 pub async fn measure_proxy(gpu: &Gpu, sampling: Sampling<'_>, request: &SampleRequest) -> Result<Proxy> {
     let _g = crate::no_grad();
-    let denoiser = request_denoiser(sampling.net, sampling.model, request)?;
+    let denoiser = request_denoiser(sampling.net, sampling.model, request);
     let marginals = sampling.process.marginals()?;
     let probe = ProxyProbe {
         inner: &denoiser,
@@ -219,11 +224,7 @@ pub async fn measure_proxy(gpu: &Gpu, sampling: Sampling<'_>, request: &SampleRe
         ends.borrow_mut().push((probe.calls.borrow().len(), step.t));
         Ok(())
     };
-    let unskipped = SampleRequest {
-        skip: SkipPlan::default(),
-        cache: None,
-        ..request.clone()
-    };
+    let unskipped = request.unskipped();
     run_request(
         gpu,
         &probe,
@@ -383,18 +384,16 @@ pub struct Bench<'a> {
 
 impl Bench<'_> {
     /// The plan's request at `skip` / `cache` (one batch of the plan's seed).
-    pub fn request(&self, plan: &Plan, skip: SkipPlan, cache: Option<FeatureCache>) -> SampleRequest {
-        SampleRequest {
-            sampler: plan.sampler,
-            steps: Some(plan.steps),
-            count: plan.batch,
-            seed: plan.seed,
-            skip,
-            cache,
-            class: None,
-            // a conditional model samples a mix of its classes, plainly conditional
-            guidance: 1.0,
-        }
+    pub fn request(&self, plan: &Plan, skip: SkipPlan, cache: Option<FeatureCache>) -> Result<SampleRequest> {
+        // a conditional model samples a mix of its classes, plainly conditional (guidance 1)
+        SampleRequest::builder(self.sampling.model, self.sampling.process)
+            .sampler(plan.sampler)
+            .steps(Some(plan.steps))
+            .count(plan.batch)
+            .seed(plan.seed)
+            .skip(skip)
+            .cache(cache)
+            .build()
     }
 
     /// FID of the plan's samples at per-step depths `skips` (the round-robin's images).
@@ -406,7 +405,7 @@ impl Bench<'_> {
         what: &str,
         on_event: &mut impl FnMut(SearchEvent),
     ) -> Result<Scores> {
-        let request = self.request(plan, SkipPlan::PerStep(skips.to_vec()), None);
+        let request = self.request(plan, SkipPlan::PerStep(skips.to_vec()), None)?;
         let generated = sample_features(
             gpu,
             self.sampling,
@@ -538,7 +537,7 @@ pub async fn search(
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Family {
-    /// k(t) of exponent c (the seed's schedules).
+    /// k(t) of exponent c (the adaptive U-Net paper's schedules).
     Exponent,
     /// A schedule the search found.
     Searched,
@@ -639,14 +638,16 @@ pub async fn compare(
     let rounds = Rounds::from(plan);
     let net = bench.sampling.net;
     warm_up(gpu, &[(net, bench.sampling.model.image_shape())], rounds).await?;
-    let contenders: Vec<Contender> = arms
+    let contenders = arms
         .iter()
-        .map(|arm| Contender {
-            label: arm.label.clone(),
-            sampling: bench.sampling,
-            request: bench.request(plan, arm.skip.clone(), arm.cache),
+        .map(|arm| {
+            Ok(Contender {
+                label: arm.label.clone(),
+                sampling: bench.sampling,
+                request: bench.request(plan, arm.skip.clone(), arm.cache)?,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<Contender>>>()?;
     let generated = sample_in_turn(gpu, &contenders, rounds, bench.features, |done, total, arm| {
         on_event(SearchEvent::Batch { done, total, arm })
     })

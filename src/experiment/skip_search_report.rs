@@ -4,6 +4,7 @@
 
 use super::plots::{self, Axes, Series};
 use super::skip_search::{schedule_file, ArmResult, Family, Origin, Plan, Proxy, Searched};
+use super::{ExperimentReport, Header};
 use crate::diffusion::join_depths;
 use crate::Result;
 use serde::Serialize;
@@ -13,9 +14,8 @@ use std::path::Path;
 /// Everything the experiment measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    pub date: String,
-    pub device: String,
-    pub command: String,
+    #[serde(flatten)]
+    pub header: Header,
     pub plan: Plan,
     pub origin: Origin,
     pub levels: usize,
@@ -24,7 +24,6 @@ pub struct Report {
     pub proxy: Proxy,
     pub searched: Vec<Searched>,
     pub arms: Vec<ArmResult>,
-    pub wall_seconds: f64,
 }
 
 /// The fastest arm of the final run within one budget.
@@ -65,25 +64,55 @@ impl Report {
         format!("schedule-budget-{budget}.json")
     }
 
-    pub fn markdown(&self) -> String {
+    /// One sentence per family: its fastest arm and its best FID, for the verdict.
+    fn family_summary(&self) -> String {
+        let mut lines = String::new();
+        for family in [
+            Family::Exponent,
+            Family::Searched,
+            Family::Caching,
+            Family::Combined,
+        ] {
+            let arms: Vec<&ArmResult> = self.arms.iter().filter(|a| a.arm.family == family).collect();
+            let fastest = arms
+                .iter()
+                .min_by(|a, b| a.ms_per_image.total_cmp(&b.ms_per_image));
+            let best = arms.iter().min_by(|a, b| a.scores.fid.total_cmp(&b.scores.fid));
+            if let (Some(f), Some(b)) = (fastest, best) {
+                let _ = writeln!(
+                    lines,
+                    "- {}: fastest {} ({:.1}% faster than c = 0, {} {:.2}); best {} {} ({:.1}% faster).",
+                    family_name(family),
+                    f.arm.label,
+                    f.speedup_percent,
+                    self.origin.metric,
+                    f.scores.fid,
+                    self.origin.metric,
+                    b.arm.label,
+                    b.speedup_percent
+                );
+            }
+        }
+        lines
+    }
+}
+
+impl ExperimentReport for Report {
+    fn markdown(&self) -> String {
         let mut md = String::new();
         let p = &self.plan;
         let metric = &self.origin.metric;
         let _ = writeln!(md, "# Skip-schedule search and deep-feature caching\n");
         let _ = writeln!(
             md,
-            "`{}` on {}, {}; model `{}` ({} levels), {} at {} steps, {} images per {metric} in batches of {}, \
-             {:.0} s in all.\n",
-            self.command,
-            self.device,
-            self.date,
+            "{} Model `{}` ({} levels), {} at {} steps, {} images per {metric} in batches of {}.\n",
+            self.header.markdown(),
             self.origin.model,
             self.levels,
             p.sampler,
             p.steps,
             p.samples,
-            p.batch,
-            self.wall_seconds
+            p.batch
         );
         let _ = writeln!(
             md,
@@ -189,41 +218,9 @@ impl Report {
         md
     }
 
-    /// One sentence per family: its fastest arm and its best FID, for the verdict.
-    fn family_summary(&self) -> String {
-        let mut lines = String::new();
-        for family in [
-            Family::Exponent,
-            Family::Searched,
-            Family::Caching,
-            Family::Combined,
-        ] {
-            let arms: Vec<&ArmResult> = self.arms.iter().filter(|a| a.arm.family == family).collect();
-            let fastest = arms
-                .iter()
-                .min_by(|a, b| a.ms_per_image.total_cmp(&b.ms_per_image));
-            let best = arms.iter().min_by(|a, b| a.scores.fid.total_cmp(&b.scores.fid));
-            if let (Some(f), Some(b)) = (fastest, best) {
-                let _ = writeln!(
-                    lines,
-                    "- {}: fastest {} ({:.1}% faster than c = 0, {} {:.2}); best {} {} ({:.1}% faster).",
-                    family_name(family),
-                    f.arm.label,
-                    f.speedup_percent,
-                    self.origin.metric,
-                    f.scores.fid,
-                    self.origin.metric,
-                    b.arm.label,
-                    b.speedup_percent
-                );
-            }
-        }
-        lines
-    }
-
     /// Writes skip-search.md, .json, time-vs-fid.png and a schedule file per budget into `out`;
     /// returns the names written.
-    pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
         super::write_text_report(out, "skip-search", &self.markdown(), self)?;
         let mut written = vec!["skip-search.md".to_string(), "skip-search.json".to_string()];
         let series = |family: Family, name: &str, line: bool| {

@@ -2,6 +2,7 @@
 //! in interleaved time slices, each scored by MNIST-FID at fixed points of its training time.
 
 use super::plots::{self, Axes, Series};
+use super::{ExperimentPlan, ExperimentReport, Header};
 use crate::diffusion::Process;
 use crate::models::{MlpNetConfig, ModelConfig};
 use crate::train::{FidTracker, TrainConfig, Trainer};
@@ -106,9 +107,9 @@ pub struct Plan {
     pub fid_steps: usize,
 }
 
-impl Plan {
+impl ExperimentPlan for Plan {
     /// `--quick`: 4 training minutes per recipe, 3 evaluations of 200 samples x 20 steps.
-    pub fn quick() -> Plan {
+    fn quick() -> Plan {
         Plan {
             budget_seconds: 240.0,
             slice_seconds: 20.0,
@@ -119,7 +120,7 @@ impl Plan {
     }
 
     /// The full search: 30 training minutes per recipe, 6 evaluations of 1,000 samples x 50 steps.
-    pub fn full() -> Plan {
+    fn full() -> Plan {
         Plan {
             budget_seconds: 1800.0,
             slice_seconds: 30.0,
@@ -128,7 +129,9 @@ impl Plan {
             fid_steps: 50,
         }
     }
+}
 
+impl Plan {
     /// The training time of evaluation `i` (1-based).
     fn eval_time(&self, i: usize) -> f64 {
         self.budget_seconds * i as f64 / self.evals as f64
@@ -228,33 +231,43 @@ pub async fn run(
     Ok(runs.into_iter().map(|(_, curve, _)| curve).collect())
 }
 
-/// The speed-run's report: the plan, the device and every curve.
+/// The speed-run's report: its header, the plan and every curve.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    pub date: String,
-    pub device: String,
+    #[serde(flatten)]
+    pub header: Header,
     pub plan: Plan,
     pub curves: Vec<Curve>,
-    pub wall_seconds: f64,
 }
 
 impl Report {
+    /// The recipe with the lowest final FID.
+    pub fn winner(&self) -> Option<&Curve> {
+        self.curves
+            .iter()
+            .filter(|c| c.points.last().is_some_and(|p| p.fid.is_finite()))
+            .min_by(|a, b| {
+                let last = |c: &Curve| c.points.last().map_or(f64::INFINITY, |p| p.fid);
+                last(a).total_cmp(&last(b))
+            })
+    }
+}
+
+impl ExperimentReport for Report {
     /// The Markdown table: one row per recipe and evaluation, the winner named.
-    pub fn markdown(&self) -> String {
+    fn markdown(&self) -> String {
         let p = &self.plan;
         let mut md = format!(
-            "# Speed-run: MNIST-FID against training time\n\n{} on {}; every recipe trained {:.0} s \
+            "# Speed-run: MNIST-FID against training time\n\n{} Every recipe trained {:.0} s \
              (time inside the training step, after one untimed warm-up step), round-robin in \
              {:.0} s slices; MNIST-FID of the EMA weights from {} samples, DDPM ancestral sampler \
-             with {} steps, at {} points. Wall time {:.0} s.\n\n",
-            self.date,
-            self.device,
+             with {} steps, at {} points.\n\n",
+            self.header.markdown(),
             p.budget_seconds,
             p.slice_seconds,
             p.fid_samples,
             p.fid_steps,
             p.evals,
-            self.wall_seconds
         );
         md += "| recipe | parameters | training s | steps | images | mean loss | MNIST-FID |\n";
         md += "|---|---:|---:|---:|---:|---:|---:|\n";
@@ -282,19 +295,8 @@ impl Report {
         md
     }
 
-    /// The recipe with the lowest final FID.
-    pub fn winner(&self) -> Option<&Curve> {
-        self.curves
-            .iter()
-            .filter(|c| c.points.last().is_some_and(|p| p.fid.is_finite()))
-            .min_by(|a, b| {
-                let last = |c: &Curve| c.points.last().map_or(f64::INFINITY, |p| p.fid);
-                last(a).total_cmp(&last(b))
-            })
-    }
-
     /// Writes speedrun.md, speedrun.json and fid-vs-time.png into `out`; returns their names.
-    pub fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
         super::write_text_report(out, "speedrun", &self.markdown(), self)?;
         let series: Vec<Series> = self
             .curves

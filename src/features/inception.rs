@@ -114,9 +114,8 @@ pub struct InceptionV3 {
 impl InceptionV3 {
     /// Loads the network from a safetensors file of pytorch-fid's state_dict (see the module
     /// doc for the conversion); errors name the file, the tensor, what was expected and found.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(gpu: &Gpu, path: &std::path::Path) -> Result<InceptionV3> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        let bytes = crate::fsio::read_io(path).map_err(|e| {
             weights_error(
                 &path.display().to_string(),
                 format!(

@@ -66,8 +66,8 @@ impl Autotuner {
     /// saves every new measured choice there (written to a temporary file, then renamed).
     /// In deterministic mode the loaded choices are not used and nothing is saved.
     pub fn use_cache_file(&self, path: PathBuf) {
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            if let Ok(saved) = serde_json::from_str::<BTreeMap<String, String>>(&text) {
+        if let Ok(text) = crate::fsio::read(&path) {
+            if let Ok(saved) = serde_json::from_slice::<BTreeMap<String, String>>(&text) {
                 self.choices.lock().unwrap().extend(saved);
             }
         }
@@ -83,13 +83,7 @@ impl Autotuner {
             return Ok(());
         };
         let text = serde_json::to_string_pretty(&*self.choices.lock().unwrap()).expect("map serialises");
-        #[cfg(not(target_arch = "wasm32"))]
-        return crate::checkpoint::write_atomic(path, text.as_bytes());
-        #[cfg(target_arch = "wasm32")]
-        return Err(crate::Error::Io {
-            what: format!("the autotune cache {}", path.display()),
-            reason: format!("the browser has no file system ({} bytes not saved)", text.len()),
-        });
+        crate::fsio::write_atomic(path, text.as_bytes())
     }
 
     /// Index of the fastest candidate (named by `labels`) as timed by `run(i)`, measured
@@ -116,7 +110,7 @@ impl Autotuner {
         let best = if labels.len() == 1 {
             0
         } else {
-            measure(gpu, labels.len(), run)?.unwrap_or(fallback)
+            super::host::measure(gpu, labels.len(), run)?.unwrap_or(fallback)
         };
         self.choices
             .lock()
@@ -125,43 +119,4 @@ impl Autotuner {
         self.save()?;
         Ok(best)
     }
-}
-
-/// Times every candidate 3 times, round-robin so machine noise hits all alike, after a
-/// warm-up run each (which also compiles its pipeline); returns the lowest median. Then
-/// releases what the candidates made: their pipelines (on a CPU driver each compiled kernel
-/// holds megabytes of JIT state, and only the winner runs again, compiled anew on its next use)
-/// and the pool's idle buffers (scratch outputs in size classes the work may never use again).
-#[cfg(not(target_arch = "wasm32"))]
-fn measure(gpu: &super::Gpu, candidates: usize, run: impl Fn(usize) -> Result<()>) -> Result<Option<usize>> {
-    let compiled_before = gpu.0.pipelines.keys();
-    for c in 0..candidates {
-        run(c)?;
-    }
-    gpu.sync()?;
-    let mut times = vec![Vec::new(); candidates];
-    for _ in 0..3 {
-        for (c, t) in times.iter_mut().enumerate() {
-            let start = std::time::Instant::now();
-            run(c)?;
-            gpu.sync()?;
-            t.push(start.elapsed().as_secs_f64());
-        }
-    }
-    gpu.0.pipelines.retain(&compiled_before);
-    gpu.pool().trim();
-    let medians = times.iter().map(|t| crate::median::median(t));
-    Ok(medians
-        .enumerate()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(c, _)| c))
-}
-
-#[cfg(target_arch = "wasm32")]
-fn measure(
-    _gpu: &super::Gpu,
-    _candidates: usize,
-    _run: impl Fn(usize) -> Result<()>,
-) -> Result<Option<usize>> {
-    Ok(None)
 }

@@ -68,16 +68,14 @@ impl Batch {
         groups: [u32; 3],
         cost: Option<Cost>,
     ) {
-        #[cfg(not(target_arch = "wasm32"))]
         if self.profile.as_ref().is_some_and(Recording::on_cpu) {
             // No timestamps: time this dispatch alone between two waits for an idle device.
-            let wait = |d: &wgpu::Device| d.poll(wgpu::PollType::wait_indefinitely()).map(drop);
             self.flush(device, queue);
-            let _ = wait(device);
-            let since = std::time::Instant::now();
+            super::host::wait_all(device);
+            let since = web_time::Instant::now();
             self.record(device, queue, kernel, params, inputs, outputs, groups, cost);
             self.flush(device, queue);
-            let _ = wait(device);
+            super::host::wait_all(device);
             if let Some(p) = &mut self.profile {
                 p.timed_on_cpu(kernel, cost, since);
             }

@@ -4,6 +4,8 @@
 mod autotune;
 mod batch;
 mod devices;
+#[cfg_attr(target_arch = "wasm32", path = "host_web.rs")]
+mod host;
 mod pipelines;
 mod pool;
 mod profiler;
@@ -12,6 +14,7 @@ mod select;
 
 pub use autotune::Autotuner;
 pub use devices::{open_devices, DeviceSet};
+pub use host::IN_BROWSER;
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
@@ -127,18 +130,7 @@ pub fn tuning_cache_path(info: &wgpu::AdapterInfo) -> Option<std::path::PathBuf>
 
 /// Every adapter the instance can see (on the web: the one the browser offers).
 pub async fn list_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        instance.enumerate_adapters(wgpu::Backends::all()).await
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        let opts = wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        };
-        instance.request_adapter(&opts).await.into_iter().collect()
-    }
+    host::list_adapters(instance).await
 }
 
 impl Gpu {
@@ -206,12 +198,6 @@ impl Gpu {
             pace: AtomicU32::new(0),
             part_flops: AtomicU64::new(0),
         })))
-    }
-
-    /// Blocking [`Gpu::new`] for native programs and tests.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn new_blocking(choice: AdapterChoice) -> Result<Gpu> {
-        pollster::block_on(Self::new(choice))
     }
 
     /// True when kernels may use `f16` storage and arithmetic.
@@ -433,24 +419,10 @@ impl Gpu {
         self.part_flops.store(part_flops.to_bits(), Ordering::Relaxed);
     }
 
-    /// Returns once the work submitted so far has run (native; on the web the browser
-    /// schedules it). It polls without blocking: a blocking poll holds the device's locks
-    /// while it waits, so a UI thread's writes, acquire and submit would each queue behind
-    /// the job's work in turn instead of slotting in after the running dispatch.
+    /// Returns once the work submitted so far has run (natively; on the web the browser
+    /// schedules it), polling without blocking the device's locks.
     fn wait_idle(&self) {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let done = Arc::new(AtomicBool::new(false));
-            let flag = done.clone();
-            self.queue
-                .on_submitted_work_done(move || flag.store(true, Ordering::Release));
-            while !done.load(Ordering::Acquire) {
-                if self.device.poll(wgpu::PollType::Poll).is_err() {
-                    return; // device lost: the next read reports it
-                }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        }
+        host::wait_idle(&self.device, &self.queue);
     }
 
     /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;
@@ -485,17 +457,33 @@ impl Gpu {
         batch.copy(&self.device, src, src_offset, dst, dst_offset, bytes);
     }
 
+    /// Writes `bits` into the first `words` 32-bit words of `buffer` (`shaders/fill.wgsl`, 16
+    /// words per invocation): zeros, a constant, or the NaN poison of a fresh tensor.
+    pub fn fill_bits(&self, buffer: &wgpu::Buffer, words: u64, bits: u32) {
+        // WG and ELEMS of the shader
+        const WORKGROUP: u32 = 64;
+        const WORDS_PER_INVOCATION: u32 = 16;
+        let kernel = self.kernel(&KernelSpec {
+            source: crate::shader!("fill"),
+            entry: "fill",
+            defines: &[],
+            inputs: 0,
+            outputs: 1,
+        });
+        let groups = self.grid((words as u32).div_ceil(WORKGROUP * WORDS_PER_INVOCATION));
+        self.dispatch_named(
+            &kernel,
+            &[words as u32, bits],
+            &[],
+            &[buffer],
+            groups,
+            Cost::memory("fill", 4 * words),
+        );
+    }
+
     /// Submits everything recorded so far.
     pub fn flush(&self) {
         self.batch.lock().unwrap().flush(&self.device, &self.queue);
-    }
-
-    /// Submits and waits until the device is idle (native only).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn sync(&self) -> Result<()> {
-        self.flush();
-        self.wait_idle();
-        self.take_errors()
     }
 
     /// Waits, without blocking a browser, until every dispatch recorded so far has run (a
@@ -558,7 +546,6 @@ impl Gpu {
 pub struct PendingRead {
     gpu: Gpu,
     /// The submit holding the copy: waiting for it leaves later work running.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     submission: Option<wgpu::SubmissionIndex>,
     staging: wgpu::Buffer,
     bytes: u64,
@@ -570,11 +557,7 @@ impl PendingRead {
     /// The bytes, once the device has copied them (async; never blocks on the web).
     pub async fn finish(self) -> Result<Vec<u8>> {
         let what = self.what;
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = self.gpu.device.poll(wgpu::PollType::Wait {
-            submission_index: self.submission,
-            timeout: None,
-        });
+        host::wait_for(&self.gpu.device, self.submission);
         let mapped = self.mapped.await.map_err(|_| Error::Readback {
             what: what.clone(),
             reason: "the device was lost before the data arrived".into(),

@@ -6,6 +6,7 @@ use crate::{Error, Result};
 use futures_channel::oneshot;
 use serde::Serialize;
 use std::collections::HashMap;
+use web_time::Instant;
 
 /// What a dispatch computes, for the profiler: the op's name, FLOPs and bytes moved.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -119,8 +120,7 @@ impl Profiler<'_> {
     /// first and not profiled; natively the device is also waited for).
     pub fn start(&self) -> Result<()> {
         let timing = self.timing();
-        #[cfg(target_arch = "wasm32")]
-        if timing == Timing::Cpu {
+        if timing == Timing::Cpu && !super::host::CPU_TIMING {
             return Err(Error::Profiler(
                 "profiling on the web needs the TIMESTAMP_QUERY feature (timestamp-query), which this adapter lacks"
                     .into(),
@@ -134,8 +134,7 @@ impl Profiler<'_> {
             ));
         }
         batch.flush(&gpu.device, &gpu.queue);
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
+        super::host::wait_all(&gpu.device);
         batch.profile = Some(Recording::new(&gpu.device, &gpu.queue, timing));
         Ok(())
     }
@@ -150,20 +149,10 @@ impl Profiler<'_> {
         };
         let recording = recording
             .ok_or_else(|| Error::Profiler("stop() was called but the profiler was not started".into()))?;
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
-        #[cfg(not(target_arch = "wasm32"))]
-        let wall_ns = Some(recording.started.elapsed().as_nanos() as f64);
-        #[cfg(target_arch = "wasm32")]
-        let wall_ns = None;
+        super::host::wait_all(&gpu.device);
+        let wall_ns = super::host::wall_ns(recording.started);
         gpu.take_errors()?;
         recording.finish(wall_ns).await
-    }
-
-    /// Blocking [`Profiler::stop`] for native programs and tests.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn stop_blocking(&self) -> Result<Profile> {
-        pollster::block_on(self.stop())
     }
 }
 
@@ -228,8 +217,7 @@ pub(super) struct Recording {
     records: Vec<Record>,
     /// First readback failure seen while draining; reported by `stop`.
     failure: Option<String>,
-    #[cfg(not(target_arch = "wasm32"))]
-    started: std::time::Instant,
+    started: Instant,
 }
 
 const QUERIES: u32 = 2 * super::MAX_DISPATCHES;
@@ -257,13 +245,11 @@ impl Recording {
             pending: Vec::new(),
             records: Vec::new(),
             failure: None,
-            #[cfg(not(target_arch = "wasm32"))]
-            started: std::time::Instant::now(),
+            started: Instant::now(),
         }
     }
 
     /// True when dispatches are timed by syncing around each one.
-    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn on_cpu(&self) -> bool {
         self.queries.is_none()
     }
@@ -299,11 +285,10 @@ impl Recording {
     }
 
     /// CPU timing: one dispatch that ran alone from `since` until now.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub(super) fn timed_on_cpu(&mut self, kernel: &Kernel, cost: Option<Cost>, since: std::time::Instant) {
+    pub(super) fn timed_on_cpu(&mut self, kernel: &Kernel, cost: Option<Cost>, since: Instant) {
         use std::sync::OnceLock;
-        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-        let epoch = *EPOCH.get_or_init(std::time::Instant::now);
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        let epoch = *EPOCH.get_or_init(Instant::now);
         let start_ns = since.saturating_duration_since(epoch).as_nanos() as f64;
         let duration_ns = since.elapsed().as_nanos() as f64;
         self.records

@@ -205,15 +205,13 @@ impl FeatureStats {
 
     /// Writes the statistics to `path` atomically (temp file + rename); see
     /// [`FeatureStats::to_bytes`] for the layout.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&self, path: &std::path::Path, source: &serde_json::Value) -> Result<()> {
-        crate::checkpoint::write_atomic(path, &self.to_bytes(source)?)
+        crate::fsio::write_atomic(path, &self.to_bytes(source)?)
     }
 
     /// Reads statistics written by [`FeatureStats::save`], with their `source` JSON.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &std::path::Path) -> Result<(FeatureStats, serde_json::Value)> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        let bytes = crate::fsio::read_io(path).map_err(|e| {
             Error::metrics(
                 format!("feature statistics {}", path.display()),
                 format!("cannot be read: {e}"),

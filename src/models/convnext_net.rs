@@ -1,5 +1,5 @@
 //! `ConvNextNet`: a small DDPM denoiser of ConvNeXt blocks at two resolutions (the model of the
-//! "CUDA optimisations" seed at MNIST size) whose convolution and block kernels are chosen per call.
+//! "CUDA optimisations" study at MNIST size) whose convolution and block kernels are chosen per call.
 //!
 //! Layout (`ConvNextNetConfig::mnist()`: 28x28x1 images, widths C0 = 32 and C1 = 64, 149,185
 //! parameters):
@@ -133,7 +133,7 @@ impl Stage {
     }
 
     fn params(&self) -> Vec<Tensor> {
-        let mut p = vec![self.time.weight.clone(), self.time.bias.clone()];
+        let mut p = vec![self.time.weight.float().clone(), self.time.bias.clone()];
         p.extend(self.block.tensors().into_iter().cloned());
         p
     }
@@ -211,7 +211,7 @@ impl ConvNextNet {
         let mut p: Vec<Tensor> = self
             .time
             .iter()
-            .flat_map(|l| [l.weight.clone(), l.bias.clone()])
+            .flat_map(|l| [l.weight.float().clone(), l.bias.clone()])
             .collect();
         p.extend(self.stem.params());
         p.extend(self.down.params());

@@ -2,7 +2,7 @@
 //! analytically) and its named parameters and buffers, so the two always agree.
 
 use super::LayerRow;
-use crate::nn::{AttentionBlock, Conv2d, ConvTranspose2d, GroupNorm, Linear, ResBlock, SpatialConv};
+use crate::nn::{AttentionBlock, Conv2d, ConvTranspose2d, GroupNorm, Linear, ResBlock, SpatialConv, Weight};
 use crate::Tensor;
 
 /// Rows, parameters and buffers collected in layer order.
@@ -13,6 +13,9 @@ pub struct LayerWalk {
     pub buffers: Vec<(String, Tensor)>,
     /// Every conv, transposed conv, linear and 1x1 projection weight (what compression touches).
     pub weights: Vec<WeightInfo>,
+    /// The `Conv2d` and `Linear` weights by parameter name: handles to the layers' own
+    /// [`Weight`]s, which loading a compressed checkpoint (`pipeline`) gives their integer forms.
+    pub packable: Vec<(String, Weight)>,
     /// The spatial side of the last conv's output (where the layers that follow work).
     side: Option<usize>,
 }
@@ -52,10 +55,15 @@ pub struct WeightInfo {
 
 /// Output [N, Cout, OH, OW] of `conv` on an input of `shape`.
 fn conv_output(conv: &Conv2d, shape: &[usize]) -> Vec<usize> {
-    let k = conv.weight.shape()[2];
+    let k = conv.weight.float().shape()[2];
     let (s, p) = (conv.opts.stride.0, conv.opts.padding.0);
     let size = |i: usize| (i + 2 * p).saturating_sub(k) / s + 1;
-    vec![shape[0], conv.weight.shape()[0], size(shape[2]), size(shape[3])]
+    vec![
+        shape[0],
+        conv.weight.float().shape()[0],
+        size(shape[2]),
+        size(shape[3]),
+    ]
 }
 
 impl LayerWalk {
@@ -101,6 +109,11 @@ impl LayerWalk {
         });
     }
 
+    /// Records the `Weight` of the `Conv2d` or `Linear` `name`.
+    fn packable(&mut self, name: &str, weight: &Weight) {
+        self.packable.push((format!("{name}.weight"), weight.clone()));
+    }
+
     /// Records a conv's weight and the side the layers after it work at.
     fn conv_weight(&mut self, name: &str, role: WeightRole, input: &[usize], out: &[usize]) {
         self.weight(name, role, Some(input[2].min(out[2])));
@@ -110,7 +123,8 @@ impl LayerWalk {
     pub fn conv(&mut self, name: &str, conv: &Conv2d, input: &[usize]) -> Vec<usize> {
         let out = conv_output(conv, input);
         self.conv_weight(name, WeightRole::Conv, input, &out);
-        let w = conv.weight.shape();
+        self.packable(name, &conv.weight);
+        let w = conv.weight.float().shape();
         let kind = format!(
             "Conv2d({}->{}, k{} s{} p{}{})",
             input[1],
@@ -120,7 +134,7 @@ impl LayerWalk {
             conv.opts.padding.0,
             groups_suffix(conv.opts.groups)
         );
-        let tensors: Vec<(&str, &Tensor)> = std::iter::once(("weight", &conv.weight))
+        let tensors: Vec<(&str, &Tensor)> = std::iter::once(("weight", conv.weight.float()))
             .chain(conv.bias.as_ref().map(|b| ("bias", b)))
             .collect();
         self.layer(name, kind, out.clone(), &tensors, true);
@@ -155,10 +169,11 @@ impl LayerWalk {
 
     /// `input` [N, fan_in] -> [N, fan_out].
     pub fn linear(&mut self, name: &str, linear: &Linear, input: &[usize]) -> Vec<usize> {
-        let [fan_in, fan_out] = [linear.weight.shape()[0], linear.weight.shape()[1]];
+        let [fan_in, fan_out] = [linear.weight.float().shape()[0], linear.weight.float().shape()[1]];
         let out = vec![input[0], fan_out];
         self.weight(name, WeightRole::Linear, self.side);
-        let tensors = [("weight", &linear.weight), ("bias", &linear.bias)];
+        self.packable(name, &linear.weight);
+        let tensors = [("weight", linear.weight.float()), ("bias", &linear.bias)];
         self.layer(
             name,
             format!("Linear({fan_in}->{fan_out})"),
@@ -181,7 +196,7 @@ impl LayerWalk {
 
     /// The block row, then norm1, conv1, time, norm2, conv2, skip.
     pub fn resblock(&mut self, name: &str, block: &ResBlock, input: &[usize], temb: &[usize]) -> Vec<usize> {
-        let cout = block.time.weight.shape()[1];
+        let cout = block.time.weight.float().shape()[1];
         let dropout = if block.dropout > 0.0 {
             format!(", dropout {}", block.dropout)
         } else {

@@ -1,13 +1,14 @@
 //! `Conv2d` (weight [Cout, Cin/groups, K, K] ~ N(0, 1/fan_in), zero bias), `ConvTranspose2d`
 //! and `GroupNorm` (gamma 1, beta 0) layers: parameters plus a forward that calls the tensor ops.
 
+use super::Weight;
 use crate::ops::random::Rng;
 use crate::ops::{ConvAddends, ConvImpl, ConvOptions};
 use crate::{DType, Gpu, Result, Tensor};
 
 /// A 2-D convolution layer.
 pub struct Conv2d {
-    pub weight: Tensor,
+    pub weight: Weight,
     pub bias: Option<Tensor>,
     pub opts: ConvOptions,
     /// Implementation used by `forward` (default `auto`).
@@ -27,11 +28,6 @@ fn init_weight_and_bias(
         rng.normal(gpu, &shape, 0.0, std, DType::F32)?.requires_grad(),
         Some(Tensor::zeros(gpu, &[channels], DType::F32)?.requires_grad()),
     ))
-}
-
-/// Whether a layer with packed weights runs them on `x`: inference (gradients off) in f32.
-pub(crate) fn runs_packed(x: &Tensor) -> bool {
-    x.dtype() == DType::F32 && !crate::autograd::grad_enabled()
 }
 
 /// The weight and bias in `x`'s dtype (the same tensors when it is theirs).
@@ -60,7 +56,7 @@ impl Conv2d {
         let (weight, bias) =
             init_weight_and_bias(gpu, rng, [cout, cin / groups, kernel, kernel], fan_in, cout)?;
         Ok(Conv2d {
-            weight,
+            weight: weight.into(),
             bias,
             opts: ConvOptions::default()
                 .stride(stride)
@@ -89,20 +85,20 @@ impl Conv2d {
         sample_bias: Option<&Tensor>,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
-        let (weight, bias) = cast_params(&self.weight, self.bias.as_ref(), x)?;
+        let (weight, bias) = cast_params(self.weight.float(), self.bias.as_ref(), x)?;
         let add = ConvAddends {
             bias: bias.as_ref(),
             sample_bias,
             residual,
         };
-        match self.weight.packed().filter(|_| runs_packed(x)) {
+        match self.weight.packed_for(x) {
             Some(packed) => x.conv2d_packed(packed, self.opts, add),
             None => x.conv2d_plus(&weight, self.opts, self.imp, add),
         }
     }
 
     pub fn params(&self) -> Vec<Tensor> {
-        std::iter::once(self.weight.clone())
+        std::iter::once(self.weight.float().clone())
             .chain(self.bias.clone())
             .collect()
     }

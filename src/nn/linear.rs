@@ -1,13 +1,14 @@
 //! `Linear` (x @ W + b, normal init with std 1/sqrt(fan_in)) and `Mlp`, a stack of linear
 //! layers with tanh between them.
 
+use super::Weight;
 use crate::ops::random::Rng;
 use crate::ops::BiasAlong;
 use crate::{DType, Gpu, Result, Tensor};
 
 /// A fully connected layer's weight [fan_in, fan_out] and bias [fan_out].
 pub struct Linear {
-    pub weight: Tensor,
+    pub weight: Weight,
     pub bias: Tensor,
 }
 
@@ -18,7 +19,8 @@ impl Linear {
         Ok(Linear {
             weight: rng
                 .normal(gpu, &[fan_in, fan_out], 0.0, std, DType::F32)?
-                .requires_grad(),
+                .requires_grad()
+                .into(),
             bias: Tensor::zeros(gpu, &[fan_out], DType::F32)?.requires_grad(),
         })
     }
@@ -27,12 +29,12 @@ impl Linear {
     /// cast at use for an f16 `x`); a packed integer form of the weight runs when nothing
     /// needs gradients and `x` is f32.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if let Some(packed) = self.weight.packed().filter(|_| super::conv::runs_packed(x)) {
+        if let Some(packed) = self.weight.packed_for(x) {
             return x.matmul_packed(packed, Some(&self.bias));
         }
         let dtype = x.dtype();
         x.matmul_bias(
-            &self.weight.to_dtype(dtype)?,
+            &self.weight.float().to_dtype(dtype)?,
             &self.bias.to_dtype(dtype)?,
             BiasAlong::Columns,
         )
@@ -69,7 +71,7 @@ impl Mlp {
     pub fn params(&self) -> Vec<Tensor> {
         self.layers
             .iter()
-            .flat_map(|l| [l.weight.clone(), l.bias.clone()])
+            .flat_map(|l| [l.weight.float().clone(), l.bias.clone()])
             .collect()
     }
 }

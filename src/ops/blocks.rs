@@ -117,7 +117,8 @@ impl ConvNextParams {
     }
 }
 
-/// How a ConvNeXt block runs: the rungs of the "CUDA optimisations" seed's ladder.
+/// How a ConvNeXt block runs: the rungs of the ladder in "Accelerating Diffusion Model
+/// Computations Using CUDA Optimizations" (Li Xiaolong).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConvNextImpl {
@@ -140,7 +141,7 @@ pub fn convnext_block(x: &Tensor, p: &ConvNextParams, imp: ConvNextImpl) -> Resu
 }
 
 /// LayerNorm over the channels of NCHW `x` from generic ops: (x - mean) * (var + eps)^-1/2 *
-/// gamma + beta, each step its own kernel (the seed's unoptimised `layer_norm`).
+/// gamma + beta, each step its own kernel (the CUDA study's unoptimised `layer_norm`).
 fn layer_norm_channels_composed(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
     let per_channel = |t: &Tensor| t.reshape(&[1, t.numel(), 1, 1]);
     let centred = x.sub(&x.mean(&[1], true)?)?;

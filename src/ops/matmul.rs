@@ -2,7 +2,7 @@
 //! register-blocked vec4 kernel whose tile shape is chosen per adapter; backward is two
 //! matmuls. Kernels: shaders/matmul.wgsl, shaders/matmul_blocked.wgsl.
 
-use super::packed::{PackedWeights, WeightOperand};
+use super::packed::{check_packed_input, Layout, PackedWeights, WeightOperand};
 use super::{check_same_dtype, kernel_for, needs_f32_fallback};
 use crate::gpu::Cost;
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
@@ -157,6 +157,36 @@ impl Tensor {
     /// each position), added by the blocked kernel as it stores the product.
     pub fn matmul_bias(&self, other: &Tensor, bias: &Tensor, along: BiasAlong) -> Result<Tensor> {
         self.matmul_plus(other, false, false, MatmulKernel::Blocked, Some((bias, along)))
+    }
+
+    /// `self @ w (+ bias)` for `self` [.., K] and packed `w` [K, N], by the blocked kernel
+    /// dequantising in registers; inference and f32 only, as [`Tensor::conv2d_packed`].
+    pub fn matmul_packed(&self, w: &PackedWeights, bias: Option<&Tensor>) -> Result<Tensor> {
+        let &Layout::Matmul { k, n } = w.layout() else {
+            return Err(Error::shape(
+                "matmul_packed",
+                "these packed weights are a conv's, not a matmul's",
+            ));
+        };
+        check_packed_input(self, "matmul_packed")?;
+        let shape = self.shape();
+        if shape.last() != Some(&k) {
+            return Err(Error::shape(
+                "matmul_packed",
+                format!("cannot multiply {shape:?} by packed [{k}, {n}]"),
+            ));
+        }
+        if let Some(b) = bias.filter(|b| b.shape() != [n] || b.dtype() != DType::F32) {
+            return Err(Error::shape(
+                "matmul_packed",
+                format!("the bias {:?} {:?} must be [{n}] F32", b.shape(), b.dtype()),
+            ));
+        }
+        let m = self.numel() / k;
+        let out = matmul_blocked_packed(&self.reshape(&[m, k])?, w, (m, n, k), bias)?;
+        let mut out_shape = shape[..shape.len() - 1].to_vec();
+        out_shape.push(n);
+        out.reshape(&out_shape)
     }
 
     /// [`Tensor::matmul_t`] with an explicit kernel (benchmarks, tests).
@@ -423,7 +453,7 @@ fn matmul_blocked(
 }
 
 /// `a` [M, K] @ packed `w` (+ a bias per column), f32.
-pub(crate) fn matmul_blocked_packed(
+fn matmul_blocked_packed(
     a: &Tensor,
     w: &PackedWeights,
     (m, n, k): (usize, usize, usize),

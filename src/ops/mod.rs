@@ -1,5 +1,5 @@
-//! Tensor operations, one file per kernel family: each holds the forward launch, the
-//! backward (as a closure recorded on the tape) and, where it matters, FLOP/byte counts.
+//! Tensor operations, one file (conv: one folder) per kernel family: each holds the forward
+//! launch, the backward (as a closure recorded on the tape) and, where it matters, FLOP/byte counts.
 
 pub mod attention;
 pub mod blocks;
@@ -24,14 +24,14 @@ pub use packed::{PackedWeights, WeightBits};
 pub use reduce::{ReduceKernel, ReduceOp};
 
 use crate::gpu::{Gpu, KernelSpec, ShaderSource};
-use crate::{shader, DType, Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 /// Invocations per workgroup of the flat (one element per invocation) kernels.
 pub(crate) const FLAT_WG: u32 = 64;
 
-/// Elements each invocation of the elementwise and fill kernels handles, FLAT_WG apart
-/// (ELEMS in shaders/elementwise.wgsl and fill.wgsl): few, large workgroups are cheap on
-/// CPU adapters.
+/// Elements each invocation of the elementwise kernels handles, FLAT_WG apart (ELEMS in
+/// shaders/elementwise.wgsl; `Gpu::fill_bits` does the same): few, large workgroups are cheap
+/// on CPU adapters.
 pub(crate) const FLAT_ELEMS: u32 = 16;
 
 /// Workgroups of the elementwise and fill kernels covering `n` elements.
@@ -41,25 +41,6 @@ pub(crate) fn flat_groups(gpu: &Gpu, n: usize) -> [u32; 3] {
 
 /// Most dims a strided/broadcast kernel handles.
 pub const MAX_RANK: usize = 8;
-
-/// Writes `bits` into the first `words` 32-bit words of `buffer`.
-pub(crate) fn fill_bits(gpu: &Gpu, buffer: &wgpu::Buffer, words: u64, bits: u32) {
-    let kernel = gpu.kernel(&KernelSpec {
-        source: shader!("fill"),
-        entry: "fill",
-        defines: &[],
-        inputs: 0,
-        outputs: 1,
-    });
-    gpu.dispatch_named(
-        &kernel,
-        &[words as u32, bits],
-        &[],
-        &[buffer],
-        flat_groups(gpu, words as usize),
-        crate::gpu::Cost::memory("fill", 4 * words),
-    );
-}
 
 /// Template values naming the storage type `T`.
 pub(crate) fn type_defines(dtype: DType) -> Vec<(&'static str, String)> {

@@ -1,75 +1,16 @@
 //! Weights as 8- or 4-bit signed integers with one f32 scale per output channel, packed into
-//! u32 words on the device, and the conv and matmul forwards that dequantise them in registers.
+//! u32 words on the device, and the operand through which the tiled conv and blocked matmul read them.
+//!
+//! The forwards that dequantise them in registers are `Tensor::conv2d_packed` (ops/conv) and
+//! `Tensor::matmul_packed` (ops/matmul); this file imports neither.
 
-use super::conv::{tiled_forward, ConvGeometry};
-use super::matmul::matmul_blocked_packed;
-use super::{ConvAddends, ConvOptions};
 use crate::{DType, Error, Gpu, Result, Tensor};
-use std::sync::Arc;
 
-/// Bits per stored weight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WeightBits {
-    Int8,
-    Int4,
-}
-
-impl WeightBits {
-    pub fn bits(self) -> usize {
-        match self {
-            WeightBits::Int8 => 8,
-            WeightBits::Int4 => 4,
-        }
-    }
-
-    /// The largest magnitude stored (symmetric range, so -max..=max).
-    pub fn max(self) -> i8 {
-        match self {
-            WeightBits::Int8 => 127,
-            WeightBits::Int4 => 7,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightBits::Int8 => "int8",
-            WeightBits::Int4 => "int4",
-        }
-    }
-
-    /// Weights per u32 word.
-    fn per_word(self) -> usize {
-        32 / self.bits()
-    }
-
-    /// The multiple a packed row's length is padded to: runs of 4 start on a word (int8) or
-    /// half-word (int4) boundary, so a 4-bit row holds whole words.
-    pub fn row_multiple(self) -> usize {
-        match self {
-            WeightBits::Int8 => 4,
-            WeightBits::Int4 => 8,
-        }
-    }
-}
-
-impl std::str::FromStr for WeightBits {
-    type Err = Error;
-
-    fn from_str(name: &str) -> Result<WeightBits> {
-        match name {
-            "int8" => Ok(WeightBits::Int8),
-            "int4" => Ok(WeightBits::Int4),
-            _ => Err(Error::Config(format!(
-                "unknown weight format `{name}`; choose int8 or int4"
-            ))),
-        }
-    }
-}
+pub use crate::checkpoint::compressed::WeightBits;
 
 /// Which kernel reads the words, with the unpadded sizes of its weight.
 #[derive(Clone, Debug, PartialEq)]
-enum Layout {
+pub(crate) enum Layout {
     /// A conv weight [Cout, Cin/groups, KH, KW]: Cout rows of K = Cin/groups x KH x KW.
     Conv { shape: [usize; 4] },
     /// A Linear weight [K, N] (`x @ w`): K rows of N, one scale per column.
@@ -238,6 +179,11 @@ impl PackedWeights {
         self.bits
     }
 
+    /// Which kernel reads these weights, with the float weight's sizes.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// Bytes on the device (words and scales).
     pub fn byte_len(&self) -> u64 {
         self.words.byte_len()
@@ -252,90 +198,20 @@ impl PackedWeights {
     }
 }
 
-impl Tensor {
-    /// Attaches `packed`, the integer form of this weight, which inference layers (`Conv2d`,
-    /// `Linear`) then run with gradients off; the tensor keeps its float values (training and
-    /// f16 use them). Errors when the shapes differ or a form is already attached.
-    pub fn attach_packed(&self, packed: PackedWeights) -> Result<()> {
-        if packed.shape() != self.shape() {
-            return Err(Error::shape(
-                "attach_packed",
-                format!(
-                    "packed weights of shape {:?} for a tensor of shape {:?}",
-                    packed.shape(),
-                    self.shape()
-                ),
-            ));
-        }
-        self.0
-            .packed
-            .set(Arc::new(packed))
-            .map_err(|_| Error::shape("attach_packed", "this tensor already has packed weights"))
+/// Errors unless `x` can run on packed weights in `op`: f32, and not tracking gradients
+/// (packed weights are for inference).
+pub(crate) fn check_packed_input(x: &Tensor, op: &'static str) -> Result<()> {
+    if x.dtype() != DType::F32 {
+        return Err(Error::shape(
+            op,
+            format!("packed weights run on f32 inputs, got {:?}", x.dtype()),
+        ));
     }
-
-    /// The integer form attached by [`Tensor::attach_packed`].
-    pub fn packed(&self) -> Option<&PackedWeights> {
-        self.0.packed.get().map(|p| p.as_ref())
+    if crate::autograd::grad_enabled() && x.tracks_grad() {
+        return Err(Error::shape(
+            op,
+            "packed weights are for inference: run under no_grad, or train on the float weights",
+        ));
     }
-
-    /// conv2d(x, w) + `add` with `w` packed, by the tiled kernel dequantising in registers.
-    /// Inference only (no graph is recorded; an input that tracks gradients is an error) and
-    /// f32 only (the browser has no f16, and packed weights exist to run there too).
-    pub fn conv2d_packed(&self, w: &PackedWeights, opts: ConvOptions, add: ConvAddends) -> Result<Tensor> {
-        let Layout::Conv { shape } = &w.layout else {
-            return Err(Error::shape(
-                "conv2d_packed",
-                "these packed weights are a matmul's, not a conv's",
-            ));
-        };
-        let geo = ConvGeometry::new(self.shape(), shape, opts)?;
-        self.check_packed_input("conv2d_packed")?;
-        tiled_forward(self, WeightOperand::Packed(w), add, &geo)
-    }
-
-    /// `self @ w (+ bias)` for `self` [.., K] and packed `w` [K, N], by the blocked kernel
-    /// dequantising in registers; inference and f32 only, as [`Tensor::conv2d_packed`].
-    pub fn matmul_packed(&self, w: &PackedWeights, bias: Option<&Tensor>) -> Result<Tensor> {
-        let Layout::Matmul { k, n } = w.layout else {
-            return Err(Error::shape(
-                "matmul_packed",
-                "these packed weights are a conv's, not a matmul's",
-            ));
-        };
-        self.check_packed_input("matmul_packed")?;
-        let shape = self.shape();
-        if shape.last() != Some(&k) {
-            return Err(Error::shape(
-                "matmul_packed",
-                format!("cannot multiply {shape:?} by packed [{k}, {n}]"),
-            ));
-        }
-        if let Some(b) = bias.filter(|b| b.shape() != [n] || b.dtype() != DType::F32) {
-            return Err(Error::shape(
-                "matmul_packed",
-                format!("the bias {:?} {:?} must be [{n}] F32", b.shape(), b.dtype()),
-            ));
-        }
-        let m = self.numel() / k;
-        let out = matmul_blocked_packed(&self.reshape(&[m, k])?, w, (m, n, k), bias)?;
-        let mut out_shape = shape[..shape.len() - 1].to_vec();
-        out_shape.push(n);
-        out.reshape(&out_shape)
-    }
-
-    fn check_packed_input(&self, op: &'static str) -> Result<()> {
-        if self.dtype() != DType::F32 {
-            return Err(Error::shape(
-                op,
-                format!("packed weights run on f32 inputs, got {:?}", self.dtype()),
-            ));
-        }
-        if crate::autograd::grad_enabled() && self.tracks_grad() {
-            return Err(Error::shape(
-                op,
-                "packed weights are for inference: run under no_grad, or train on the float weights",
-            ));
-        }
-        Ok(())
-    }
+    Ok(())
 }

@@ -44,8 +44,6 @@ pub(crate) struct TensorData {
     /// The tensor's place in the autograd graph. Graph nodes hold these links, not tensors,
     /// so a forward's intermediate buffers are freed unless a backward closure keeps them.
     pub(crate) link: Arc<GradLink>,
-    /// An integer form of this weight (`Tensor::attach_packed`) that inference layers run.
-    pub(crate) packed: std::sync::OnceLock<Arc<crate::ops::PackedWeights>>,
 }
 
 /// Number of elements of a shape.
@@ -68,7 +66,7 @@ impl Tensor {
         let bytes = (numel(shape) * dtype.size()) as u64;
         let buffer = gpu.alloc(bytes, &format!("tensor of shape {shape:?} ({dtype:?})"))?;
         if gpu.poison_enabled() {
-            crate::ops::fill_bits(gpu, buffer.raw(), bytes.div_ceil(4), u32::MAX);
+            gpu.fill_bits(buffer.raw(), bytes.div_ceil(4), u32::MAX);
         }
         Ok(Tensor::from_buffer(gpu, Arc::new(buffer), shape, dtype))
     }
@@ -80,7 +78,6 @@ impl Tensor {
             shape: shape.to_vec(),
             dtype,
             link: GradLink::untracked(shape),
-            packed: Default::default(),
         }))
     }
 
@@ -121,7 +118,7 @@ impl Tensor {
                 h | (h << 16)
             }
         };
-        crate::ops::fill_bits(gpu, t.buffer(), t.byte_len().div_ceil(4), bits);
+        gpu.fill_bits(t.buffer(), t.byte_len().div_ceil(4), bits);
         Ok(t)
     }
 
@@ -138,7 +135,6 @@ impl Tensor {
             shape: self.0.shape.clone(),
             dtype: self.0.dtype,
             link: GradLink::leaf(&self.0.shape),
-            packed: self.0.packed.clone(),
         }))
     }
 
@@ -183,7 +179,6 @@ impl Tensor {
             shape: arc.shape.clone(),
             dtype: arc.dtype,
             link: GradLink::untracked(&arc.shape),
-            packed: Default::default(),
         });
         Tensor(Arc::new(TensorData { link, ..data }))
     }
@@ -281,14 +276,12 @@ impl Tensor {
         })
     }
 
-    /// Blocking [`Tensor::to_vec_async`] (native only).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// Blocking [`Tensor::to_vec_async`] for native programs and tests (never in a page).
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         pollster::block_on(self.to_vec_async())
     }
 
-    /// The single value of a one-element tensor (native only).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// The single value of a one-element tensor (blocking: native programs and tests).
     pub fn item(&self) -> Result<f32> {
         if self.numel() != 1 {
             return Err(Error::shape(

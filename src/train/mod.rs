@@ -1,72 +1,38 @@
 //! Training a diffusion network: batches -> loss -> Adam -> EMA, sample grids from the EMA
 //! weights, and atomic checkpoints that resume exactly (same next batch, noise and loss).
 
-pub mod config;
 pub mod fid;
-pub mod quality;
 mod replica;
 pub mod resume;
-#[cfg(not(target_arch = "wasm32"))]
+pub mod run;
 pub mod run_dir;
-pub mod sample;
-pub mod speedup;
 
-pub use config::{Optimizer, Precision, SkipTraining, TrainConfig, CFG_GUIDANCE};
-pub use fid::{FidRecord, FidTracker};
+pub use crate::run_state::{
+    default_process, divergence, sampling_export, FidRecord, Optimizer, Precision, SkipTraining, TrainConfig,
+    TrainState, CFG_GUIDANCE, DIVERGED_WEIGHT,
+};
+pub use fid::FidTracker;
 pub use resume::{ResumeChanges, KEPT_ON_RESUME};
-pub use sample::{SampleRequest, TrainedModel};
+pub use run::{RunEnd, TrainEvent, TrainingRun, BEST_FILE, CHECKPOINT_FILE, LAST_GOOD_FILE};
 
-use crate::checkpoint::{Checkpoint, Stored};
-use crate::data::{Batcher, BatcherState, Dataset};
+use crate::checkpoint::Checkpoint;
+use crate::data::{Batcher, Dataset};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, ReplicaGradients};
-use crate::models::{DiffusionNet, ModelConfig};
+use crate::fsio::FileStore;
+use crate::models::DiffusionNet;
 use crate::ops::random::{step_seed, Rng};
 use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
+use crate::pipeline::{sample_net, SampleRequest};
+use crate::run_state::{is_sampling_export, saved_state};
 use crate::{Error, Gpu, Result, Tensor};
 use rand::{Rng as _, SeedableRng};
 use replica::Replica;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-#[cfg(not(target_arch = "wasm32"))]
 use {
     crate::data::{DataSource, Split},
     std::path::Path,
 };
-
-/// Everything besides tensors that a checkpoint stores (its JSON metadata).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TrainState {
-    pub config: TrainConfig,
-    pub model: ModelConfig,
-    pub process: Process,
-    /// Optimiser steps taken.
-    pub step: usize,
-    pub batcher: BatcherState,
-    /// Loss of every step so far.
-    pub losses: Vec<f32>,
-    /// Training seconds so far (summed over resumed runs).
-    pub train_seconds: f64,
-    /// The loss scale of an f16 run (None in f32).
-    #[serde(default)]
-    pub scaler: Option<LossScaler>,
-    /// FID evaluations so far (`fid_every`), in step order.
-    #[serde(default)]
-    pub fid: Vec<FidRecord>,
-}
-
-impl TrainState {
-    /// The classifier-free guidance scale the run's grids and FID evaluations use and
-    /// `wgdiff sample`/`eval` default to: [`CFG_GUIDANCE`] for a class-conditional model
-    /// trained with labels dropped (it learned the unconditional branch guidance needs),
-    /// else 1.
-    pub fn default_guidance(&self) -> f32 {
-        match self.config.label_dropout(&self.model) {
-            Ok(Some(p)) if p > 0.0 => CFG_GUIDANCE,
-            _ => 1.0,
-        }
-    }
-}
 
 /// Why every process of a run stops before its next step ([`Trainer::agree_to_stop`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +101,6 @@ pub fn skip_batch(
 impl Trainer {
     /// A fresh run: loads the data, builds the model from `config.seed`; with `config.init`,
     /// the model and its starting weights come from that checkpoint (see [`Trainer::init_from`]).
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn new(gpu: &Gpu, config: TrainConfig) -> Result<Trainer> {
         config.validate()?;
         let init = match &config.init {
@@ -251,7 +216,6 @@ impl Trainer {
 
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
     /// position) with `changes` applied (the step target, lr, warm-up, clipping, outputs).
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn resume(gpu: &Gpu, checkpoint: &Path, changes: &ResumeChanges) -> Result<Trainer> {
         let ckpt = Checkpoint::load(checkpoint)?;
         let origin = checkpoint.display().to_string();
@@ -449,6 +413,11 @@ impl Trainer {
         self.last_reduce
     }
 
+    /// This process's rank in a multi-process job (0 when it trains alone): rank 0 writes.
+    pub fn rank(&self) -> usize {
+        self.collective.as_ref().map_or(0, |c| c.rank())
+    }
+
     /// Waits (sleeping) until every process of the run gets here (at once when it trains
     /// alone): the other ranks wait while rank 0 writes a checkpoint or a grid.
     pub fn barrier(&self) -> Result<()> {
@@ -600,7 +569,7 @@ impl Trainer {
 
     /// The error of a step whose loss is `value` (NaN or infinite): nothing was updated.
     fn loss_error(&self, value: f32) -> Error {
-        Error::Training(format!(
+        Error::Diverged(format!(
             "the loss became {value} at step {}; the weights were not updated. Lower --lr (now {}) or \
              --max-grad-norm, or resume from the last checkpoint",
             self.state.step + 1,
@@ -625,18 +594,13 @@ impl Trainer {
     /// `wgdiff sample` at `grid_steps` steps (the run's seed), as [N, C, H, W] on the device.
     pub async fn sample_grid_images(&self) -> Result<Tensor> {
         let c = &self.state.config;
-        let request = SampleRequest {
-            sampler: sample::default_sampler(&self.state.process),
-            steps: Some(c.grid_steps),
-            count: c.grid_images,
-            seed: c.seed,
-            skip: crate::diffusion::SkipPlan::default(),
-            cache: None,
-            class: None,
-            guidance: self.state.default_guidance(),
-        };
+        let request = SampleRequest::for_state(&self.state)
+            .steps(Some(c.grid_steps))
+            .count(c.grid_images)
+            .seed(c.seed)
+            .build()?;
         let net = self.ema_net()?;
-        let (images, _) = sample::sample_net(
+        let (images, _) = sample_net(
             self.gpu(),
             net.as_ref(),
             &self.state.model,
@@ -677,137 +641,58 @@ impl Trainer {
         Ok(ckpt)
     }
 
-    /// Writes the checkpoint to `path` atomically (temp file + rename), unless the run has
-    /// diverged (non-finite or blown-up weights, see [`divergence`]): then nothing is written,
-    /// the good checkpoint already at `path` is also copied to [`last_good_path`], and the
-    /// error says how to resume it.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub async fn save(&self, path: &Path) -> Result<()> {
+    /// Writes the checkpoint as file `name` of `files`, unless the run has diverged
+    /// (non-finite or blown-up weights, see [`divergence`]): then nothing is written, the good
+    /// checkpoint already there is kept as [`LAST_GOOD_FILE`] too, and the
+    /// [`Error::Diverged`] says how to resume it.
+    pub async fn save_to(&self, files: &dyn FileStore, name: &str) -> Result<()> {
         let ckpt = self.capture().await?;
         match divergence(&ckpt) {
-            None => ckpt.save(path),
-            Some(problem) => Err(self.diverged(path, &problem)),
+            None => files.write(name, &ckpt.to_bytes()?),
+            Some(problem) => Err(self.diverged(files, name, &problem)),
         }
     }
 
-    /// The error of a diverged run's save, after keeping the last good checkpoint.
-    #[cfg(not(target_arch = "wasm32"))]
-    fn diverged(&self, path: &Path, problem: &str) -> Error {
+    /// [`Trainer::save_to`] the file at `path` (atomically, creating its folder).
+    pub async fn save(&self, path: &Path) -> Result<()> {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let dir = path.parent().unwrap_or(Path::new(""));
+        self.save_to(&crate::fsio::Folder(dir.to_path_buf()), &name).await
+    }
+
+    /// The error of a diverged run (`problem` says how), after keeping the good checkpoint
+    /// `name` of `files` (the last one written) as [`LAST_GOOD_FILE`] beside it.
+    pub fn diverged(&self, files: &dyn FileStore, name: &str, problem: &str) -> Error {
         let c = &self.state.config;
         let head = format!(
             "at step {}, {problem}: the run has diverged, so {} was not overwritten",
             self.state.step,
-            path.display()
+            files.describe(name)
         );
         let lower_lr = format!("--lr {:.0e}", c.lr / 10.0);
-        let Ok(good) = std::fs::read(path) else {
-            return Error::Training(format!(
-                "{head}; no good checkpoint was written before. Train again with a lower learning rate \
-                 ({lower_lr}) or gradient clipping (--max-grad-norm 1)"
-            ));
+        let good = match files.read(name) {
+            Ok(Some(good)) => good,
+            _ => {
+                return Error::Diverged(format!(
+                    "{head}; no good checkpoint was written before. Train again with a lower learning \
+                     rate ({lower_lr}) or gradient clipping (--max-grad-norm 1)"
+                ))
+            }
         };
         let good_step = Checkpoint::from_bytes(&good, "")
             .ok()
             .and_then(|ckpt| ckpt.meta.get("step").and_then(|s| s.as_u64()));
-        let keep = last_good_path(path);
-        let kept = match crate::checkpoint::write_atomic(&keep, &good) {
-            Ok(()) => format!(" and as {}", keep.display()),
-            Err(e) => format!(" (copying it to {} failed: {e})", keep.display()),
+        let keep = files.describe(LAST_GOOD_FILE);
+        let kept = match files.write(LAST_GOOD_FILE, &good) {
+            Ok(()) => format!(" and as {keep}"),
+            Err(e) => format!(" (copying it to {keep} failed: {e})"),
         };
-        Error::Training(format!(
+        Error::Diverged(format!(
             "{head}; the last good checkpoint{} is kept there{kept}. Resume it with a lower learning rate: \
-             `wgdiff train --resume {} {lower_lr}` (or add --max-grad-norm 1)",
+             `wgdiff train --resume {keep} {lower_lr}` (or add --max-grad-norm 1)",
             good_step.map(|s| format!(" (step {s})")).unwrap_or_default(),
-            keep.display()
         ))
     }
-}
-
-/// Largest |weight| of a healthy network: past it a run has blown up even while every value is
-/// still finite (Adam can carry diverging weights up to 3e38).
-pub const DIVERGED_WEIGHT: f32 = 1e6;
-
-/// Why the weights or EMA weights of a training checkpoint show a diverged run (a tensor with
-/// NaN/infinite values or |w| > [`DIVERGED_WEIGHT`]), or None when they are healthy.
-pub fn divergence(ckpt: &Checkpoint) -> Option<String> {
-    let weights = ckpt.tensors.iter().filter(|(name, t)| {
-        (name.starts_with("model.") || name.starts_with("ema.")) && t.stored == Stored::F32
-    });
-    for (name, t) in weights {
-        let broken = t.data.iter().filter(|v| !v.is_finite()).count();
-        if broken > 0 {
-            return Some(format!("tensor {name} holds {broken} NaN or infinite values"));
-        }
-        let largest = t.data.iter().fold(0f32, |m, v| m.max(v.abs()));
-        if largest > DIVERGED_WEIGHT {
-            return Some(format!(
-                "tensor {name} reached |w| = {largest:e} (healthy weights stay below {DIVERGED_WEIGHT:e})"
-            ));
-        }
-    }
-    None
-}
-
-/// Where a diverged run keeps its last good checkpoint: `last-good.safetensors` beside it.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn last_good_path(checkpoint: &Path) -> std::path::PathBuf {
-    checkpoint.with_file_name("last-good.safetensors")
-}
-
-/// The process a model is trained with by default: DDPM (VP, linear betas, eps) for U-Nets,
-/// VP with the cosine schedule predicting v for the MLP (`wgdiff experiment speedrun`),
-/// the tutorial's VE SDE for the ScoreNet (whose output is divided by its std(t)).
-pub fn default_process(model: &ModelConfig) -> Process {
-    match model {
-        ModelConfig::UNet(_) => Process::ddpm(),
-        ModelConfig::Mlp(_) => Process::vp_cosine_v(),
-        ModelConfig::ScoreNet(_) => Process::ve(),
-    }
-}
-
-/// What sampling needs of the `wgdiff train` checkpoint `ckpt`: its EMA weights, buffers and
-/// training state, without the raw weights and Adam's moments (a quarter of the file, for a
-/// web page or sharing). It samples, and fine-tunes with `--init`, like the checkpoint.
-pub fn sampling_export(ckpt: &Checkpoint, origin: &str) -> Result<Checkpoint> {
-    saved_state(ckpt, origin)?;
-    if !ckpt.tensors.keys().any(|name| name.starts_with("ema.")) {
-        return Err(Error::Checkpoint {
-            path: origin.to_string(),
-            msg: "has no EMA weights (ema.*) to export".into(),
-        });
-    }
-    let tensors = ckpt
-        .tensors
-        .iter()
-        .filter(|(name, _)| name.starts_with("ema.") || name.starts_with("buffer."))
-        .map(|(name, t)| (name.clone(), t.clone()))
-        .collect();
-    Ok(Checkpoint {
-        tensors,
-        meta: ckpt.meta.clone(),
-    })
-}
-
-/// Whether `ckpt` is a [`sampling_export`] (no raw weights).
-fn is_sampling_export(ckpt: &Checkpoint) -> bool {
-    !ckpt.tensors.keys().any(|name| name.starts_with("model."))
-}
-
-/// The training state stored in a `wgdiff train` checkpoint's metadata.
-pub(crate) fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState> {
-    if ckpt.meta.get("kind").and_then(|k| k.as_str()) == Some(crate::classifier::CHECKPOINT_KIND) {
-        return Err(Error::Checkpoint {
-            path: origin.to_string(),
-            msg: "is an MNIST-FID classifier (`wgdiff train-classifier`), not a diffusion model: it scores \
-                  samples (`wgdiff eval --classifier`); give sample, train or the app a checkpoint of \
-                  `wgdiff train`"
-                .into(),
-        });
-    }
-    serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
-        path: origin.to_string(),
-        msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
-    })
 }
 
 /// [C, H, W] of the images a fresh run of `config` trains on: its model's, or with `init` (the
@@ -821,7 +706,6 @@ pub fn run_image_shape(config: &TrainConfig, init: Option<&Checkpoint>) -> Resul
 }
 
 /// The training split of a `--data` source, as a model of `image_shape` images reads it.
-#[cfg(not(target_arch = "wasm32"))]
 pub fn load_data(spec: &str, image_shape: [usize; 3]) -> Result<Dataset> {
     spec.parse::<DataSource>()?
         .fitted_to(image_shape)

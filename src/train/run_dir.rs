@@ -1,7 +1,7 @@
 //! The folder a training run writes to: an earlier run's checkpoint there is never replaced
 //! silently (a default folder moves on to a numbered one; a chosen one needs `force`).
 
-use crate::checkpoint::same_file;
+use crate::fsio::same_file;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 

@@ -8,8 +8,10 @@ use egui_kittest::Harness;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+use wgdiff::app::TrainSettings;
 use wgdiff::app::{AppOptions, View, WgdiffApp};
-use wgdiff::train::{TrainConfig, Trainer};
+use wgdiff::checkpoint::Checkpoint;
+use wgdiff::train::{TrainConfig, TrainEvent, Trainer};
 use wgdiff::{AdapterChoice, Gpu};
 
 /// One device for every test; tests take turns (one app at a time on the device, so each
@@ -310,7 +312,7 @@ fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
     });
     assert!(h.state().train.losses.iter().all(|l| l[1].is_finite()));
     assert!(out.join("finished/checkpoint.safetensors").exists());
-    mask_changing(&mut h, &["img/s", "checkpoint written", "stopped at"]);
+    mask_changing(&mut h, &["img/s", "checkpoint written", "finished at"]);
     h.snapshot("train_view");
     // A long run stopped by the button writes its checkpoint, which the CLI's --resume continues.
     set(&mut h, 1000, "stopped");
@@ -320,9 +322,124 @@ fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
     step_until(&mut h, 120, "the stop", |app| !app.train.is_running());
     let app = h.state();
     let checkpoint = out.join("stopped/checkpoint.safetensors");
-    assert_eq!(app.train.checkpoints.last(), Some(&checkpoint));
+    assert_eq!(
+        app.train.checkpoints.last(),
+        Some(&checkpoint.display().to_string())
+    );
     let resumed = Trainer::resume(gpu, &checkpoint, &Default::default()).expect("the checkpoint resumes");
     assert_eq!(resumed.state.step, app.train.losses.len());
+}
+
+/// The train view's settings for a `tiny` run of `steps` steps writing to `out/dir`.
+fn tiny_run(h: &mut Harness<WgdiffApp>, out: &Path, dir: &str, steps: usize) {
+    let s = &mut h.state_mut().train.settings;
+    s.preset = "tiny".into();
+    s.batch = 4;
+    s.steps = steps;
+    s.sample_every = 0;
+    s.checkpoint_every = 1;
+    s.out = out.join(dir).display().to_string();
+    h.step();
+}
+
+#[test]
+fn a_diverging_run_in_the_train_view_keeps_the_last_good_checkpoint() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("diverge");
+    let mut h = harness(gpu, View::Train, &out);
+    tiny_run(&mut h, &out, "run", 60);
+    // a learning rate far past any stable one: the warm-up's first steps stay finite, then
+    // the weights blow up
+    h.state_mut().train.settings.lr = 2e6;
+    h.get_by_label("Start").click();
+    h.step();
+    assert!(h.state().train.is_running());
+    step_until(&mut h, 240, "the run to diverge", |app| !app.train.is_running());
+    let message = match &h.state().train.message {
+        Some(Err(message)) => message.clone(),
+        other => panic!("the run ended without an error: {other:?}"),
+    };
+    for part in [
+        "has diverged",
+        "was not overwritten",
+        "last-good.safetensors",
+        "--lr 2e5",
+    ] {
+        assert!(message.contains(part), "{message:?} does not mention {part:?}");
+    }
+    let checkpoint = std::fs::read(out.join("run/checkpoint.safetensors")).unwrap();
+    let kept = std::fs::read(out.join("run/last-good.safetensors")).expect("last-good.safetensors");
+    assert!(
+        kept == checkpoint,
+        "last-good.safetensors is the last checkpoint written"
+    );
+    let good = Checkpoint::from_bytes(&kept, "last-good").unwrap();
+    assert_eq!(
+        wgdiff::train::divergence(&good),
+        None,
+        "the kept checkpoint is healthy"
+    );
+    let step = good.meta["step"].as_u64().unwrap() as usize;
+    assert!(
+        step >= 1 && step < h.state().train.losses.len() + 1,
+        "kept step {step}"
+    );
+    let resumed = Trainer::resume(gpu, &out.join("run/last-good.safetensors"), &Default::default());
+    assert_eq!(resumed.expect("the kept checkpoint resumes").state.step, step);
+}
+
+#[test]
+fn a_run_in_the_train_view_ends_at_its_time_budget_with_a_checkpoint() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("budget");
+    let mut h = harness(gpu, View::Train, &out);
+    tiny_run(&mut h, &out, "run", 10_000);
+    // a budget a few steps long: the run ends by itself, writes its checkpoint and grid
+    h.state_mut().train.settings.max_minutes = 0.02;
+    h.get_by_label("Start").click();
+    h.step();
+    assert!(h.state().train.is_running());
+    step_until(&mut h, 240, "the time budget", |app| !app.train.is_running());
+    let app = h.state();
+    let steps = app.train.losses.len();
+    assert!(
+        matches!(&app.train.message, Some(Ok(m)) if m.starts_with(&format!("time budget reached at step {steps}"))),
+        "{:?}",
+        app.train.message
+    );
+    assert!(steps >= 1 && steps < 10_000);
+    assert!(app.train.has_grid(), "the final grid is shown");
+    let saved = Checkpoint::load(&out.join("run/checkpoint.safetensors")).unwrap();
+    assert_eq!(saved.meta["step"].as_u64(), Some(steps as u64));
+    assert!(out.join("run/samples.png").exists());
+}
+
+/// The app and the page start from the library's recipe ([`TrainConfig::default`], what
+/// `wgdiff train` runs); the page lowers only its time budget.
+#[test]
+fn the_app_and_the_page_start_from_the_library_recipe() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("defaults");
+    let h = harness(gpu, View::Train, &out);
+    let app = h.state().train.settings.config();
+    let recipe = TrainConfig {
+        out: app.out.clone(),
+        ..TrainConfig::default()
+    };
+    assert_eq!(
+        app, recipe,
+        "the app's train view drifted from TrainConfig::default()"
+    );
+    let page = TrainSettings::defaults(app.out.display().to_string(), true).config();
+    assert_eq!(
+        page,
+        TrainConfig {
+            max_minutes: wgdiff::app::PAGE_MAX_MINUTES,
+            ..recipe
+        },
+        "the page may lower only the time budget"
+    );
+    assert!(wgdiff::app::PAGE_MAX_MINUTES < TrainConfig::default().max_minutes);
 }
 
 #[test]
@@ -350,9 +467,7 @@ fn an_app_run_gives_the_losses_of_a_cli_run_with_the_same_settings() {
         assert!(Instant::now() < deadline, "the app's run did not finish");
         for event in job.poll() {
             match event {
-                wgdiff::app::Event::Message(wgdiff::app::TrainMessage::Step { loss, .. }) => {
-                    app_losses.push(loss)
-                }
+                wgdiff::app::Event::Message(TrainEvent::Step { loss, .. }) => app_losses.push(loss),
                 wgdiff::app::Event::Finished(r) => r.expect("the app's run succeeds"),
                 _ => {}
             }

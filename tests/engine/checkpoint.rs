@@ -119,14 +119,14 @@ fn atomic_writes_leave_no_temporary_files_behind() {
     // at 2^22 on Linux); a live writer's temporary (ours) is not touched by others.
     let stale = dir.join("checkpoint.safetensors.tmp4294967295");
     std::fs::write(&stale, b"half a checkpoint").unwrap();
-    wgdiff::checkpoint::write_atomic(&path, b"new").unwrap();
+    wgdiff::fsio::write_atomic(&path, b"new").unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"new");
     assert!(!stale.exists(), "the killed writer's temporary is still there");
 
     // A write that fails at the rename (a folder is in the way) removes its temporary.
     let blocked = dir.join("blocked.safetensors");
     std::fs::create_dir_all(blocked.join("inside")).unwrap();
-    let err = wgdiff::checkpoint::write_atomic(&blocked, b"data")
+    let err = wgdiff::fsio::write_atomic(&blocked, b"data")
         .unwrap_err()
         .to_string();
     assert!(err.contains("blocked.safetensors"), "{err}");
@@ -171,9 +171,9 @@ fn metadata_describing_a_larger_model_than_the_tensors_is_refused_before_allocat
         "/assets/models/mnist-small-ema.safetensors"
     );
     let mut ckpt = Checkpoint::load(std::path::Path::new(path)).unwrap();
-    assert!(wgdiff::train::TrainedModel::from_checkpoint(gpu(), &ckpt, "shipped", None).is_ok());
+    assert!(wgdiff::pipeline::TrainedModel::from_checkpoint(gpu(), &ckpt, "shipped", None).is_ok());
     ckpt.meta["model"]["base_channels"] = serde_json::json!(128);
-    let msg = wgdiff::train::TrainedModel::from_checkpoint(gpu(), &ckpt, "edited.safetensors", None)
+    let msg = wgdiff::pipeline::TrainedModel::from_checkpoint(gpu(), &ckpt, "edited.safetensors", None)
         .err()
         .expect("an error")
         .to_string();

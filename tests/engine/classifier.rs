@@ -138,8 +138,7 @@ fn classifier_training_steps_reduce_the_loss_on_mnist() {
 fn classifier_checkpoint_round_trip_is_bit_exact() {
     let net = Classifier::new(gpu(), small_config(), 5).unwrap();
     let path = temp_path("round.safetensors");
-    net.save(&path, serde_json::json!({"test_accuracy": 0.5}))
-        .unwrap();
+    pollster::block_on(net.save(&path, serde_json::json!({"test_accuracy": 0.5}))).unwrap();
     let back = Classifier::load(gpu(), &path).unwrap();
     assert_eq!(back.config, net.config);
     for ((name, a), (_, b)) in net.named_params().iter().zip(back.named_params()) {
@@ -160,7 +159,7 @@ fn classifier_checkpoint_round_trip_is_bit_exact() {
 fn wrong_classifier_checkpoints_give_clear_errors() {
     let net = Classifier::new(gpu(), small_config(), 6).unwrap();
     let path = temp_path("wrong.safetensors");
-    net.save(&path, serde_json::json!({})).unwrap();
+    pollster::block_on(net.save(&path, serde_json::json!({}))).unwrap();
     // The metadata claims a wider last conv than the stored weights have.
     let mut ckpt = Checkpoint::load(&path).unwrap();
     ckpt.meta["config"]["channels"] = serde_json::json!([8, 8, 32]);

@@ -8,16 +8,17 @@ use pollster::block_on;
 use rand::Rng;
 use std::path::Path;
 use std::sync::Arc;
+use wgdiff::checkpoint::compressed::{channel_of, pack_int4, quantize, unpack_int4};
+use wgdiff::checkpoint::compressed::{mask_from_bits, mask_to_bits};
 use wgdiff::checkpoint::{Checkpoint, Stored};
-use wgdiff::compress::prune::{mask_from_bits, mask_to_bits, prune_masks};
-use wgdiff::compress::quantize::{channel_of, pack_int4, quantize, unpack_int4};
+use wgdiff::compress::prune::prune_masks;
 use wgdiff::compress::{
     compress_checkpoint, in_scope, CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan,
 };
 use wgdiff::data::Split;
-use wgdiff::diffusion::SkipPlan;
 use wgdiff::ops::WeightBits;
-use wgdiff::train::{SampleRequest, TrainConfig, TrainedModel, Trainer};
+use wgdiff::pipeline::{SampleRequest, TrainedModel};
+use wgdiff::train::{TrainConfig, Trainer};
 
 #[test]
 fn quantised_values_int4_pairs_and_mask_bits_round_trip() {
@@ -129,7 +130,7 @@ fn masks(ckpt: &Checkpoint, names: &[String]) -> Vec<Option<Vec<bool>>> {
         .map(|n| {
             let key = format!("ema.{n}");
             let count = ckpt.values(&key, "test").unwrap().unwrap().data.len();
-            wgdiff::compress::stored_mask(ckpt, &key, count, "test").unwrap()
+            wgdiff::checkpoint::compressed::stored_mask(ckpt, &key, count, "test").unwrap()
         })
         .collect()
 }
@@ -196,18 +197,15 @@ fn pruning_a_checkpoint_zeroes_exactly_the_fraction_of_its_scope() {
 #[test]
 fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their_masks() {
     let (config, ckpt) = tiny_checkpoint();
-    let request = SampleRequest {
-        sampler: "ddim".parse().unwrap(),
-        steps: Some(3),
-        count: 2,
-        seed: 7,
-        skip: SkipPlan::default(),
-        cache: None,
-        class: None,
-        guidance: 1.0,
-    };
     let draw = |ckpt: &Checkpoint| {
         let model = TrainedModel::from_checkpoint(gpu(), ckpt, "test", None).unwrap();
+        let request = SampleRequest::builder(&model.state.model, &model.state.process)
+            .sampler("ddim".parse().unwrap())
+            .steps(Some(3))
+            .count(2)
+            .seed(7)
+            .build()
+            .unwrap();
         let (images, _) = block_on(model.sampling().sample(gpu(), &request, None)).unwrap();
         (model.packed_weights, images.to_vec().unwrap())
     };
@@ -269,7 +267,7 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
         for name in names.iter().filter_map(|n| n.strip_suffix(".mask")) {
             let weight = name.strip_prefix("ema.").unwrap();
             let count = saved.tensors[&format!("model.{weight}")].data.len();
-            let mask = wgdiff::compress::stored_mask(&compressed, name, count, "test")
+            let mask = wgdiff::checkpoint::compressed::stored_mask(&compressed, name, count, "test")
                 .unwrap()
                 .unwrap();
             for prefix in ["model.", "ema."] {

@@ -10,10 +10,12 @@ use wgdiff::experiment::adaptive_skip::{arms, run, Plan, SkipModel, EXPONENTS};
 use wgdiff::experiment::plots::{curves, skip_schedules, Axes, Series};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
 use wgdiff::experiment::speedrun::{self, Recipe};
+use wgdiff::experiment::{ExperimentReport, Header};
 use wgdiff::median::median;
 use wgdiff::models::SkipType;
 use wgdiff::models::{MlpNetConfig, ModelConfig};
-use wgdiff::train::{SkipTraining, TrainConfig, TrainedModel, Trainer};
+use wgdiff::pipeline::TrainedModel;
+use wgdiff::train::{SkipTraining, TrainConfig, Trainer};
 
 /// A tiny-preset checkpoint trained for `steps` steps as `config` says, saved under `name`.
 fn tiny_checkpoint(name: &str, config: TrainConfig) -> std::path::PathBuf {
@@ -123,14 +125,12 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
         train_steps: m.model.state.step,
     };
     let report = Report {
-        date: "2026-11-22".into(),
-        device: "test device".into(),
+        header: header(),
         plan: plan.clone(),
         metric: "pooled-FID".into(),
         reference: "200 mnist/test images".into(),
         models: vec![info(&models[0], "none"), info(&models[1], "consistent:2")],
         arms: results,
-        wall_seconds: 1.0,
     };
     let md = report.markdown();
     for needle in [
@@ -155,7 +155,7 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
     };
     let verdict = report.verdict();
     let expected = if zero_fid("Zero") < zero_fid(BASELINE_LABEL) {
-        "lower, as the seed claims"
+        "lower, as the paper claims"
     } else {
         "NOT lower"
     };
@@ -254,11 +254,9 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
         assert!(curve.points[1].step > curve.points[0].step);
     }
     let report = speedrun::Report {
-        date: "today".into(),
-        device: "test".into(),
+        header: header(),
         plan,
         curves,
-        wall_seconds: 1.0,
     };
     let dir = std::env::temp_dir().join(format!("wgdiff-speedrun-{}", std::process::id()));
     let written = report.write_files(&dir).unwrap();
@@ -352,11 +350,9 @@ fn the_compression_experiment_measures_every_setting_of_both_models() {
         }
     }
     let report = compression::Report {
-        date: "today".into(),
-        device: "test".into(),
+        header: header(),
         plan,
         rows,
-        wall_seconds: 1.0,
     };
     let out = path.parent().unwrap().join("report");
     let written = report.write_files(&out).unwrap();
@@ -368,4 +364,14 @@ fn the_compression_experiment_measures_every_setting_of_both_models() {
         md.contains("## U-Net") && md.contains("## ScoreNet") && md.contains("Rand 30 Extremes"),
         "{md}"
     );
+}
+
+/// The header of a report made by hand.
+fn header() -> Header {
+    Header {
+        date: "2026-11-22T09:00:00Z".into(),
+        device: "test device".into(),
+        command: "wgdiff experiment".into(),
+        wall_seconds: 1.0,
+    }
 }

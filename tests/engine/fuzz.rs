@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::data::{cifar10, idx_from_bytes, image_folder, load_idx, DataSource, Dataset, Split};
-use wgdiff::train::{TrainConfig, TrainedModel, Trainer};
+use wgdiff::pipeline::TrainedModel;
+use wgdiff::train::{TrainConfig, Trainer};
 
 /// Cases per loader in `cargo test`.
 const SHORT_CASES: usize = 120;

@@ -5,6 +5,7 @@ use crate::common::{assert_close, download, gpu};
 use crate::eval::pooled_pixel_tracker;
 use wgdiff::experiment::ladder::{arms, run_ablation, run_ladder, Arm, Plan, Progress, RUNGS};
 use wgdiff::experiment::ladder_report::Report;
+use wgdiff::experiment::{ExperimentReport, Header};
 use wgdiff::median::median;
 use wgdiff::models::{ConvNextKernels, ConvNextNet, ConvNextNetConfig};
 use wgdiff::ops::blocks::ConvNextImpl;
@@ -220,13 +221,15 @@ fn the_ladder_interleaves_its_rungs_and_rows_and_reports_medians_of_per_round_ra
     assert!(rows[2].parameters < baseline.parameters, "one level fewer");
 
     let report = Report {
-        date: "today".into(),
-        device: "test".into(),
-        command: "wgdiff experiment ladder".into(),
+        header: Header {
+            date: "today".into(),
+            device: "test".into(),
+            command: "wgdiff experiment ladder".into(),
+            wall_seconds: 1.0,
+        },
         plan,
         rungs,
         rows,
-        wall_seconds: 1.0,
     };
     let dir = std::env::temp_dir().join(format!("wgdiff-ladder-{}", std::process::id()));
     let written = report.write_files(&dir).unwrap();
@@ -240,7 +243,7 @@ fn the_ladder_interleaves_its_rungs_and_rows_and_reports_medians_of_per_round_ra
     }
     assert!(
         md.contains("383.03") && md.contains("19.07 s"),
-        "the seeds' numbers: {md}"
+        "the studies' numbers: {md}"
     );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("ladder.json")).unwrap()).unwrap();

@@ -24,6 +24,7 @@ mod experiment;
 mod fuzz;
 mod inception;
 mod ladder;
+mod layers;
 mod layout;
 mod matmul;
 mod metrics;

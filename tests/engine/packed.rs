@@ -6,7 +6,7 @@ use crate::common::*;
 use crate::cpu;
 use rand::rngs::StdRng;
 use rand::Rng;
-use wgdiff::nn::{Conv2d, Linear};
+use wgdiff::nn::{Conv2d, Linear, Weight};
 use wgdiff::ops::random::Rng as DeviceRng;
 use wgdiff::ops::{ConvAddends, ConvOptions, PackedWeights, WeightBits};
 use wgdiff::{DType, Tensor};
@@ -133,12 +133,15 @@ fn layers_run_their_packed_weights_for_inference_and_float_weights_for_training(
     let scales = random_scales(&mut r, 8);
     let (values, w) = random_weights(&mut r, WeightBits::Int4, 8 * 36, &scales, |i| i / 36);
     conv.weight
+        .float()
         .copy_from(&upload(&[8, 4, 3, 3], &w, DType::F32))
         .unwrap();
     let packed = PackedWeights::conv(gpu(), WeightBits::Int4, [8, 4, 3, 3], &values, &scales).unwrap();
     conv.weight.attach_packed(packed).unwrap();
     let x = upload(&[2, 4, 5, 5], &normal_vec(&mut r, 200), DType::F32);
-    let float = x.conv2d(&conv.weight, conv.bias.as_ref(), conv.opts).unwrap();
+    let float = x
+        .conv2d(conv.weight.float(), conv.bias.as_ref(), conv.opts)
+        .unwrap();
     let inference = {
         let _g = wgdiff::no_grad();
         conv.forward(&x).unwrap()
@@ -150,19 +153,27 @@ fn layers_run_their_packed_weights_for_inference_and_float_weights_for_training(
         PACKED_TOL,
     );
     wgdiff::backward(&conv.forward(&x).unwrap().sum_all().unwrap()).unwrap();
-    assert!(conv.weight.grad().is_some(), "training runs the float weights");
+    assert!(
+        conv.weight.float().grad().is_some(),
+        "training runs the float weights"
+    );
 
     let linear = Linear::new(gpu(), &mut device_rng, 12, 10).unwrap();
     let scales = random_scales(&mut r, 10);
     let (values, w) = random_weights(&mut r, WeightBits::Int8, 120, &scales, |i| i % 10);
     linear
         .weight
+        .float()
         .copy_from(&upload(&[12, 10], &w, DType::F32))
         .unwrap();
     let packed = PackedWeights::matmul(gpu(), WeightBits::Int8, 12, 10, &values, &scales).unwrap();
     linear.weight.attach_packed(packed).unwrap();
     let x = upload(&[3, 12], &normal_vec(&mut r, 36), DType::F32);
-    let float = x.matmul(&linear.weight).unwrap().add(&linear.bias).unwrap();
+    let float = x
+        .matmul(linear.weight.float())
+        .unwrap()
+        .add(&linear.bias)
+        .unwrap();
     let inference = {
         let _g = wgdiff::no_grad();
         linear.forward(&x).unwrap()
@@ -213,7 +224,7 @@ fn bad_packed_weights_and_inputs_are_refused() {
     assert!(msg.contains("inference"), "{msg}");
     let msg = x.matmul_packed(&packed, None).err().unwrap().to_string();
     assert!(msg.contains("a conv's"), "{msg}");
-    let w = Tensor::zeros(gpu(), &[8, 4, 3, 4], DType::F32).unwrap();
+    let w = Weight::from(Tensor::zeros(gpu(), &[8, 4, 3, 4], DType::F32).unwrap());
     let packed = PackedWeights::conv(gpu(), WeightBits::Int8, [8, 4, 3, 3], &values, &scales).unwrap();
     let msg = w.attach_packed(packed).err().unwrap().to_string();
     assert!(msg.contains("shape"), "{msg}");

@@ -16,10 +16,11 @@ use wgdiff::experiment::skip_search::{
     Origin, Plan,
 };
 use wgdiff::experiment::skip_search_report::Report;
+use wgdiff::experiment::{ExperimentReport, Header};
 use wgdiff::models::{DeepFeatures, DiffusionNet, ModelConfig, UNetConfig};
 use wgdiff::ops::random::Rng;
-use wgdiff::train::sample::Sampling;
-use wgdiff::train::SampleRequest;
+use wgdiff::pipeline::SampleRequest;
+use wgdiff::pipeline::Sampling;
 use wgdiff::{AdapterChoice, Gpu, Result, Tensor};
 
 /// The tiny U-Net (3 levels) with weights from `seed`, and its config and process.
@@ -100,16 +101,13 @@ fn a_searched_schedule_is_never_slower_than_c0_and_obeys_the_proxy_budget() {
         model: &config,
         process: &process,
     };
-    let request = SampleRequest {
-        sampler: ddim(),
-        steps: Some(6),
-        count: 2,
-        seed: 1,
-        skip: SkipPlan::default(),
-        cache: None,
-        class: None,
-        guidance: 1.0,
-    };
+    let request = SampleRequest::builder(&config, &process)
+        .sampler(ddim())
+        .steps(Some(6))
+        .count(2)
+        .seed(1)
+        .build()
+        .unwrap();
     let costs = pollster::block_on(measure_depth_costs(gpu, sampling, &request, 3)).unwrap();
     assert_eq!(costs.len(), 3);
     assert!(costs.iter().all(|&c| c > 0.0 && c.is_finite()), "{costs:?}");
@@ -168,7 +166,7 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
     let mut events = 0;
     let mut on_event = |_: wgdiff::experiment::skip_search::SearchEvent| events += 1;
     let (costs, proxy, fid0, searched, results) = pollster::block_on(async {
-        let probe = bench.request(&plan, SkipPlan::default(), None);
+        let probe = bench.request(&plan, SkipPlan::default(), None).unwrap();
         let costs = measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;
         let proxy = measure_proxy(gpu, bench.sampling, &probe).await?;
         let fid0 = bench
@@ -241,9 +239,12 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
 
     let out = std::env::temp_dir().join(format!("wgdiff-skip-search-{}", std::process::id()));
     let report = Report {
-        date: "2026-11-26".into(),
-        device: "test device".into(),
-        command: "test".into(),
+        header: Header {
+            date: "2026-11-26".into(),
+            device: "test device".into(),
+            command: "test".into(),
+            wall_seconds: 1.0,
+        },
         plan: plan.clone(),
         origin: Origin {
             model: "tiny".into(),
@@ -256,7 +257,6 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
         proxy,
         searched: searched.clone(),
         arms: results,
-        wall_seconds: 1.0,
     };
     let written = report.write_files(&out).unwrap();
     for name in [

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{idx_from_bytes, DataSource, Split};
-use wgdiff::diffusion::{BetaSchedule, Objective, Process, SkipPlan};
+use wgdiff::diffusion::{BetaSchedule, Objective, Process, SkipPlan, SkipSchedule};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
-use wgdiff::train::fid::best_fid;
+use wgdiff::pipeline::{SampleRequest, SampleRequestBuilder, TrainedModel};
+use wgdiff::run_state::best_fid;
 use wgdiff::train::{
-    default_process, FidTracker, Optimizer, Precision, ResumeChanges, SampleRequest, SkipTraining,
-    TrainConfig, TrainedModel, Trainer, CFG_GUIDANCE,
+    default_process, FidTracker, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, TrainConfig,
+    TrainEvent, Trainer, TrainingRun, CFG_GUIDANCE,
 };
 
 fn tiny_config(out: &str, steps: usize) -> TrainConfig {
@@ -543,17 +544,23 @@ fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
         features: Box::new(classifier),
         reference,
     };
-    let mut trainer = Trainer::new(gpu(), config.clone()).unwrap();
-    let mut flags = Vec::new();
-    while !trainer.finished() {
-        block_on(trainer.step()).unwrap();
-        if trainer.state.step % config.fid_every == 0 {
-            let (record, is_best) = block_on(tracker.evaluate(&mut trainer, &best)).unwrap();
-            assert_eq!(record.step, trainer.state.step);
-            flags.push(is_best);
+    let trainer = Trainer::new(gpu(), config.clone()).unwrap();
+    let files = Box::new(wgdiff::fsio::Folder(config.out.clone()));
+    let mut run = TrainingRun::new(trainer, Some(tracker), files).unwrap();
+    let (mut flags, mut steps, mut ends) = (Vec::new(), Vec::new(), Vec::new());
+    let mut on_event = |event: TrainEvent| match event {
+        TrainEvent::Step { step, .. } => steps.push(step),
+        TrainEvent::Fid { record, best: file } => {
+            assert_eq!(Some(&record.step), steps.last());
+            flags.push(file.is_some());
         }
-    }
-    let records = &trainer.state.fid;
+        TrainEvent::Ended { why, .. } => ends.push(why),
+        _ => {}
+    };
+    while block_on(run.advance(false, &mut on_event)).unwrap() {}
+    assert_eq!(steps, [1, 2, 3, 4]);
+    assert_eq!(ends, [RunEnd::Completed]);
+    let records = &run.trainer().state.fid;
     assert_eq!(
         records.iter().map(|r| r.step).collect::<Vec<_>>(),
         [2, 4],
@@ -597,7 +604,7 @@ fn an_ema_export_samples_like_its_checkpoint_and_only_fine_tunes() {
         block_on(trainer.step()).unwrap();
     }
     let checkpoint = block_on(trainer.capture()).unwrap();
-    let export = wgdiff::train::sampling_export(&checkpoint, "captured").unwrap();
+    let export = wgdiff::run_state::sampling_export(&checkpoint, "captured").unwrap();
     assert!(
         export
             .tensors
@@ -613,18 +620,15 @@ fn an_ema_export_samples_like_its_checkpoint_and_only_fine_tunes() {
     );
 
     let export = Checkpoint::from_bytes(&export.to_bytes().unwrap(), "export").unwrap();
-    let request = wgdiff::train::SampleRequest {
-        sampler: "ddim".parse().unwrap(),
-        steps: Some(3),
-        count: 2,
-        seed: 7,
-        skip: SkipPlan::default(),
-        cache: None,
-        class: None,
-        guidance: 1.0,
-    };
     let draw = |ckpt: &Checkpoint| {
         let model = TrainedModel::from_checkpoint(gpu(), ckpt, "test", None).unwrap();
+        let request = SampleRequest::builder(&model.state.model, &model.state.process)
+            .sampler("ddim".parse().unwrap())
+            .steps(Some(3))
+            .count(2)
+            .seed(7)
+            .build()
+            .unwrap();
         let (images, _) = block_on(model.sampling().sample(gpu(), &request, None)).unwrap();
         images.to_vec().unwrap()
     };
@@ -650,71 +654,79 @@ fn sample_requests_a_model_cannot_honour_are_refused_by_name() {
     let unconditional = wgdiff::models::preset("tiny").unwrap();
     let conditional = wgdiff::models::preset("mnist-mlp").unwrap();
     assert!(conditional.classes().is_some() && unconditional.classes().is_none());
-    let ok = wgdiff::train::SampleRequest {
-        sampler: "ddpm".parse().unwrap(),
-        steps: Some(3),
-        count: 2,
-        seed: 0,
-        skip: SkipPlan::Exponent(2.0),
-        cache: None,
-        class: None,
-        guidance: 1.0,
+    let ddpm = Process::ddpm();
+    let ok = |model| {
+        SampleRequest::builder(model, &ddpm)
+            .sampler("ddpm".parse().unwrap())
+            .steps(Some(3))
+            .count(2)
+            .skip(SkipPlan::Exponent(2.0))
     };
-    ok.validate(&unconditional).unwrap();
-    wgdiff::train::SampleRequest {
-        guidance: 3.0,
-        ..ok.clone()
-    }
-    .validate(&conditional)
-    .unwrap();
-    let refused = |request: wgdiff::train::SampleRequest, model: &ModelConfig, names: &str| {
-        let err = request.validate(model).unwrap_err().to_string();
-        assert!(err.contains(names), "{request:?}: {err}");
+    let built = ok(&unconditional).build().unwrap();
+    assert_eq!((built.steps(), built.count(), built.guidance()), (3, 2, 1.0));
+    ok(&conditional).guidance(3.0).class(Some(9)).build().unwrap();
+    let refused = |builder: SampleRequestBuilder, names: &str| {
+        let err = builder.clone().build().unwrap_err().to_string();
+        assert!(err.contains(names), "{builder:?}: {err}");
     };
     for guidance in [f32::INFINITY, f32::NAN, 1e30, -1.0] {
-        refused(
-            wgdiff::train::SampleRequest {
-                guidance,
-                ..ok.clone()
-            },
-            &conditional,
-            "guidance scale",
-        );
+        refused(ok(&conditional).guidance(guidance), "guidance scale");
     }
-    refused(
-        wgdiff::train::SampleRequest {
-            guidance: 2.0,
-            ..ok.clone()
-        },
-        &unconditional,
-        "class-conditional",
-    );
+    refused(ok(&unconditional).guidance(2.0), "class-conditional");
+    refused(ok(&unconditional).class(Some(1)), "class-conditional");
+    refused(ok(&conditional).class(Some(10)), "classes 0..9");
     for c in [-1.0, f32::NAN, f32::INFINITY] {
-        refused(
-            wgdiff::train::SampleRequest {
-                skip: SkipPlan::Exponent(c),
-                ..ok.clone()
-            },
-            &unconditional,
-            "skip exponent",
-        );
+        refused(ok(&unconditional).skip(SkipPlan::Exponent(c)), "skip exponent");
     }
-    refused(
-        wgdiff::train::SampleRequest {
-            count: 0,
-            ..ok.clone()
-        },
-        &unconditional,
-        "count",
+    refused(ok(&unconditional).count(0), "count");
+    refused(ok(&unconditional).steps(Some(0)), "steps");
+    refused(ok(&unconditional).sampler("ald".parse().unwrap()), "does not fit");
+}
+
+/// Steps are decided in one place: the default sampler at 50 steps, a named sampler at its own
+/// default, a schedule at its length unless steps are given.
+#[test]
+fn sample_requests_decide_their_steps_in_one_place() {
+    let model = wgdiff::models::preset("tiny").unwrap();
+    let ddpm = Process::ddpm();
+    let request = |builder: SampleRequestBuilder| builder.build().unwrap();
+    let default = request(SampleRequest::builder(&model, &ddpm));
+    assert_eq!((default.sampler().name(), default.steps()), ("ddpm", 50));
+    let named = request(
+        SampleRequest::builder(&model, &ddpm)
+            .sampler_named(Some("ddpm"), None, None)
+            .unwrap(),
     );
-    refused(
-        wgdiff::train::SampleRequest {
-            steps: Some(0),
-            ..ok.clone()
-        },
-        &unconditional,
-        "steps",
+    assert_eq!(named.steps(), 1000, "ddpm named: every timestep of the process");
+    let dpm = request(
+        SampleRequest::builder(&model, &ddpm)
+            .sampler_named(Some("dpm-solver++"), None, None)
+            .unwrap(),
     );
+    assert_eq!(dpm.steps(), 20);
+    let schedule = SkipSchedule {
+        format: wgdiff::diffusion::skip_schedule::SCHEDULE_FORMAT.into(),
+        sampler: "ddim".parse().unwrap(),
+        levels: 2,
+        skips: vec![1, 0, 0],
+        times: Vec::new(),
+        search: None,
+    };
+    let scheduled = request(SampleRequest::builder(&model, &ddpm).schedule(&schedule));
+    assert_eq!((scheduled.sampler().name(), scheduled.steps()), ("ddim", 3));
+    assert_eq!(scheduled.skip(), &SkipPlan::PerStep(vec![1, 0, 0]));
+    let overridden = request(
+        SampleRequest::builder(&model, &ddpm)
+            .steps(Some(4))
+            .schedule(&schedule),
+    );
+    assert_eq!(
+        overridden.steps(),
+        4,
+        "given steps win (the sampler then refuses the mismatch)"
+    );
+    let eta = SampleRequest::builder(&model, &ddpm).sampler_named(None, Some(0.5), None);
+    assert!(eta.unwrap_err().to_string().contains("choose --sampler ddim"));
 }
 
 /// A diverged run (NaN weights, or finite ones blown up past 1e6) never writes over its good
@@ -799,26 +811,19 @@ fn sampling_in_batches_equals_the_chunks_drawn_alone_and_refuses_what_cannot_fit
         "/assets/models/mnist-small-ema.safetensors"
     ));
     let model = TrainedModel::load(gpu(), path).unwrap();
-    let request = SampleRequest {
-        sampler: "ddim".parse().unwrap(),
-        steps: Some(2),
-        count: 5,
-        seed: 11,
-        skip: SkipPlan::default(),
-        cache: None,
-        class: None,
-        guidance: 1.0,
-    };
+    let request = SampleRequest::builder(&model.state.model, &model.state.process)
+        .sampler("ddim".parse().unwrap())
+        .steps(Some(2))
+        .count(5)
+        .seed(11)
+        .build()
+        .unwrap();
     let (images, evaluations) =
         block_on(model.sampling().sample_in_batches(gpu(), &request, 2, |_| {})).unwrap();
     assert_eq!((images.len(), evaluations), (5 * 784, 6));
     let mut alone = Vec::new();
     for (count, seed) in [(2, 11), (2, 12), (1, 13)] {
-        let part = SampleRequest {
-            count,
-            seed,
-            ..request.clone()
-        };
+        let part = request.with_count(count).unwrap().with_seed(seed);
         alone.extend(
             block_on(model.sampling().sample(gpu(), &part, None))
                 .unwrap()
@@ -831,10 +836,7 @@ fn sampling_in_batches_equals_the_chunks_drawn_alone_and_refuses_what_cannot_fit
         images == alone,
         "batched images differ from the batches drawn alone"
     );
-    let huge = SampleRequest {
-        count: usize::MAX / 1024,
-        ..request
-    };
+    let huge = request.with_count(usize::MAX / 1024).unwrap();
     let msg = block_on(model.sampling().sample_in_batches(gpu(), &huge, 64, |_| {}))
         .err()
         .unwrap()

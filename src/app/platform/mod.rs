@@ -8,26 +8,33 @@ mod native;
 mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{announce, deliver, exists, mnist_fid, read_file, sleep, spawn, write_file, JobSafe};
+pub use native::{
+    announce, deliver, exists, mnist_fid, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe,
+    IN_PAGE,
+};
 #[cfg(target_arch = "wasm32")]
 pub use web::{
-    announce, deliver, exists, mnist_fid, pick_file, read_file, sleep, spawn, write_file, JobSafe,
+    announce, deliver, exists, mnist_fid, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe,
+    IN_PAGE,
 };
+
+/// How a shell starts the app: in a window (native) or in a page's canvas (the browser).
+pub mod entry {
+    #[cfg(not(target_arch = "wasm32"))]
+    pub use super::native::run_native;
+    #[cfg(target_arch = "wasm32")]
+    pub use super::web::run_web;
+}
 
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataSource, Dataset, Split};
 use crate::models::SkipType;
-use crate::train::sample::DEFAULT_CHECKPOINT;
-use crate::train::{ResumeChanges, TrainConfig, TrainedModel, Trainer};
+use crate::pipeline::TrainedModel;
+use crate::pipeline::DEFAULT_CHECKPOINT;
+use crate::train::{ResumeChanges, TrainConfig, Trainer};
 use crate::{Error, Gpu, Result};
 use std::path::Path;
 use std::sync::Arc;
-
-/// Writes `trainer`'s checkpoint to `path` (atomically on native, as `wgdiff train` does; a
-/// download in the browser).
-pub async fn save_checkpoint(trainer: &Trainer, path: &Path) -> Result<()> {
-    write_file(path, &trainer.capture().await?.to_bytes()?)
-}
 
 /// Reads the checkpoint at `path` (a file, or an address on the page's site).
 pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
@@ -89,7 +96,7 @@ pub async fn start_training(gpu: &Gpu, config: TrainConfig, resume: Option<&Path
         Some(path) => {
             let ckpt = read_checkpoint(path).await?;
             let origin = path.display().to_string();
-            let saved = crate::train::saved_state(&ckpt, &origin)?;
+            let saved = crate::run_state::saved_state(&ckpt, &origin)?;
             let data = training_data(&saved.config.data, saved.model.image_shape()).await?;
             Trainer::resume_with_data(
                 gpu,

@@ -1,9 +1,14 @@
 //! The app's platform on native: one thread per job (blocked on with pollster), files in
 //! `std::fs`, announcements on stderr.
 
+use super::super::{AppOptions, WgdiffApp};
 use crate::{Error, Gpu, Result};
+use eframe::egui;
 use std::future::Future;
 use std::path::Path;
+
+/// Whether the app runs in a web page (no: in a window).
+pub const IN_PAGE: bool = false;
 
 /// What a job and its messages must be to run off the UI thread: `Send`.
 pub trait JobSafe: Send {}
@@ -46,7 +51,12 @@ pub fn exists(path: &Path) -> bool {
 
 /// Writes `bytes` to `path` atomically (temp file + rename), creating its folder.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    crate::checkpoint::write_atomic(path, bytes)
+    crate::fsio::write_atomic(path, bytes)
+}
+
+/// Where a training run in `dir` keeps its files: that folder.
+pub fn run_files(dir: &Path) -> Box<dyn crate::fsio::FileStore> {
+    Box::new(crate::fsio::Folder(dir.to_path_buf()))
 }
 
 /// Hands the file at `path` to the user: on native it already is where they asked for it.
@@ -61,5 +71,39 @@ pub fn announce(event: &str, json: &str) {
 
 /// MNIST-FID during training: the shipped classifier against `data`'s test split.
 pub async fn mnist_fid(gpu: &Gpu, data: &str) -> Result<crate::train::FidTracker> {
-    crate::train::FidTracker::mnist(gpu, data, &mut |_, _| {}).await
+    let fid = crate::classifier::MnistFid::shipped(gpu, data, &mut |_, _| {}).await?;
+    Ok(fid.into())
+}
+
+/// Opens the app in a native window on `gpu`'s device.
+pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
+    let native = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("wgdiff")
+            .with_inner_size([1280.0, 860.0]),
+        wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
+            // Present without waiting for vertical sync, one frame in flight: the queue is
+            // shared with the jobs, so a frame should not wait for more than it must.
+            surface: eframe::egui_wgpu::SurfaceConfig {
+                present_mode: wgpu::PresentMode::AutoNoVsync,
+                desired_maximum_frame_latency: Some(1),
+            },
+            wgpu_setup: super::super::shared_device(&gpu),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    eframe::run_native(
+        "wgdiff",
+        native,
+        Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
+    )
+    .map_err(|e| Error::Config(format!("the app could not start: {e}")))
+}
+
+/// No file picker in a window: the views' "Open a file..." buttons show only in a page.
+pub async fn pick_file() -> Result<Option<std::path::PathBuf>> {
+    Err(Error::Config(
+        "there is no file picker in the window: type the file's path".into(),
+    ))
 }

@@ -1,6 +1,7 @@
 //! The app's platform in a web page: jobs are futures on the page's one thread
 //! (`spawn_local`); files live in the page's memory, fetched from its site or delivered as downloads.
 
+use super::super::{AppOptions, WgdiffApp};
 use crate::{Error, Gpu, Result};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -9,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
+
+/// Whether the app runs in a web page (yes).
+pub const IN_PAGE: bool = true;
 
 /// What a job and its messages must be: anything (the page has one thread).
 pub trait JobSafe {}
@@ -98,6 +102,29 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The page's files under `dir`: where a training run there keeps its checkpoints and grids.
+struct PageFolder(PathBuf);
+
+impl crate::fsio::FileStore for PageFolder {
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let path = self.0.join(name);
+        Ok(PAGE_FILES.with(|f| f.borrow().get(&path).map(|bytes| bytes.to_vec())))
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        write_file(&self.0.join(name), bytes)
+    }
+
+    fn describe(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+/// Where a training run in `dir` keeps its files: the page's memory (see [`deliver`]).
+pub fn run_files(dir: &Path) -> Box<dyn crate::fsio::FileStore> {
+    Box::new(PageFolder(dir.to_path_buf()))
+}
+
 /// Hands the page's file at `path` to the user: a download named after its file name.
 pub fn deliver(path: &Path) -> Result<()> {
     let name = path
@@ -168,4 +195,24 @@ pub async fn mnist_fid(_gpu: &Gpu, _data: &str) -> Result<crate::train::FidTrack
     Err(Error::Config(
         "MNIST-FID during training is not available in the page yet; set \"FID every\" to 0".into(),
     ))
+}
+
+/// Starts the app in the page's `canvas` on `gpu`'s device (the browser's WebGPU); the page
+/// keeps running it after this returns.
+pub async fn run_web(canvas: web_sys::HtmlCanvasElement, gpu: Gpu, options: AppOptions) -> Result<()> {
+    let web = eframe::WebOptions {
+        wgpu_options: eframe::egui_wgpu::WgpuConfiguration {
+            wgpu_setup: super::super::shared_device(&gpu),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    eframe::WebRunner::new()
+        .start(
+            canvas,
+            web,
+            Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
+        )
+        .await
+        .map_err(|e| Error::Config(format!("the app could not start in the page: {e:?}")))
 }

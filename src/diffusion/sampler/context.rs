@@ -132,7 +132,7 @@ impl<'a, 'b> Context<'a, 'b> {
     pub async fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
         let skip = self.skip_at(t);
         self.step = index + 1;
-        if self.on_step.is_none() && !cfg!(target_arch = "wasm32") {
+        if self.on_step.is_none() && !crate::gpu::IN_BROWSER {
             return Ok(());
         }
         self.gpu.finish().await?;

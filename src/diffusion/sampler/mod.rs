@@ -49,6 +49,21 @@ pub enum Sampler {
     DpmSolverPp { spacing: Spacing },
 }
 
+/// Sampler steps of [`default_sampler`] (in `wgdiff sample` and the training grids).
+pub const DEFAULT_SAMPLER_STEPS: usize = 50;
+
+/// The sampler `wgdiff sample` and the training grids use unless told otherwise: DDPM's
+/// ancestral sampler for VP models (on weakly trained models its noise gives cleaner strokes
+/// than deterministic DDIM), the predictor-corrector for VE, annealed Langevin for NCSN.
+pub fn default_sampler(process: &Process) -> Sampler {
+    let name = match process {
+        Process::Vp { .. } => "ddpm",
+        Process::Ve { .. } => "pc",
+        Process::Ncsn { .. } => "ald",
+    };
+    name.parse().expect("a sampler name")
+}
+
 /// Settings every sampler takes.
 #[derive(Default)]
 pub struct SampleOptions<'a> {
@@ -226,8 +241,7 @@ impl Sampler {
         })
     }
 
-    /// Blocking [`Sampler::run_async`] (native only).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// Blocking [`Sampler::run_async`] for native programs and tests (never in a page).
     pub fn run(
         &self,
         process: &Process,

@@ -1,5 +1,7 @@
-//! Checkpoints: named f32 tensors in one safetensors file whose metadata carries a JSON
-//! document (model config, training state); files are written atomically (temp + rename).
+//! Checkpoints: named tensors in one safetensors file whose metadata carries a JSON document
+//! (the writer's state), restored into device tensors with every name, shape and value checked.
+
+pub mod compressed;
 
 use crate::{DType, Error, Result, Tensor};
 use std::collections::{BTreeMap, HashMap};
@@ -14,6 +16,10 @@ pub struct TensorData {
     pub data: Vec<f32>,
     pub stored: Stored,
 }
+
+/// The `kind` in the metadata of an MNIST-FID classifier checkpoint (`wgdiff train-classifier`);
+/// diffusion checkpoints have no `kind`.
+pub const CLASSIFIER_KIND: &str = "wgdiff-classifier";
 
 /// A stored tensor's element type: F32 for weights and state; a compressed checkpoint's
 /// integer weights as I8 (int8 values) or U8 (int4 pairs, pruning masks as bits), their
@@ -138,15 +144,13 @@ impl Checkpoint {
     }
 
     /// Writes the checkpoint to `path` atomically.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
-        write_atomic(path, &self.to_bytes()?)
+        crate::fsio::write_atomic(path, &self.to_bytes()?)
     }
 
     /// Reads a checkpoint file.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &std::path::Path) -> Result<Checkpoint> {
-        let bytes = std::fs::read(path)
+        let bytes = crate::fsio::read_io(path)
             .map_err(|e| checkpoint_error(&path.display().to_string(), format!("cannot be read: {e}")))?;
         Checkpoint::from_bytes(&bytes, &path.display().to_string())
     }
@@ -160,7 +164,7 @@ impl Checkpoint {
         let stored: u64 = self
             .tensors
             .iter()
-            .map(|(name, t)| 4 * crate::compress::stored_elements(name, t) as u64)
+            .map(|(name, t)| 4 * compressed::stored_elements(name, t) as u64)
             .sum();
         crate::gpu::with_alloc_budget(2 * stored + SLACK, build).map_err(|e| match e {
             Error::OverBudget { what, bytes, .. } => checkpoint_error(
@@ -177,7 +181,7 @@ impl Checkpoint {
 
     /// Whether the checkpoint holds tensor `key` (stored as f32 or compressed).
     pub fn contains(&self, key: &str) -> bool {
-        self.tensors.contains_key(key) || crate::compress::is_compressed(self, key)
+        self.tensors.contains_key(key) || compressed::is_compressed(self, key)
     }
 
     /// The f32 values of tensor `key`: as stored, or decoded from its compressed form
@@ -192,7 +196,7 @@ impl Checkpoint {
                     t.stored
                 ),
             )),
-            None => Ok(crate::compress::decode(self, key, origin)?.map(std::borrow::Cow::Owned)),
+            None => Ok(compressed::decode(self, key, origin)?.map(std::borrow::Cow::Owned)),
         }
     }
 
@@ -249,83 +253,5 @@ fn checkpoint_error(path: &str, msg: String) -> Error {
     Error::Checkpoint {
         path: path.to_string(),
         msg,
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so
-/// readers see the old file or the new one, never half of one; creates missing folders. A
-/// failed write removes its temporary file, and temporaries of killed writers are removed.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let io_error = |e: std::io::Error| Error::Io {
-        what: format!("writing {}", path.display()),
-        reason: e.to_string(),
-    };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io_error)?;
-    }
-    let name = path
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    remove_stale_temporaries(path, &name);
-    // Unique per process and per write: threads and processes writing one path at once
-    // (autotune caches) each rename their own complete copy.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_file_name(format!("{name}.tmp{}.{write}", std::process::id()));
-    let written = std::fs::File::create(&tmp).and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    });
-    if written.is_err() {
-        // a full disk or a failed rename must not leave the partial copy holding the space
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(io_error)
-}
-
-/// True when both paths name the same existing file (an output that would replace an input).
-#[cfg(not(target_arch = "wasm32"))]
-pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
-}
-
-/// Removes `<name>.tmp<PID>[.<write>]` files beside `path` left by writers that were killed
-/// (their process no longer exists). Only where `/proc` tells which processes live (Linux).
-#[cfg(not(target_arch = "wasm32"))]
-fn remove_stale_temporaries(path: &std::path::Path, name: &str) {
-    let proc_fs = std::path::Path::new("/proc");
-    if !proc_fs.join("self").exists() {
-        return;
-    }
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => dir.to_path_buf(),
-        None => std::path::PathBuf::from("."),
-    };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return;
-    };
-    let prefix = format!("{name}.tmp");
-    for entry in entries.flatten() {
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file_name
-            .strip_prefix(&prefix)
-            .and_then(|suffix| suffix.split('.').next())
-        else {
-            continue;
-        };
-        let dead = pid
-            .parse::<u32>()
-            .is_ok_and(|pid| !proc_fs.join(pid.to_string()).exists());
-        if dead {
-            let _ = std::fs::remove_file(entry.path());
-        }
     }
 }

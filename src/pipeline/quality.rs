@@ -1,7 +1,7 @@
 //! Sample quality of a trained diffusion network: draw images batch by batch with any sampler,
 //! time the sampling alone, keep the images' feature rows and score them (FID/KID) on demand.
 
-use super::sample::{SampleRequest, Sampling};
+use super::{SampleRequest, Sampling};
 use crate::eval::{compare, FeatureNet, Reference, Scores};
 use crate::{Error, Gpu, Result};
 use web_time::Instant;
@@ -39,7 +39,7 @@ impl GeneratedFeatures {
         };
         self.dim = f.shape()[f.rank() - 1];
         self.rows.extend(f.to_vec_async().await?);
-        self.count += request.count;
+        self.count += request.count();
         Ok(())
     }
 
@@ -74,10 +74,7 @@ pub async fn sample_features(
     mut progress: impl FnMut(usize),
 ) -> Result<GeneratedFeatures> {
     let mut generated = GeneratedFeatures::default();
-    let request = SampleRequest {
-        count,
-        ..request.clone()
-    };
+    let request = request.with_count(count)?;
     for part in request.chunks(batch) {
         generated.add_batch(gpu, sampling, &part, features).await?;
         progress(generated.count);

@@ -1,7 +1,7 @@
 //! The sampling speed-up of a skip schedule: a model sampled at exponent c and at c = 0 in
 //! interleaved rounds, the device waited for around each run, the median ratio of the times.
 
-use super::sample::{SampleRequest, Sampling};
+use super::{SampleRequest, Sampling};
 use crate::median::median;
 use crate::{Gpu, Result};
 use web_time::Instant;
@@ -43,11 +43,7 @@ pub async fn measure_skip_speedup(
     rounds: usize,
     mut progress: impl FnMut(usize, usize) -> Result<()>,
 ) -> Result<SkipTiming> {
-    let full = SampleRequest {
-        skip: crate::diffusion::SkipPlan::default(),
-        cache: None,
-        ..request.clone()
-    };
+    let full = request.unskipped();
     let runs = [request, &full];
     let total = 2 * (rounds + 1);
     let mut timing = SkipTiming::default();

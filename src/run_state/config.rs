@@ -1,8 +1,7 @@
 //! `TrainConfig`: everything a training run needs, with defaults that train the speed-run MLP;
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
-use super::sample;
-use crate::diffusion::Process;
+use crate::diffusion::{Process, DEFAULT_SAMPLER_STEPS};
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::optim::MomentStorage;
 use crate::{DType, Error, Gpu, Result};
@@ -16,8 +15,8 @@ pub const CFG_GUIDANCE: f32 = 2.0;
 /// Label-drop probability of class-conditional models when `class_dropout` is not set.
 pub const DEFAULT_CLASS_DROPOUT: f32 = 0.1;
 
-/// How training batches pick the number k of deepest U-Net levels to skip (the technion
-/// seed's two schemes).
+/// How training batches pick the number k of deepest U-Net levels to skip (the two schemes of
+/// the adaptive U-Net paper, Giladi, Meir, Kavar and Elad).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "scheme", rename_all = "snake_case")]
 pub enum SkipTraining {
@@ -26,7 +25,7 @@ pub enum SkipTraining {
     /// Every batch's timesteps share one k(t) of the schedule with exponent `exponent`
     /// (k(t) = min(N-1, floor(N - N(1-t)^c))), and the network skips that k: a first time
     /// drawn uniformly picks the interval, the rest are drawn inside it (so timesteps stay
-    /// uniform overall). The seed's better scheme.
+    /// uniform overall). The paper's better scheme.
     Consistent { exponent: f32 },
 }
 
@@ -105,7 +104,7 @@ pub struct TrainConfig {
     pub class_dropout: Option<f32>,
     /// Min-SNR-gamma loss weighting (e.g. 5); None: plain loss.
     pub min_snr_gamma: Option<f32>,
-    /// Train the adaptive U-Net for level skipping (technion seed); None: never skip.
+    /// Train the adaptive U-Net for level skipping (the adaptive U-Net paper); None: never skip.
     pub skip_training: Option<SkipTraining>,
     /// Stop training after this many minutes of this run even if steps remain (then the
     /// checkpoint and grid are written as usual; `--resume` continues); 0 = no limit.
@@ -247,7 +246,7 @@ impl Default for TrainConfig {
             sample_every: 0,
             checkpoint_every: 200,
             grid_images: 16,
-            grid_steps: sample::DEFAULT_SAMPLER_STEPS,
+            grid_steps: DEFAULT_SAMPLER_STEPS,
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,
@@ -264,7 +263,7 @@ impl Default for TrainConfig {
 
 /// A setting that must be a finite number >= 0, where 0 means `zero_means`: an error naming
 /// `name`, the value and what 0 does otherwise (so inf and NaN never pass as "off").
-pub(crate) fn check_finite_nonnegative(name: &str, value: f32, zero_means: &str) -> Result<()> {
+pub fn check_finite_nonnegative(name: &str, value: f32, zero_means: &str) -> Result<()> {
     if value >= 0.0 && value.is_finite() {
         return Ok(());
     }
@@ -275,10 +274,10 @@ pub(crate) fn check_finite_nonnegative(name: &str, value: f32, zero_means: &str)
 
 impl TrainConfig {
     /// Reads a TOML file (any subset of the fields; the rest keep their defaults).
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn from_toml_file(path: &std::path::Path) -> Result<TrainConfig> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let bytes =
+            crate::fsio::read_io(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let text = String::from_utf8(bytes).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
     }
 

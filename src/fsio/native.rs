@@ -1,0 +1,106 @@
+//! Files on a native file system: atomic writes (temporary file + rename), reads that name the
+//! file in their errors, and path checks.
+
+use crate::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so
+/// readers see the old file or the new one, never half of one; creates missing folders. A
+/// failed write removes its temporary file, and temporaries of killed writers are removed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let io_error = |e: std::io::Error| Error::Io {
+        what: format!("writing {}", path.display()),
+        reason: e.to_string(),
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io_error)?;
+    }
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    remove_stale_temporaries(path, &name);
+    // Unique per process and per write: threads and processes writing one path at once
+    // (autotune caches) each rename their own complete copy.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!("{name}.tmp{}.{write}", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        // a full disk or a failed rename must not leave the partial copy holding the space
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io_error)
+}
+
+/// True when both paths name the same existing file (an output that would replace an input).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Removes `<name>.tmp<PID>[.<write>]` files beside `path` left by writers that were killed
+/// (their process no longer exists). Only where `/proc` tells which processes live (Linux).
+fn remove_stale_temporaries(path: &Path, name: &str) {
+    let proc_fs = Path::new("/proc");
+    if !proc_fs.join("self").exists() {
+        return;
+    }
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let prefix = format!("{name}.tmp");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|suffix| suffix.split('.').next())
+        else {
+            continue;
+        };
+        let dead = pid
+            .parse::<u32>()
+            .is_ok_and(|pid| !proc_fs.join(pid.to_string()).exists());
+        if dead {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The bytes of the file at `path`, or None when there is no such file.
+pub fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Io {
+            what: format!("reading {}", path.display()),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// The bytes of the file at `path`, with the platform's own error (for callers that name the
+/// file and the fix themselves).
+pub fn read_io(path: &Path) -> std::io::Result<Vec<u8>> {
+    std::fs::read(path)
+}
+
+/// The bytes of the file at `path`; an error names the file.
+pub fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::Io {
+        what: format!("reading {}", path.display()),
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,40 @@
+//! Files in a browser: there is no file system, so every path-based read or write is an error
+//! that says so (the page keeps its files in memory and fetches or downloads them).
+
+use crate::{Error, Result};
+use std::path::Path;
+
+fn no_file_system(what: &str, path: &Path) -> Error {
+    Error::Io {
+        what: format!("{what} {}", path.display()),
+        reason: "a web page has no file system: the page fetches and downloads its files".into(),
+    }
+}
+
+/// Always an error: a page has no files to read by path.
+pub fn read_io(_path: &Path) -> std::io::Result<Vec<u8>> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "a web page has no file system: the page fetches and downloads its files",
+    ))
+}
+
+/// Always an error: a page has no files to read by path.
+pub fn read(path: &Path) -> Result<Vec<u8>> {
+    Err(no_file_system("reading", path))
+}
+
+/// Always an error: a page has no files to read by path.
+pub fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
+    Err(no_file_system("reading", path))
+}
+
+/// Always an error: a page has no files to write by path.
+pub fn write_atomic(path: &Path, _bytes: &[u8]) -> Result<()> {
+    Err(no_file_system("writing", path))
+}
+
+/// False: a page has no files.
+pub fn same_file(_a: &Path, _b: &Path) -> bool {
+    false
+}

@@ -1,0 +1,44 @@
+//! The device in a web page: the browser offers one adapter and schedules the work, so nothing
+//! here waits (readbacks are awaited), and the autotuner takes each family's fallback.
+
+use super::Gpu;
+use crate::Result;
+use web_time::Instant;
+
+/// Whether the library runs in a web page, whose event loop must run between steps.
+pub const IN_BROWSER: bool = true;
+
+/// Whether the profiler may time dispatches by waiting around each: not in a page.
+pub(crate) const CPU_TIMING: bool = false;
+
+/// The adapter the browser offers.
+pub(crate) async fn list_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    let opts = wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        ..Default::default()
+    };
+    instance.request_adapter(&opts).await.into_iter().collect()
+}
+
+/// Nothing: the page's event loop runs the work.
+pub(crate) fn wait_all(_device: &wgpu::Device) {}
+
+/// Nothing: the page's event loop runs the work.
+pub(crate) fn wait_for(_device: &wgpu::Device, _submission: Option<wgpu::SubmissionIndex>) {}
+
+/// Nothing: the page's event loop runs the work.
+pub(crate) fn wait_idle(_device: &wgpu::Device, _queue: &wgpu::Queue) {}
+
+/// None: the work has not necessarily run when the profile stops.
+pub(crate) fn wall_ns(_started: Instant) -> Option<f64> {
+    None
+}
+
+/// None: timing would block the page; the autotuner takes the fallback.
+pub(crate) fn measure(
+    _gpu: &Gpu,
+    _candidates: usize,
+    _run: impl Fn(usize) -> Result<()>,
+) -> Result<Option<usize>> {
+    Ok(None)
+}

@@ -1,0 +1,187 @@
+//! `ConvImpl`: the forward implementations, which one `auto` stands for (measured per shape,
+//! the untimed rule, or a thread's `use_conv_impl` guard), and `conv_forward`, which runs one.
+
+use super::direct::{conv_forward_direct, conv_forward_naive};
+use super::epilogue::ConvAddends;
+use super::geometry::ConvGeometry;
+use super::im2col::conv_forward_im2col;
+use super::tiled::conv_forward_tiled;
+use super::winograd::{conv_forward_winograd, winograd_applies};
+use crate::{Error, Result, Tensor};
+
+/// Which forward implementation a convolution uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConvImpl {
+    /// One output per invocation: the baseline. Its backward uses the direct kernels.
+    Naive,
+    /// Explicit column buffer + blocked matmul; backward by matmuls and col2im.
+    Im2col,
+    /// Implicit GEMM with register tiles (no column buffer); backward as im2col.
+    Tiled,
+    /// Direct loops sharing weights across a workgroup, for grouped/depthwise and
+    /// small-channel convs; backward by gather kernels.
+    Direct,
+    /// Winograd F(4x4, 3x3) for 3x3 stride-1 undilated convs (36 multiplies per 4x4 outputs
+    /// instead of 144), tiled for every other shape; backward: the input gradient the same
+    /// way (a stride-1 3x3 conv again), the weight gradient as tiled.
+    Winograd,
+    /// Fastest of im2col, tiled, direct and (where it applies) Winograd for this shape,
+    /// measured once and remembered; without timing (the web,
+    /// [`crate::Gpu::set_deterministic`]) the fixed rule [`untimed_conv_impl`]. On a thread
+    /// with a live [`use_conv_impl`] guard, the guard's.
+    Auto,
+}
+
+impl ConvImpl {
+    /// All implementations selectable by name.
+    pub const ALL: [ConvImpl; 6] = [
+        ConvImpl::Naive,
+        ConvImpl::Im2col,
+        ConvImpl::Tiled,
+        ConvImpl::Direct,
+        ConvImpl::Winograd,
+        ConvImpl::Auto,
+    ];
+
+    /// Lower-case name used on the command line and in benchmark rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvImpl::Naive => "naive",
+            ConvImpl::Im2col => "im2col",
+            ConvImpl::Tiled => "tiled",
+            ConvImpl::Direct => "direct",
+            ConvImpl::Winograd => "winograd",
+            ConvImpl::Auto => "auto",
+        }
+    }
+
+    /// Parses a name from [`ConvImpl::name`].
+    pub fn from_name(name: &str) -> Result<ConvImpl> {
+        ConvImpl::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| {
+                Error::shape(
+                    "conv2d",
+                    format!(
+                        "unknown conv implementation \"{name}\"; use naive, im2col, tiled, direct, winograd or auto"
+                    ),
+                )
+            })
+    }
+}
+
+thread_local! {
+    static AUTO_REPLACEMENT: std::cell::Cell<ConvImpl> = const { std::cell::Cell::new(ConvImpl::Auto) };
+}
+
+/// The guard of [`use_conv_impl`]: while it lives, convolutions on this thread that ask for
+/// [`ConvImpl::Auto`] (every layer's default) run its implementation instead; how an experiment
+/// switches a whole model's convolutions at run time. Per thread, like [`crate::no_grad`], so
+/// other threads sharing the device (tests) are not affected.
+pub struct ConvGuard {
+    previous: ConvImpl,
+}
+
+/// Runs every `auto` convolution on this thread with `imp` until the guard drops (`Auto`:
+/// the measured choice again).
+pub fn use_conv_impl(imp: ConvImpl) -> ConvGuard {
+    let previous = AUTO_REPLACEMENT.with(|r| r.replace(imp));
+    ConvGuard { previous }
+}
+
+impl Drop for ConvGuard {
+    fn drop(&mut self) {
+        AUTO_REPLACEMENT.with(|r| r.set(self.previous));
+    }
+}
+
+/// What `auto` means on this thread now: the implementation of the live [`use_conv_impl`]
+/// guard, or `Auto` (measured per shape) without one.
+pub fn auto_conv_impl() -> ConvImpl {
+    AUTO_REPLACEMENT.with(|r| r.get())
+}
+
+/// What `auto` runs where nothing is timed (the web, [`crate::Gpu::set_deterministic`]):
+/// direct when Cin/groups x Cout/groups <= 16 (depthwise and tiny convs, where a GEMM has
+/// nothing to tile), tiled otherwise.
+pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
+    if geo.cin_g() * geo.cout_g() <= 16 {
+        ConvImpl::Direct
+    } else {
+        ConvImpl::Tiled
+    }
+}
+
+/// The implementation `imp` stands for on these operands: `auto` is the live
+/// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled, direct and (where
+/// [`winograd_applies`]) Winograd once per rounded shape ([`untimed_conv_impl`] where
+/// nothing is timed).
+pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
+    let imp = match imp {
+        ConvImpl::Auto => auto_conv_impl(),
+        chosen => chosen,
+    };
+    if imp != ConvImpl::Auto {
+        return Ok(imp);
+    }
+    let gpu = x.gpu();
+    let mut candidates = vec![ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
+    if winograd_applies(gpu, geo) {
+        candidates.push(ConvImpl::Winograd);
+    }
+    let labels: Vec<String> = candidates.iter().map(|c| c.name().to_string()).collect();
+    // The candidates are part of the key, so a choice cached before a candidate existed is
+    // measured again.
+    let key = format!("{}:of {}", geo.tuning_key(x.dtype()), labels.join(","));
+    let untimed = untimed_conv_impl(geo);
+    let fallback = candidates
+        .iter()
+        .position(|&c| c == untimed)
+        .expect("a candidate");
+    let _g = crate::no_grad();
+    let choice = gpu.tuner().choose(gpu, &key, &labels, fallback, |c| {
+        conv_forward(x, w, ConvAddends::default(), geo, candidates[c]).map(drop)
+    })?;
+    Ok(candidates[choice])
+}
+
+/// y = conv(x, w) + `add` (inside the tiled kernel, else separate adds), with implementation
+/// `imp` (never Auto); records no graph.
+pub(crate) fn conv_forward(
+    x: &Tensor,
+    w: &Tensor,
+    add: ConvAddends,
+    geo: &ConvGeometry,
+    imp: ConvImpl,
+) -> Result<Tensor> {
+    match imp {
+        ConvImpl::Winograd if winograd_applies(x.gpu(), geo) => return conv_forward_winograd(x, w, add, geo),
+        ConvImpl::Tiled | ConvImpl::Winograd => return conv_forward_tiled(x, w, add, geo),
+        _ => {}
+    }
+    let mut y = conv_forward_unbiased(x, w, geo, imp)?;
+    if let Some(b) = add.bias {
+        y = y.add(&b.reshape(&[1, geo.cout, 1, 1])?)?;
+    }
+    if let Some(b) = add.sample_bias {
+        y = y.add(&b.reshape(&[geo.n, geo.cout, 1, 1])?)?;
+    }
+    match add.residual {
+        Some(r) => y.add(r),
+        None => Ok(y),
+    }
+}
+
+/// y = conv(x, w) with the naive, direct or im2col implementation.
+fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
+    match imp {
+        ConvImpl::Naive => conv_forward_naive(x, w, geo),
+        ConvImpl::Direct => conv_forward_direct(x, w, geo),
+        ConvImpl::Im2col => conv_forward_im2col(x, w, geo),
+        ConvImpl::Tiled | ConvImpl::Winograd | ConvImpl::Auto => Err(Error::shape(
+            "conv2d",
+            "internal: tiled and winograd run with their epilogue and Auto must be resolved first",
+        )),
+    }
+}

@@ -1,0 +1,159 @@
+//! The Winograd F(4x4, 3x3) forward for 3x3 stride-1 convs (shaders/conv_winograd.wgsl): the
+//! weights transformed once, the register tile autotuned, the epilogue added as it stores.
+
+use super::epilogue::{ConvAddends, Epilogue};
+use super::geometry::{flat_groups, ConvGeometry};
+use crate::gpu::{Cost, SplitAxis};
+use crate::ops::kernel_for;
+use crate::{shader, DType, Gpu, Result, Tensor};
+
+/// Whether `ConvImpl::Winograd` computes this conv with its own kernel (3x3, stride 1,
+/// dilation 1, any padding and groups) rather than the tiled one: the kernel also needs
+/// subgroups of one fixed size (a workgroup is one subgroup sharing its weight loads), and
+/// one workgroup per subgroup-sized run of 4x4 tiles must fit the dispatch limit.
+pub fn winograd_applies(gpu: &Gpu, geo: &ConvGeometry) -> bool {
+    let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
+    (geo.kh, geo.kw) == (3, 3)
+        && geo.opts.stride == (1, 1)
+        && geo.opts.dilation == (1, 1)
+        && gpu
+            .fixed_subgroup_size()
+            .is_some_and(|lanes| winograd_tiles(geo).div_ceil(lanes as usize) <= max_groups)
+}
+
+/// The 4x4 output tiles of a Winograd conv (the last rows or columns of a size that is not a
+/// multiple of 4 are part of a tile).
+fn winograd_tiles(geo: &ConvGeometry) -> usize {
+    geo.n * geo.oh.div_ceil(4) * geo.ow.div_ceil(4)
+}
+
+/// A Winograd kernel's register tile: quads of output channels x 4x4 output tiles per
+/// invocation (36 sums of four channels per quad and tile), invocations per workgroup (one
+/// subgroup).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WinogradTile {
+    quads: u32,
+    tiles: u32,
+    lanes: u32,
+}
+
+impl WinogradTile {
+    /// Tiles worth measuring for `cout_g` output channels and `tiles` 4x4 output tiles with
+    /// `lanes` invocations (the subgroup size): on CPU adapters 8..32 channels x 1 tile (2
+    /// tiles ran ~3% faster on lavapipe, but compiling their unrolled code raised the peak RSS
+    /// of `bench train` by 76 MB), on GPUs fewer sums per invocation.
+    fn candidates(gpu: &Gpu, lanes: u32, cout_g: usize, tiles: usize) -> Vec<WinogradTile> {
+        // (quads of output channels, tiles per invocation)
+        let shapes: &[(u32, u32)] = if gpu.is_cpu() {
+            &[(4, 1), (8, 1), (2, 1)]
+        } else {
+            &[(1, 1), (2, 1), (1, 2)]
+        };
+        let all: Vec<WinogradTile> = shapes
+            .iter()
+            .map(|&(quads, tiles)| WinogradTile { quads, tiles, lanes })
+            .collect();
+        let fits = |t: &&WinogradTile| {
+            4 * t.quads as usize <= 2 * cout_g.max(4) && (t.tiles * t.lanes) as usize <= 2 * tiles.max(16)
+        };
+        let kept: Vec<WinogradTile> = all.iter().filter(fits).copied().collect();
+        if kept.is_empty() {
+            vec![*all.last().expect("a tile")]
+        } else {
+            kept
+        }
+    }
+}
+
+impl std::fmt::Display for WinogradTile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} channels x {} 4x4 tiles per invocation, {} invocations",
+            4 * self.quads,
+            self.tiles,
+            self.lanes
+        )
+    }
+}
+
+/// The Winograd F(4x4, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
+/// input: the weights transformed once (`[Cin/g, quads of Cout, 6x6, 4]` f32), the register
+/// tile autotuned per shape, the epilogue's terms added by the kernel.
+pub(super) fn conv_forward_winograd(
+    x: &Tensor,
+    w: &Tensor,
+    add: ConvAddends,
+    geo: &ConvGeometry,
+) -> Result<Tensor> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
+    let quads = geo.opts.groups * geo.cout_g().div_ceil(4);
+    let u = Tensor::empty(gpu, &[geo.cin_g(), quads, 36, 4], DType::F32)?;
+    let kernel = kernel_for(gpu, shader!("conv_weights"), "winograd_weights", dt, &[], 1, 1);
+    gpu.dispatch_named(
+        &kernel,
+        &geo.params(),
+        &[w.buffer()],
+        &[u.buffer()],
+        flat_groups(gpu, geo.cin_g() * quads * 4),
+        Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
+    );
+    let epilogue = &Epilogue::new(add, dt, gpu)?;
+    let lanes = gpu
+        .fixed_subgroup_size()
+        .expect("winograd_applies checked the subgroups");
+    let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), winograd_tiles(geo));
+    let labels: Vec<String> = shapes.iter().map(|t| t.to_string()).collect();
+    let key = format!("{}:winograd", geo.tuning_key(dt));
+    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+        let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+        dispatch_winograd(x, &u, epilogue, &scratch, geo, shapes[c]);
+        Ok(())
+    })?;
+    let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
+    dispatch_winograd(x, &u, epilogue, &y, geo, shapes[choice]);
+    Ok(y)
+}
+
+/// One Winograd forward dispatch: y = conv(x, w) + the epilogue's terms, `u` the transformed
+/// weights.
+fn dispatch_winograd(
+    x: &Tensor,
+    u: &Tensor,
+    epilogue: &Epilogue,
+    y: &Tensor,
+    geo: &ConvGeometry,
+    shape: WinogradTile,
+) {
+    let gpu = x.gpu();
+    let mut defines = vec![
+        ("QUADS", shape.quads.to_string()),
+        ("LOADS", (36 * shape.quads).div_ceil(shape.lanes).to_string()),
+        ("TILES", shape.tiles.to_string()),
+        ("W", shape.lanes.to_string()),
+    ];
+    defines.extend(epilogue.defines());
+    let kernel = kernel_for(
+        gpu,
+        shader!("conv_winograd"),
+        "conv_forward_winograd",
+        x.dtype(),
+        &defines,
+        5,
+        1,
+    );
+    let groups = [
+        winograd_tiles(geo).div_ceil((shape.tiles * shape.lanes) as usize) as u32,
+        geo.cout_g().div_ceil(4 * shape.quads as usize) as u32,
+        geo.opts.groups as u32,
+    ];
+    gpu.dispatch_parts(
+        &kernel,
+        &geo.params(),
+        &[&[x.buffer(), u.buffer()], &epilogue.buffers()[..]].concat(),
+        &[y.buffer()],
+        groups,
+        SplitAxis::X,
+        Cost::new("conv2d", geo.flops(), x.byte_len() + u.byte_len() + y.byte_len()),
+    );
+}

@@ -1,0 +1,189 @@
+//! A trained model ready to sample (`TrainedModel`: a checkpoint's EMA weights, its training
+//! state and packed weights) and `Sampling`: a network with the model and process it learned.
+
+use super::run::sample_net;
+use super::SampleRequest;
+use crate::checkpoint::compressed::stored_quantized;
+use crate::checkpoint::Checkpoint;
+use crate::diffusion::{OnStep, Process};
+use crate::models::summary::WeightRole;
+use crate::models::{DiffusionNet, ModelConfig, SkipType};
+use crate::ops::PackedWeights;
+use crate::run_state::{saved_state, TrainState};
+use crate::{Error, Gpu, Result, Tensor};
+use std::path::Path;
+
+/// The checkpoint `wgdiff sample`, `eval`, the experiments and the app use when none is given
+/// (trained by `wgdiff train`; the command is in assets/models/README.md).
+pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
+
+/// The EMA-only export of [`DEFAULT_CHECKPOINT`] (`wgdiff export`, 2.2 MB instead of 9 MB):
+/// the model the web page loads.
+pub const DEFAULT_EXPORT: &str = "assets/models/mnist-small-ema.safetensors";
+
+/// A network to sample from with the configuration and process it was trained with.
+#[derive(Clone, Copy)]
+pub struct Sampling<'a> {
+    pub net: &'a dyn DiffusionNet,
+    pub model: &'a ModelConfig,
+    pub process: &'a Process,
+}
+
+impl Sampling<'_> {
+    /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
+    /// network evaluations; `on_step` sees every step (see [`sample_net`]).
+    pub async fn sample<'s>(
+        &self,
+        gpu: &Gpu,
+        request: &SampleRequest,
+        on_step: Option<&'s mut OnStep<'s>>,
+    ) -> Result<(Tensor, usize)> {
+        sample_net(gpu, self.net, self.model, self.process, request, on_step).await
+    }
+
+    /// Draws `request.count` images in batches of at most `batch` ([`SampleRequest::chunks`]),
+    /// reading each back: the images' values ([N, C, H, W] on the host) and the network
+    /// evaluations; `progress(done)` after each batch. A count whose images would not fit in
+    /// the free host memory is refused up front with the figures.
+    pub async fn sample_in_batches(
+        &self,
+        gpu: &Gpu,
+        request: &SampleRequest,
+        batch: usize,
+        mut progress: impl FnMut(usize),
+    ) -> Result<(Vec<f32>, usize)> {
+        let [c, h, w] = self.model.image_shape();
+        let values = (request.count() as u64).saturating_mul((c * h * w) as u64);
+        if let Some(short) = crate::host_memory::shortfall(values.saturating_mul(4)) {
+            return Err(Error::Config(format!(
+                "{} images of {c}x{h}x{w} {short}; draw fewer at a time",
+                request.count()
+            )));
+        }
+        let (mut images, mut evaluations) = (Vec::new(), 0);
+        for part in request.chunks(batch) {
+            let (drawn, evals) = self.sample(gpu, &part, None).await?;
+            images.extend(drawn.to_vec_async().await?);
+            evaluations += evals;
+            progress(images.len() / (c * h * w));
+        }
+        Ok((images, evaluations))
+    }
+}
+
+/// A trained network ready to sample, with the state it was trained in.
+pub struct TrainedModel {
+    pub net: Box<dyn DiffusionNet>,
+    pub state: TrainState,
+    /// Conv and linear weights stored as integers (a `wgdiff compress` checkpoint) that run
+    /// packed in the kernels.
+    pub packed_weights: usize,
+}
+
+impl TrainedModel {
+    /// Loads a `wgdiff train` checkpoint with its EMA weights (the sampling weights).
+    pub fn load(gpu: &Gpu, path: &Path) -> Result<TrainedModel> {
+        Self::load_with_skip_type(gpu, path, None)
+    }
+
+    /// [`TrainedModel::load`], with the adaptive U-Net's skip type replaced when `skip_type` is
+    /// given (the `interpolate` path's 1x1 convs, absent from other checkpoints, start fresh;
+    /// every other tensor must be there).
+    /// A missing default model says where it ships.
+    pub fn load_with_skip_type(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
+        if path.as_os_str() == DEFAULT_CHECKPOINT && !path.exists() {
+            return Err(Error::Checkpoint {
+                path: DEFAULT_CHECKPOINT.into(),
+                msg: "not found: the default model ships in the repository's assets/models/; run wgdiff \
+                      from the repository folder, or pass another checkpoint"
+                    .into(),
+            });
+        }
+        let ckpt = Checkpoint::load(path)?;
+        Self::from_checkpoint(gpu, &ckpt, &path.display().to_string(), skip_type)
+    }
+
+    /// [`TrainedModel::load_with_skip_type`] on a checkpoint already read (from bytes in the
+    /// browser); `origin` names it in errors.
+    pub fn from_checkpoint(
+        gpu: &Gpu,
+        ckpt: &Checkpoint,
+        origin: &str,
+        skip_type: Option<SkipType>,
+    ) -> Result<TrainedModel> {
+        let mut state = saved_state(ckpt, origin)?;
+        if let Some(skip_type) = skip_type {
+            state.model = state.model.with_skip_type(skip_type)?;
+        }
+        let net = ckpt.build_within_size(origin, || state.model.build(gpu, 0))?;
+        let params: Vec<(String, Tensor)> = net
+            .named_params()
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with("interp.") || ckpt.contains(&format!("ema.{name}")))
+            .collect();
+        ckpt.restore("ema.", &params, origin)?;
+        ckpt.restore("buffer.", &net.named_buffers(), origin)?;
+        let packed_weights = attach_packed(ckpt, "ema.", net.as_ref(), gpu, origin)?;
+        Ok(TrainedModel {
+            net,
+            state,
+            packed_weights,
+        })
+    }
+
+    /// The network with its model and process.
+    pub fn sampling(&self) -> Sampling<'_> {
+        Sampling {
+            net: self.net.as_ref(),
+            model: &self.state.model,
+            process: &self.state.process,
+        }
+    }
+
+    /// [C, H, W] of the images the model makes.
+    pub fn image_shape(&self) -> [usize; 3] {
+        self.state.model.image_shape()
+    }
+}
+
+/// Attaches the packed integer form of every conv and linear weight of `net` stored as
+/// integers under `prefix` (the kernels then run them); returns how many were attached.
+fn attach_packed(
+    ckpt: &Checkpoint,
+    prefix: &str,
+    net: &dyn DiffusionNet,
+    gpu: &Gpu,
+    origin: &str,
+) -> Result<usize> {
+    let walk = net.walk(1);
+    let mut attached = 0;
+    for w in &walk.weights {
+        let Some((_, weight)) = walk.packable.iter().find(|(n, _)| *n == w.name) else {
+            continue;
+        };
+        let key = format!("{prefix}{}", w.name);
+        let shape = weight.float().shape();
+        let Some(q) = stored_quantized(ckpt, &key, shape, origin)? else {
+            continue;
+        };
+        let out_axis = w.role.out_axis();
+        if q.axis.is_some_and(|a| a != out_axis) {
+            continue;
+        }
+        let scales = q.scales_along(shape[out_axis]);
+        let packed = match w.role {
+            WeightRole::Conv => PackedWeights::conv(
+                gpu,
+                q.bits,
+                [shape[0], shape[1], shape[2], shape[3]],
+                &q.values,
+                &scales,
+            )?,
+            WeightRole::Linear => PackedWeights::matmul(gpu, q.bits, shape[0], shape[1], &q.values, &scales)?,
+            WeightRole::ConvTranspose | WeightRole::Projection => continue,
+        };
+        weight.attach_packed(packed)?;
+        attached += 1;
+    }
+    Ok(attached)
+}

@@ -1,0 +1,302 @@
+//! `SampleRequest`: what to draw from a trained model (sampler, steps, count, seed, skipping,
+//! caching, class, guidance), built once by `SampleRequestBuilder`, which decides every default.
+
+use crate::diffusion::{
+    default_sampler, FeatureCache, Process, Sampler, SkipPlan, SkipSchedule, Spacing, DEFAULT_SAMPLER_STEPS,
+};
+use crate::models::ModelConfig;
+use crate::run_state::{check_finite_nonnegative, TrainState};
+use crate::{Error, Result};
+
+/// The largest classifier-free guidance scale a request may ask for: far past it every
+/// pixel saturates.
+pub const MAX_GUIDANCE: f32 = 50.0;
+
+/// What to draw, checked against the model it samples when it was built
+/// ([`SampleRequest::builder`]); the pieces of a request are requests too
+/// ([`SampleRequest::chunks`], [`SampleRequest::with_count`], [`SampleRequest::unskipped`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleRequest {
+    sampler: Sampler,
+    steps: usize,
+    count: usize,
+    seed: u64,
+    skip: SkipPlan,
+    cache: Option<FeatureCache>,
+    class: Option<u32>,
+    guidance: f32,
+}
+
+impl SampleRequest {
+    /// A request for a model of `model` trained on `process`: by default one image, seed 0,
+    /// the process's default sampler at [`DEFAULT_SAMPLER_STEPS`], no skipping or caching, a
+    /// mix of all classes, guidance 1.
+    pub fn builder<'a>(model: &'a ModelConfig, process: &'a Process) -> SampleRequestBuilder<'a> {
+        SampleRequestBuilder {
+            model,
+            process,
+            sampler: None,
+            steps: None,
+            count: 1,
+            seed: 0,
+            skip: SkipPlan::default(),
+            cache: None,
+            class: None,
+            guidance: 1.0,
+        }
+    }
+
+    /// [`SampleRequest::builder`] for the model a training state describes, at the guidance it
+    /// was trained for ([`TrainState::default_guidance`]).
+    pub fn for_state(state: &TrainState) -> SampleRequestBuilder<'_> {
+        Self::builder(&state.model, &state.process).guidance(state.default_guidance())
+    }
+
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// Sampler steps (network evaluations per image for one-call-per-step samplers).
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Images drawn.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Deep levels skipped at each step (the c-family or a searched schedule).
+    pub fn skip(&self) -> &SkipPlan {
+        &self.skip
+    }
+
+    /// Deep features reused across steps (None: computed at every network call).
+    pub fn cache(&self) -> Option<FeatureCache> {
+        self.cache
+    }
+
+    /// Class of every image, or None for a mix of all classes / unconditional sampling.
+    pub fn class(&self) -> Option<u32> {
+        self.class
+    }
+
+    /// Classifier-free guidance scale w (1 = plain conditional).
+    pub fn guidance(&self) -> f32 {
+        self.guidance
+    }
+
+    /// This request split into requests of at most `batch` images (batch 0 counts as 1), the
+    /// i-th seeded `seed + i`: how `wgdiff sample --batch` and `eval` draw any count in memory
+    /// that fits (the same seed, count and batch give the same images).
+    pub fn chunks(&self, batch: usize) -> impl Iterator<Item = SampleRequest> + '_ {
+        let batch = batch.max(1);
+        (0..self.count)
+            .step_by(batch)
+            .enumerate()
+            .map(move |(i, start)| SampleRequest {
+                count: batch.min(self.count - start),
+                seed: self.seed.wrapping_add(i as u64),
+                ..self.clone()
+            })
+    }
+
+    /// The same request for `count` images (at least 1).
+    pub fn with_count(&self, count: usize) -> Result<SampleRequest> {
+        check_count(count)?;
+        Ok(SampleRequest {
+            count,
+            ..self.clone()
+        })
+    }
+
+    /// The same request for `seed`.
+    pub fn with_seed(&self, seed: u64) -> SampleRequest {
+        SampleRequest { seed, ..self.clone() }
+    }
+
+    /// The same request with the whole network at every call (no skipping, no caching).
+    pub fn unskipped(&self) -> SampleRequest {
+        SampleRequest {
+            skip: SkipPlan::default(),
+            cache: None,
+            ..self.clone()
+        }
+    }
+}
+
+fn check_count(count: usize) -> Result<()> {
+    match count {
+        0 => Err(Error::Config("the image count must be at least 1".into())),
+        _ => Ok(()),
+    }
+}
+
+/// Collects a request's settings; [`SampleRequestBuilder::build`] decides the defaults and
+/// checks everything against the model once.
+#[derive(Clone, Debug)]
+pub struct SampleRequestBuilder<'a> {
+    model: &'a ModelConfig,
+    process: &'a Process,
+    sampler: Option<Sampler>,
+    steps: Option<usize>,
+    count: usize,
+    seed: u64,
+    skip: SkipPlan,
+    cache: Option<FeatureCache>,
+    class: Option<u32>,
+    guidance: f32,
+}
+
+impl<'a> SampleRequestBuilder<'a> {
+    pub fn sampler(mut self, sampler: Sampler) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// The sampler a user named (None: the default), with DDIM's `eta` and `spacing` when
+    /// given (an error for any other sampler).
+    pub fn sampler_named(
+        mut self,
+        name: Option<&str>,
+        eta: Option<f32>,
+        spacing: Option<Spacing>,
+    ) -> Result<Self> {
+        let Some(name) = name else {
+            return match (eta, spacing) {
+                (None, None) => Ok(self),
+                _ => Err(eta_needs_ddim(&default_sampler(self.process))),
+            };
+        };
+        let sampler: Sampler = name.parse()?;
+        self.sampler = Some(with_ddim_settings(sampler, eta, spacing)?);
+        Ok(self)
+    }
+
+    /// Sampler steps (None: the default; see [`SampleRequestBuilder::build`]).
+    pub fn steps(mut self, steps: Option<usize>) -> Self {
+        self.steps = steps;
+        self
+    }
+
+    pub fn count(mut self, count: usize) -> Self {
+        self.count = count;
+        self
+    }
+
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    pub fn skip(mut self, skip: SkipPlan) -> Self {
+        self.skip = skip;
+        self
+    }
+
+    /// A searched schedule: its per-step depths, and its sampler and steps unless set.
+    pub fn schedule(mut self, schedule: &SkipSchedule) -> Self {
+        self.sampler = self.sampler.or(Some(schedule.sampler));
+        self.steps = self.steps.or(Some(schedule.steps()));
+        self.skip = schedule.plan();
+        self
+    }
+
+    pub fn cache(mut self, cache: Option<FeatureCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    pub fn class(mut self, class: Option<u32>) -> Self {
+        self.class = class;
+        self
+    }
+
+    pub fn guidance(mut self, guidance: f32) -> Self {
+        self.guidance = guidance;
+        self
+    }
+
+    /// The request, every value checked against the model, naming the value and the fix.
+    /// Steps, when not given, are decided here and only here: [`DEFAULT_SAMPLER_STEPS`] for
+    /// the default sampler, else the named sampler's own default
+    /// ([`Sampler::default_steps`]).
+    pub fn build(self) -> Result<SampleRequest> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        check_count(self.count)?;
+        let (sampler, default_steps) = match self.sampler {
+            Some(sampler) => {
+                let steps = sampler.default_steps(self.process);
+                (sampler, steps)
+            }
+            None => (default_sampler(self.process), DEFAULT_SAMPLER_STEPS),
+        };
+        let steps = self.steps.unwrap_or(default_steps);
+        if steps == 0 {
+            return bad("sampler steps must be at least 1".into());
+        }
+        if !sampler.fits(self.process) {
+            return bad(format!(
+                "sampler `{}` does not fit the {} process this model was trained on",
+                sampler.name(),
+                self.process.name()
+            ));
+        }
+        if let SkipPlan::Exponent(c) = self.skip {
+            check_finite_nonnegative("the skip exponent c", c, "never skip levels")?;
+        }
+        if !(0.0..=MAX_GUIDANCE).contains(&self.guidance) {
+            return bad(format!(
+                "the guidance scale must be between 0 and {MAX_GUIDANCE} (1: plain conditional, 2-4: sharper digits), got {}",
+                self.guidance
+            ));
+        }
+        match (self.model.classes(), self.class) {
+            (None, _) if self.guidance != 1.0 => {
+                return bad(format!(
+                    "guidance {} needs a class-conditional model; this one was trained without labels (leave out --guidance)",
+                    self.guidance
+                ))
+            }
+            (None, Some(_)) => {
+                return bad("a class needs a class-conditional model; this one was trained without labels".into())
+            }
+            (Some(k), Some(class)) if class as usize >= k => {
+                return bad(format!("class {class}: the model has classes 0..{}", k - 1))
+            }
+            _ => {}
+        }
+        Ok(SampleRequest {
+            sampler,
+            steps,
+            count: self.count,
+            seed: self.seed,
+            skip: self.skip,
+            cache: self.cache,
+            class: self.class,
+            guidance: self.guidance,
+        })
+    }
+}
+
+/// `sampler` with DDIM's `eta` and `spacing` applied when given: an error for other samplers.
+fn with_ddim_settings(sampler: Sampler, eta: Option<f32>, spacing: Option<Spacing>) -> Result<Sampler> {
+    match (sampler, eta, spacing) {
+        (Sampler::Ddim { eta, spacing }, e, s) => Ok(Sampler::Ddim {
+            eta: e.unwrap_or(eta),
+            spacing: s.unwrap_or(spacing),
+        }),
+        (other, None, None) => Ok(other),
+        (other, _, _) => Err(eta_needs_ddim(&other)),
+    }
+}
+
+fn eta_needs_ddim(sampler: &Sampler) -> Error {
+    Error::Config(format!(
+        "eta and spacing (--eta, --spacing) set the ddim sampler; this run uses {sampler} (choose --sampler ddim)"
+    ))
+}

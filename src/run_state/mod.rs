@@ -1,0 +1,148 @@
+//! The saved training state's schema: the recipe (`TrainConfig`) and what a checkpoint's
+//! JSON holds besides tensors (`TrainState`), read by training, sampling and compression alike.
+
+pub mod config;
+
+pub use config::{
+    check_finite_nonnegative, Optimizer, Precision, SkipTraining, TrainConfig, CFG_GUIDANCE,
+    DEFAULT_CLASS_DROPOUT,
+};
+
+use crate::checkpoint::{Checkpoint, Stored};
+use crate::data::BatcherState;
+use crate::diffusion::Process;
+use crate::models::ModelConfig;
+use crate::optim::LossScaler;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Everything besides tensors that a checkpoint stores (its JSON metadata).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainState {
+    pub config: TrainConfig,
+    pub model: ModelConfig,
+    pub process: Process,
+    /// Optimiser steps taken.
+    pub step: usize,
+    pub batcher: BatcherState,
+    /// Loss of every step so far.
+    pub losses: Vec<f32>,
+    /// Training seconds so far (summed over resumed runs).
+    pub train_seconds: f64,
+    /// The loss scale of an f16 run (None in f32).
+    #[serde(default)]
+    pub scaler: Option<LossScaler>,
+    /// FID evaluations so far (`fid_every`), in step order.
+    #[serde(default)]
+    pub fid: Vec<FidRecord>,
+}
+
+impl TrainState {
+    /// The classifier-free guidance scale the run's grids and FID evaluations use and
+    /// `wgdiff sample`/`eval` default to: [`CFG_GUIDANCE`] for a class-conditional model
+    /// trained with labels dropped (it learned the unconditional branch guidance needs),
+    /// else 1.
+    pub fn default_guidance(&self) -> f32 {
+        match self.config.label_dropout(&self.model) {
+            Ok(Some(p)) if p > 0.0 => CFG_GUIDANCE,
+            _ => 1.0,
+        }
+    }
+}
+
+/// One evaluation: the step it followed and the Fréchet distance then.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FidRecord {
+    pub step: usize,
+    pub fid: f64,
+}
+
+/// The lowest finite record of `records`.
+pub fn best_fid(records: &[FidRecord]) -> Option<FidRecord> {
+    records
+        .iter()
+        .copied()
+        .filter(|r| r.fid.is_finite())
+        .min_by(|a, b| a.fid.total_cmp(&b.fid))
+}
+
+/// Largest |weight| of a healthy network: past it a run has blown up even while every value is
+/// still finite (Adam can carry diverging weights up to 3e38).
+pub const DIVERGED_WEIGHT: f32 = 1e6;
+
+/// Why the weights or EMA weights of a training checkpoint show a diverged run (a tensor with
+/// NaN/infinite values or |w| > [`DIVERGED_WEIGHT`]), or None when they are healthy.
+pub fn divergence(ckpt: &Checkpoint) -> Option<String> {
+    let weights = ckpt.tensors.iter().filter(|(name, t)| {
+        (name.starts_with("model.") || name.starts_with("ema.")) && t.stored == Stored::F32
+    });
+    for (name, t) in weights {
+        let broken = t.data.iter().filter(|v| !v.is_finite()).count();
+        if broken > 0 {
+            return Some(format!("tensor {name} holds {broken} NaN or infinite values"));
+        }
+        let largest = t.data.iter().fold(0f32, |m, v| m.max(v.abs()));
+        if largest > DIVERGED_WEIGHT {
+            return Some(format!(
+                "tensor {name} reached |w| = {largest:e} (healthy weights stay below {DIVERGED_WEIGHT:e})"
+            ));
+        }
+    }
+    None
+}
+
+/// The process a model is trained with by default: DDPM (VP, linear betas, eps) for U-Nets,
+/// VP with the cosine schedule predicting v for the MLP (`wgdiff experiment speedrun`),
+/// the tutorial's VE SDE for the ScoreNet (whose output is divided by its std(t)).
+pub fn default_process(model: &ModelConfig) -> Process {
+    match model {
+        ModelConfig::UNet(_) => Process::ddpm(),
+        ModelConfig::Mlp(_) => Process::vp_cosine_v(),
+        ModelConfig::ScoreNet(_) => Process::ve(),
+    }
+}
+
+/// What sampling needs of the `wgdiff train` checkpoint `ckpt`: its EMA weights, buffers and
+/// training state, without the raw weights and Adam's moments (a quarter of the file, for a
+/// web page or sharing). It samples, and fine-tunes with `--init`, like the checkpoint.
+pub fn sampling_export(ckpt: &Checkpoint, origin: &str) -> Result<Checkpoint> {
+    saved_state(ckpt, origin)?;
+    if !ckpt.tensors.keys().any(|name| name.starts_with("ema.")) {
+        return Err(Error::Checkpoint {
+            path: origin.to_string(),
+            msg: "has no EMA weights (ema.*) to export".into(),
+        });
+    }
+    let tensors = ckpt
+        .tensors
+        .iter()
+        .filter(|(name, _)| name.starts_with("ema.") || name.starts_with("buffer."))
+        .map(|(name, t)| (name.clone(), t.clone()))
+        .collect();
+    Ok(Checkpoint {
+        tensors,
+        meta: ckpt.meta.clone(),
+    })
+}
+
+/// Whether `ckpt` is a [`sampling_export`] (no raw weights).
+pub fn is_sampling_export(ckpt: &Checkpoint) -> bool {
+    !ckpt.tensors.keys().any(|name| name.starts_with("model."))
+}
+
+/// The training state stored in a `wgdiff train` checkpoint's metadata.
+pub fn saved_state(ckpt: &Checkpoint, origin: &str) -> Result<TrainState> {
+    if ckpt.meta.get("kind").and_then(|k| k.as_str()) == Some(crate::checkpoint::CLASSIFIER_KIND) {
+        return Err(Error::Checkpoint {
+            path: origin.to_string(),
+            msg: "is an MNIST-FID classifier (`wgdiff train-classifier`), not a diffusion model: it scores \
+                  samples (`wgdiff eval --classifier`); give sample, train or the app a checkpoint of \
+                  `wgdiff train`"
+                .into(),
+        });
+    }
+    serde_json::from_value(ckpt.meta.clone()).map_err(|e| Error::Checkpoint {
+        path: origin.to_string(),
+        msg: format!("its training state does not parse ({e}); it was not written by `wgdiff train`"),
+    })
+}

@@ -1,0 +1,323 @@
+//! `TrainingRun`: the one training loop under every shell. It steps a `Trainer` and decides when
+//! to sample a grid, score MNIST-FID, write checkpoints, keep the last good one and stop.
+//!
+//! A shell starts a run with the files it keeps them in (a folder, the page's memory) and calls
+//! [`TrainingRun::advance`] until it returns false, passing whether the user asked to stop (a
+//! signal, a button) and showing the [`TrainEvent`]s it reports; it decides none of them. In a
+//! data-parallel job every process advances in lockstep and only rank 0 writes and scores.
+
+use super::{FidTracker, Stop, Trainer};
+use crate::data::{grid_columns, grid_png, GridLayout};
+use crate::fsio::FileStore;
+use crate::optim::LossScaler;
+use crate::run_state::FidRecord;
+use crate::{Error, Result, Tensor};
+use web_time::Instant;
+
+/// The run's checkpoint: written every `checkpoint_every` steps and when the run ends.
+pub const CHECKPOINT_FILE: &str = "checkpoint.safetensors";
+/// The checkpoint with the lowest MNIST-FID so far (`fid_every`).
+pub const BEST_FILE: &str = "best.safetensors";
+/// The last good checkpoint, kept when the run diverges.
+pub const LAST_GOOD_FILE: &str = "last-good.safetensors";
+/// The run's settings as JSON, written when it starts.
+pub const CONFIG_FILE: &str = "config.json";
+/// The sample grid written when the run ends (`samples_stepNNNNNN.png` every `sample_every`).
+pub const FINAL_GRID_FILE: &str = "samples.png";
+
+/// What happened in a run, in the order it happened.
+pub enum TrainEvent {
+    /// The run is set up (the first event): its parameters, first and last step, batch, and
+    /// the losses of the steps before `first_step` (a resumed run).
+    Started {
+        parameters: usize,
+        first_step: usize,
+        steps: usize,
+        batch: usize,
+        earlier_losses: Vec<f32>,
+    },
+    /// One optimiser step: the step number after it, its loss and wall time, the FLOPs of a
+    /// step (counted by the profiler on the run's first step; None where it cannot run), the
+    /// seconds its gradient all-reduce took (data-parallel runs) and the loss scaler (f16).
+    Step {
+        step: usize,
+        loss: f32,
+        seconds: f64,
+        flops: Option<f64>,
+        all_reduce_seconds: Option<f64>,
+        scaler: Option<LossScaler>,
+    },
+    /// A sample grid of the EMA weights after `step` ([N, C, H, W] on the device), written as
+    /// `file`; sampling it took `seconds`.
+    Grid {
+        step: usize,
+        images: Tensor,
+        file: String,
+        seconds: f64,
+    },
+    /// An MNIST-FID evaluation; `best` names the checkpoint written when it is the lowest yet.
+    Fid { record: FidRecord, best: Option<String> },
+    /// A periodic checkpoint was written.
+    Checkpoint { step: usize, file: String },
+    /// The loss or the weights blew up: nothing was overwritten and the last good checkpoint
+    /// is kept (`message` says where and how to resume); the run ends with that error.
+    Diverged { step: usize, message: String },
+    /// The run ended (the last event) and its checkpoint was written.
+    Ended {
+        step: usize,
+        why: RunEnd,
+        checkpoint: String,
+    },
+}
+
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every configured step is done.
+    Completed,
+    /// The `max_minutes` time budget is spent; `--resume` continues.
+    OutOfTime,
+    /// The user asked to stop (Ctrl-C, SIGTERM, the app's stop button); `--resume` continues.
+    StopRequested,
+}
+
+/// A training run: the trainer, the optional MNIST-FID tracker and the run's files.
+pub struct TrainingRun<'f> {
+    trainer: Trainer,
+    fid: Option<FidTracker>,
+    files: Box<dyn FileStore + 'f>,
+    leader: bool,
+    started: bool,
+    ended: bool,
+    count_flops: bool,
+    flops: Option<f64>,
+}
+
+impl<'f> TrainingRun<'f> {
+    /// A run of `trainer` writing to `files`; `fid` scores the run every `fid_every` steps and
+    /// must be given exactly when `fid_every` is set (processes other than rank 0 of a
+    /// data-parallel job give none: they neither score nor write). Rank 0 writes the
+    /// configuration file at once.
+    pub fn new(trainer: Trainer, fid: Option<FidTracker>, files: Box<dyn FileStore + 'f>) -> Result<Self> {
+        let leader = trainer.rank() == 0;
+        let c = &trainer.state.config;
+        if leader && (c.fid_every > 0) != fid.is_some() {
+            return Err(Error::Config(match fid {
+                None => format!(
+                    "fid_every = {} needs an MNIST-FID tracker (the shipped classifier and the reference \
+                     statistics); set fid_every = 0 to train without it",
+                    c.fid_every
+                ),
+                Some(_) => "an MNIST-FID tracker was given but fid_every is 0".into(),
+            }));
+        }
+        if leader {
+            let json = serde_json::to_string_pretty(c).map_err(|e| Error::Config(e.to_string()))?;
+            files.write(CONFIG_FILE, json.as_bytes())?;
+        }
+        Ok(TrainingRun {
+            trainer,
+            fid: fid.filter(|_| leader),
+            files,
+            leader,
+            started: false,
+            ended: false,
+            count_flops: true,
+            flops: None,
+        })
+    }
+
+    /// The trainer (its state, network and device).
+    pub fn trainer(&self) -> &Trainer {
+        &self.trainer
+    }
+
+    /// How the run's files name file `name` in messages.
+    pub fn describe(&self, name: &str) -> String {
+        self.files.describe(name)
+    }
+
+    /// Whether the run has ended.
+    pub fn is_over(&self) -> bool {
+        self.ended
+    }
+
+    /// Takes one step (or ends the run) and reports what it caused through `on_event`:
+    /// grids, MNIST-FID and the best checkpoint, periodic checkpoints on their steps; at the
+    /// end (all steps, the time budget, or `stop_requested` on any process) the checkpoint
+    /// and, unless stopped, the final grid. Returns whether the run goes on. A diverged run
+    /// reports [`TrainEvent::Diverged`] and returns its error.
+    pub async fn advance(
+        &mut self,
+        stop_requested: bool,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<bool> {
+        if self.ended {
+            return Ok(false);
+        }
+        if !self.started {
+            self.started = true;
+            on_event(self.started_event());
+        }
+        if self.trainer.finished() {
+            self.end(RunEnd::Completed, on_event).await?;
+            return Ok(false);
+        }
+        match self.trainer.agree_to_stop(stop_requested)? {
+            Some(Stop::Signal) => {
+                self.end(RunEnd::StopRequested, on_event).await?;
+                return Ok(false);
+            }
+            Some(Stop::OutOfTime) => {
+                self.end(RunEnd::OutOfTime, on_event).await?;
+                return Ok(false);
+            }
+            None => {}
+        }
+        self.step(on_event).await?;
+        let step = self.trainer.state.step;
+        let c = self.trainer.state.config.clone();
+        let due = |every: usize| every > 0 && step % every == 0;
+        let finished = self.trainer.finished();
+        if self.leader {
+            if let Some(tracker) = self.fid.as_ref().filter(|_| due(c.fid_every)) {
+                let (record, is_best) = tracker.record(&mut self.trainer).await?;
+                let best = match is_best {
+                    true => {
+                        self.save(BEST_FILE, on_event).await?;
+                        Some(self.files.describe(BEST_FILE))
+                    }
+                    false => None,
+                };
+                on_event(TrainEvent::Fid { record, best });
+            }
+            if due(c.checkpoint_every) && !finished {
+                self.save(CHECKPOINT_FILE, on_event).await?;
+                on_event(TrainEvent::Checkpoint {
+                    step,
+                    file: self.files.describe(CHECKPOINT_FILE),
+                });
+            }
+            if due(c.sample_every) && !finished {
+                self.grid(&format!("samples_step{step:06}.png"), on_event).await?;
+            }
+        }
+        if due(c.fid_every) || (!finished && (due(c.checkpoint_every) || due(c.sample_every))) {
+            // the other processes wait while rank 0 scores and writes
+            self.trainer.barrier()?;
+        }
+        if finished {
+            self.end(RunEnd::Completed, on_event).await?;
+        }
+        Ok(!self.ended)
+    }
+
+    fn started_event(&self) -> TrainEvent {
+        let t = &self.trainer;
+        TrainEvent::Started {
+            parameters: t.net().named_params().iter().map(|(_, p)| p.numel()).sum(),
+            first_step: t.state.step,
+            steps: t.state.config.steps,
+            batch: t.state.config.batch,
+            earlier_losses: t.state.losses.clone(),
+        }
+    }
+
+    /// One optimiser step, its FLOPs counted on the run's first step; a non-finite loss ends
+    /// the run as diverged.
+    async fn step(&mut self, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
+        let gpu = self.trainer.gpu().clone();
+        let started = Instant::now();
+        let counting = std::mem::take(&mut self.count_flops) && gpu.profiler().start().is_ok();
+        let loss = match self.trainer.step().await {
+            Ok(loss) => loss,
+            Err(Error::Diverged(problem)) => {
+                let error = match self.leader {
+                    true => self
+                        .trainer
+                        .diverged(self.files.as_ref(), CHECKPOINT_FILE, &problem),
+                    false => Error::Diverged(problem),
+                };
+                return Err(self.diverge(error, on_event));
+            }
+            Err(e) => return Err(e),
+        };
+        if counting {
+            let profile = gpu.profiler().stop().await?;
+            self.flops = Some(profile.records.iter().map(|r| r.flops).sum());
+        }
+        on_event(TrainEvent::Step {
+            step: self.trainer.state.step,
+            loss,
+            seconds: started.elapsed().as_secs_f64(),
+            flops: self.flops,
+            all_reduce_seconds: self.trainer.last_reduce().map(|r| r.seconds),
+            scaler: self.trainer.state.scaler.clone(),
+        });
+        Ok(())
+    }
+
+    /// Writes the checkpoint as `name`; a diverged run ends (see [`Trainer::save_to`]).
+    async fn save(&mut self, name: &str, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
+        match self.trainer.save_to(self.files.as_ref(), name).await {
+            Err(error @ Error::Diverged(_)) => Err(self.diverge(error, on_event)),
+            other => other,
+        }
+    }
+
+    /// Ends the run as diverged: the event, then the error to return.
+    fn diverge(&mut self, error: Error, on_event: &mut dyn FnMut(TrainEvent)) -> Error {
+        self.ended = true;
+        on_event(TrainEvent::Diverged {
+            step: self.trainer.state.step,
+            message: error.to_string(),
+        });
+        error
+    }
+
+    /// Samples the run's grid of the EMA weights and writes it as `name`.
+    async fn grid(&mut self, name: &str, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
+        let started = Instant::now();
+        let images = self.trainer.sample_grid_images().await?;
+        let shape: [usize; 4] = images.shape().try_into().map_err(|_| {
+            Error::shape(
+                "sample grid",
+                format!("images must be [N, C, H, W], got {:?}", images.shape()),
+            )
+        })?;
+        let layout = GridLayout {
+            columns: grid_columns(shape[0]),
+            scale: 2,
+            ..GridLayout::default()
+        };
+        let png = grid_png(&images.to_vec_async().await?, shape, layout)?;
+        let seconds = started.elapsed().as_secs_f64();
+        self.files.write(name, &png)?;
+        on_event(TrainEvent::Grid {
+            step: self.trainer.state.step,
+            images,
+            file: self.files.describe(name),
+            seconds,
+        });
+        Ok(())
+    }
+
+    /// Writes the checkpoint (rank 0) and, unless stopped, the final grid; every process waits
+    /// until rank 0 is done.
+    async fn end(&mut self, why: RunEnd, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
+        if self.leader {
+            self.save(CHECKPOINT_FILE, on_event).await?;
+            if why != RunEnd::StopRequested {
+                self.grid(FINAL_GRID_FILE, on_event).await?;
+            }
+        }
+        self.ended = true;
+        self.trainer.barrier()?;
+        on_event(TrainEvent::Ended {
+            step: self.trainer.state.step,
+            why,
+            checkpoint: self.files.describe(CHECKPOINT_FILE),
+        });
+        Ok(())
+    }
+}
