@@ -2,7 +2,7 @@
 # Screenshots of `wgdiff gui` under Xvfb on the engine's device (lavapipe on a machine without
 # a GPU) and the app's frame-time logs while it samples and while it trains:
 #   docs/app-denoise.png   the denoise view mid-run (the shipped model, digits forming)
-#   docs/app-train.png     the train view with a live loss curve (preset mnist-small)
+#   docs/app-train.png     the train view with a live loss curve (the default recipe)
 #   docs/app-profile.png   the profile view with the per-op table and the roofline
 #   docs/app-skip.png      the skip view with the shipped searched schedule over k(t)
 #   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
@@ -33,8 +33,8 @@ sleep 1
 echo "== denoise view: the shipped model sampling, 50 DDPM steps"
 $bin gui --view denoise --autorun --screenshot "$out/app-denoise.png" \
   --frame-log "$out/frames-sampling.csv"
-echo "== train view: mnist-small training live"
-$bin gui --view train --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-run" --screenshot "$out/app-train.png" \
+echo "== train view: the default recipe training live (a grid every 3 steps for the picture)"
+$bin gui --view train --set sample-every=3 --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-run" --screenshot "$out/app-train.png" \
   --frame-log "$out/frames-training.csv"
 echo "== skip view: the shipped searched schedule over k(t), FLOPs per skip depth"
 $bin gui --view skip --set schedule=assets/schedules/mnist-small-skip-zero-ddpm20-budget10.json \

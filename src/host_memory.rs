@@ -20,7 +20,7 @@ fn gib(bytes: u64) -> f64 {
 
 #[cfg(target_os = "linux")]
 fn available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let info = String::from_utf8(crate::fsio::read_io("/proc/meminfo".as_ref()).ok()?).ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)

@@ -1,7 +1,9 @@
 //! What every PNG plot shares (experiment plots, the roofline): the embedded DejaVu Sans Mono
-//! registered with plotters once per process, so plots need no system fonts.
+//! registered with plotters once per process (no system fonts), and rendering to a PNG file.
 
 use crate::{Error, Result};
+use plotters::coord::Shift;
+use plotters::prelude::{BitMapBackend, DrawingArea, IntoDrawingArea, WHITE};
 use plotters::style::FontStyle;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -33,4 +35,28 @@ pub fn register_font(path: &Path) -> Result<()> {
             "the embedded font assets/fonts/DejaVuSansMono.ttf does not parse",
         ))
     }
+}
+
+/// Draws a `size` (width, height) picture with `draw` on a white-filled area in memory and
+/// writes it as a PNG to `path` (atomically, through `fsio`); registers the font first.
+pub fn render_png(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
+) -> Result<()> {
+    register_font(path)?;
+    let mut pixels = vec![0u8; (size.0 * size.1 * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
+        draw(&root)?;
+        root.present().map_err(|e| plot_error(path, e))?;
+    }
+    let image = image::RgbImage::from_raw(size.0, size.1, pixels)
+        .ok_or_else(|| plot_error(path, "the rendered buffer has the wrong size"))?;
+    let mut png = Vec::new();
+    image
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| plot_error(path, format!("cannot encode the PNG: {e}")))?;
+    crate::fsio::write_atomic(path, &png)
 }

@@ -128,7 +128,7 @@ pub use plot::plot_png;
 #[cfg(not(target_arch = "wasm32"))]
 mod plot {
     use super::{Ceilings, RooflinePoint};
-    use crate::plot_font::{plot_error, register_font, FONT};
+    use crate::plot_font::{plot_error, render_png, FONT};
     use crate::Result;
     use plotters::prelude::*;
     use std::path::Path;
@@ -156,7 +156,6 @@ mod plot {
     /// whose area is its share of the device time, the largest ones named, and the ceilings
     /// in the legend. Written atomically.
     pub fn plot_png(path: &Path, title: &str, points: &[RooflinePoint], ceilings: &Ceilings) -> Result<()> {
-        register_font(path)?;
         let err = |e: &dyn std::fmt::Display| plot_error(path, e);
         let good = |v: f64| v.is_finite() && v > 0.0;
         if !good(ceilings.gflops) || !good(ceilings.gbytes_per_s) {
@@ -176,11 +175,8 @@ mod plot {
             .fold(ceilings.roof(x_lo), f64::min)
             / 3.0;
 
-        let mut pixels = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
-        {
-            let root = BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| err(&e))?;
-            let mut chart = ChartBuilder::on(&root)
+        render_png(path, SIZE, |root| {
+            let mut chart = ChartBuilder::on(root)
                 .caption(title, (FONT, 20))
                 .margin(15)
                 .x_label_area_size(45)
@@ -282,14 +278,7 @@ mod plot {
                 .border_style(BLACK)
                 .draw()
                 .map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))?;
-        }
-        let image = image::RgbImage::from_raw(SIZE.0, SIZE.1, pixels)
-            .ok_or_else(|| err(&"the rendered buffer has the wrong size"))?;
-        let mut png = Vec::new();
-        image
-            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-            .map_err(|e| err(&format!("cannot encode the PNG: {e}")))?;
-        crate::fsio::write_atomic(path, &png)
+            Ok(())
+        })
     }
 }

@@ -26,6 +26,7 @@ pub struct TrainSettings {
     pub data: String,
     pub batch: usize,
     pub lr: f32,
+    pub warmup: u32,
     pub steps: usize,
     pub seed: u64,
     pub precision: Precision,
@@ -49,6 +50,7 @@ impl TrainSettings {
             data: c.data,
             batch: c.batch,
             lr: c.lr,
+            warmup: c.warmup,
             steps: c.steps,
             seed: c.seed,
             precision: c.precision,
@@ -69,6 +71,7 @@ impl TrainSettings {
             data: self.data.clone(),
             batch: self.batch,
             lr: self.lr,
+            warmup: self.warmup,
             steps: self.steps,
             seed: self.seed,
             precision: self.precision,
@@ -84,11 +87,12 @@ impl TrainSettings {
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 11] = [
+    pub const KEYS: [&'static str; 12] = [
         "preset",
         "data",
         "batch",
         "lr",
+        "warmup",
         "steps",
         "seed",
         "sample-every",
@@ -108,6 +112,7 @@ impl TrainSettings {
             "data" => self.data = value.to_string(),
             "batch" => self.batch = parse_setting(key, value)?,
             "lr" => self.lr = parse_setting(key, value)?,
+            "warmup" => self.warmup = parse_setting(key, value)?,
             "steps" => self.steps = parse_setting(key, value)?,
             "seed" => self.seed = parse_setting(key, value)?,
             "sample-every" => self.sample_every = parse_setting(key, value)?,
@@ -508,6 +513,12 @@ impl TrainView {
                     .clamp_existing_to_range(false)
                     .speed(1e-5)
                     .prefix("lr "),
+            );
+            ui.add(
+                egui::DragValue::new(&mut s.warmup)
+                    .range(0..=100_000)
+                    .prefix("warm-up ")
+                    .suffix(" steps"),
             );
             ui.add(
                 egui::DragValue::new(&mut s.steps)

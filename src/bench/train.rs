@@ -27,7 +27,7 @@ pub struct TrainBenchCounts {
 
 /// Peak resident set size of this process (Linux: VmHWM in /proc/self/status).
 fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let status = String::from_utf8(crate::fsio::read_io("/proc/self/status".as_ref()).ok()?).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)

@@ -544,7 +544,6 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         }
     };
     while block_on(run.advance(STOP_REQUESTED.load(Ordering::SeqCst), &mut show))? {}
-    drop(show);
     if end == Some(RunEnd::StopRequested) {
         return Err(Interrupted.into());
     }

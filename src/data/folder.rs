@@ -11,12 +11,9 @@ use std::path::{Path, PathBuf};
 /// The image files directly in `dir` (not in subfolders), by extension, sorted by name.
 fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries =
-        std::fs::read_dir(dir).map_err(|e| Error::data(dir, format!("cannot list the folder: {e}")))?;
+        crate::fsio::list_dir(dir).map_err(|e| Error::data(dir, format!("cannot list the folder: {e}")))?;
     let mut files = Vec::new();
-    for entry in entries {
-        let path = entry
-            .map_err(|e| Error::data(dir, format!("cannot list the folder: {e}")))?
-            .path();
+    for path in entries {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())

@@ -4,7 +4,7 @@
 use crate::{Error, Result};
 use image::{DynamicImage, ImageBuffer, ImageFormat, Luma, Rgb};
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How images are tiled: `columns` per row (fewer when there are fewer images), `padding`
 /// black pixels between and around them, each image pixel drawn as `scale` x `scale` pixels.
@@ -102,16 +102,10 @@ fn check_replaceable_png(path: &Path) -> std::result::Result<(), String> {
     if !is_png_name {
         return Err("grids are PNG images: give the output a .png name".into());
     }
-    let Ok(meta) = std::fs::metadata(path) else {
+    if !path.exists() {
         return Ok(()); // nothing there yet
-    };
-    let mut head = [0u8; 8];
-    let holds_png = meta.is_file()
-        && std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .is_ok()
-        && head == *b"\x89PNG\r\n\x1a\n";
-    if holds_png {
+    }
+    if crate::fsio::head(path, 8).is_some_and(|head| head == *b"\x89PNG\r\n\x1a\n") {
         Ok(())
     } else {
         Err("exists and is not a PNG image (a checkpoint or other input?); it is left as it is: choose another output name".into())
@@ -130,8 +124,8 @@ pub fn grid_png(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Result
     Ok(png)
 }
 
-/// Writes [`grid_image`] as a PNG to `path`, creating its folder; the file is written to
-/// `<path>.tmp` first and renamed, so readers never see half a picture.
+/// Writes [`grid_image`] as a PNG to `path`, creating its folder, atomically (readers never
+/// see half a picture); anything but a PNG already there is refused and left as it is.
 pub fn save_grid(
     path: impl AsRef<Path>,
     images: &[f32],
@@ -144,16 +138,7 @@ pub fn save_grid(
         reason,
     };
     check_replaceable_png(path).map_err(fail)?;
-    let png = grid_png(images, shape, layout)?;
-    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| fail(format!("cannot create its folder {}: {e}", dir.display())))?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, &png).map_err(|e| fail(format!("cannot write {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(format!("cannot rename {} to it: {e}", tmp.display())))
+    crate::fsio::write_atomic(path, &grid_png(images, shape, layout)?)
 }
 
 /// Columns of a roughly square grid of `n` images.

@@ -33,7 +33,7 @@ impl DataStream<'static> {
     /// Opens `path`; nothing but the first two bytes is read yet.
     pub fn open(path: &Path) -> Result<DataStream<'static>> {
         let cannot = |e: std::io::Error| Error::data(path, format!("cannot read the file: {e}"));
-        let file = std::fs::File::open(path).map_err(cannot)?;
+        let file = crate::fsio::open(path).map_err(cannot)?;
         let stored_len = file.metadata().map_err(cannot)?.len();
         let mut reader = BufReader::new(file);
         let gzipped = reader.fill_buf().map_err(cannot)?.starts_with(&GZIP_MAGIC);

@@ -2,7 +2,7 @@
 //! system fonts are needed): labelled curves (FID against speed-up or time), k(t) schedules, bars.
 
 use crate::diffusion::skip_levels;
-use crate::plot_font::{plot_error, register_font, FONT};
+use crate::plot_font::{plot_error, render_png, FONT};
 use crate::Result;
 use plotters::prelude::*;
 use std::path::Path;
@@ -65,7 +65,6 @@ fn fitted(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
 
 /// `fit`: axes around the points; else from zero (x a little below) to past the largest.
 fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: bool) -> Result<()> {
-    register_font(path)?;
     let points = series.iter().flat_map(|(s, _)| &s.points);
     let (x_range, y_range) = if fit {
         (fitted(points.clone().map(|p| p.0)), fitted(points.map(|p| p.1)))
@@ -75,108 +74,107 @@ fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: boo
         (-pad..(x_max * 1.1 + pad), 0.0..(y_max * 1.1))
     };
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
-    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(axes.caption, (FONT, 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_range, y_range)
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc(axes.x)
-        .y_desc(axes.y)
-        .label_style((FONT, 14))
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, &(s, lines)) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let line: Vec<(f64, f64)> = if lines {
-            s.points.iter().map(|p| (p.0, p.1)).collect()
-        } else {
-            Vec::new()
-        };
-        chart
-            .draw_series(LineSeries::new(line, colour.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
-        chart
-            .draw_series(s.points.iter().map(|(x, y, text)| {
-                EmptyElement::at((*x, *y))
-                    + Circle::new((0, 0), 4, colour.filled())
-                    + Text::new(text.clone(), (6, -14), (FONT, 13).into_font().color(&colour))
-            }))
+    render_png(path, (900, 600), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(axes.caption, (FONT, 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_range, y_range)
             .map_err(|e| err(&e))?;
-    }
-    chart
-        .configure_series_labels()
-        // fitted axes of a time-vs-quality trade-off leave the upper right empty
-        .position(match fit {
-            true => SeriesLabelPosition::UpperRight,
-            false => SeriesLabelPosition::MiddleRight,
-        })
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+        chart
+            .configure_mesh()
+            .x_desc(axes.x)
+            .y_desc(axes.y)
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (i, &(s, lines)) in series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let line: Vec<(f64, f64)> = if lines {
+                s.points.iter().map(|p| (p.0, p.1)).collect()
+            } else {
+                Vec::new()
+            };
+            chart
+                .draw_series(LineSeries::new(line, colour.stroke_width(2)))
+                .map_err(|e| err(&e))?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+            chart
+                .draw_series(s.points.iter().map(|(x, y, text)| {
+                    EmptyElement::at((*x, *y))
+                        + Circle::new((0, 0), 4, colour.filled())
+                        + Text::new(text.clone(), (6, -14), (FONT, 13).into_font().color(&colour))
+                }))
+                .map_err(|e| err(&e))?;
+        }
+        chart
+            .configure_series_labels()
+            // fitted axes of a time-vs-quality trade-off leave the upper right empty
+            .position(match fit {
+                true => SeriesLabelPosition::UpperRight,
+                false => SeriesLabelPosition::MiddleRight,
+            })
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
+        Ok(())
+    })
 }
 
 /// The skip schedules k(t) = min(N-1, floor(N - N(1-t)^c)) of a U-Net with `levels` levels,
 /// one step function per exponent.
 pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<()> {
-    register_font(path)?;
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
-    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let top = levels.saturating_sub(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("skipped levels k(t) of a {levels}-level U-Net"),
-            (FONT, 20),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0f64..1.0, -0.1..(top + 0.4))
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("t (0 = data, 1 = pure noise)")
-        .y_desc("k(t)")
-        .y_labels(levels + 1)
-        .label_style((FONT, 14))
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, &c) in exponents.iter().enumerate() {
-        let colour = COLOURS[(i + 1) % COLOURS.len()];
-        // a small vertical offset per curve keeps overlapping steps apart
-        let lift = 0.06 * i as f64;
-        let curve: Vec<(f64, f64)> = (0..=1000)
-            .map(|j| {
-                let t = j as f64 / 1000.0;
-                (t, skip_levels(levels, t as f32, c) as f64 + lift)
-            })
-            .collect();
+    render_png(path, (900, 600), |root| {
+        let top = levels.saturating_sub(1) as f64;
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("skipped levels k(t) of a {levels}-level U-Net"),
+                (FONT, 20),
+            )
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0f64..1.0, -0.1..(top + 0.4))
+            .map_err(|e| err(&e))?;
         chart
-            .draw_series(LineSeries::new(curve, colour.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(format!("c = {c}"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+            .configure_mesh()
+            .x_desc("t (0 = data, 1 = pure noise)")
+            .y_desc("k(t)")
+            .y_labels(levels + 1)
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (i, &c) in exponents.iter().enumerate() {
+            let colour = COLOURS[(i + 1) % COLOURS.len()];
+            // a small vertical offset per curve keeps overlapping steps apart
+            let lift = 0.06 * i as f64;
+            let curve: Vec<(f64, f64)> = (0..=1000)
+                .map(|j| {
+                    let t = j as f64 / 1000.0;
+                    (t, skip_levels(levels, t as f32, c) as f64 + lift)
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(curve, colour.stroke_width(2)))
+                .map_err(|e| err(&e))?
+                .label(format!("c = {c}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
+        Ok(())
+    })
 }
 
 /// One bar of a [`bar_panels`] plot: its label, its length and the note drawn at its end.
@@ -197,7 +195,6 @@ pub struct BarPanel {
 /// Horizontal bars, one panel per [`BarPanel`] stacked top to bottom, each bar labelled above
 /// and annotated at its end (the speed ladders' time per step).
 pub fn bar_panels(path: &Path, caption: &str, panels: &[BarPanel]) -> Result<()> {
-    register_font(path)?;
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
     const BAR_PX: u32 = 46;
     const PANEL_PX: u32 = 95;
@@ -205,54 +202,55 @@ pub fn bar_panels(path: &Path, caption: &str, panels: &[BarPanel]) -> Result<()>
         .iter()
         .map(|p| PANEL_PX + BAR_PX * p.bars.len().max(1) as u32)
         .collect();
-    let root = BitMapBackend::new(path, (1000, 50 + heights.iter().sum::<u32>())).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut rest = root.titled(caption, (FONT, 20)).map_err(|e| err(&e))?;
-    for (i, (panel, height)) in panels.iter().zip(heights).enumerate() {
-        let (area, below) = rest.split_vertically(height);
-        rest = below;
-        let colour = COLOURS[(i + 1) % COLOURS.len()];
-        let n = panel.bars.len() as f64;
-        let x_max = panel
-            .bars
-            .iter()
-            .map(|b| b.value)
-            .fold(0.0f64, f64::max)
-            .max(1e-9);
-        let mut chart = ChartBuilder::on(&area)
-            .caption(&panel.title, (FONT, 16))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(8)
-            .build_cartesian_2d(0.0..x_max * 1.3, 0.0..n.max(1.0))
-            .map_err(|e| err(&e))?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .x_desc(panel.axis.as_str())
-            .label_style((FONT, 13))
-            .draw()
-            .map_err(|e| err(&e))?;
-        // Bar j from the top occupies the band (n - j - 1, n - j): label above, bar below it.
-        chart
-            .draw_series(panel.bars.iter().enumerate().map(|(j, bar)| {
-                let top = n - j as f64;
-                Rectangle::new([(0.0, top - 0.85), (bar.value, top - 0.45)], colour.filled())
-            }))
-            .map_err(|e| err(&e))?;
-        chart
-            .draw_series(panel.bars.iter().enumerate().flat_map(|(j, bar)| {
-                let top = n - j as f64;
-                let font = (FONT, 14).into_font();
-                [
-                    EmptyElement::at((0.0, top - 0.05)) + Text::new(bar.label.clone(), (4, 0), font.clone()),
-                    EmptyElement::at((bar.value, top - 0.45))
-                        + Text::new(bar.note.clone(), (6, 0), font.color(&colour)),
-                ]
-            }))
-            .map_err(|e| err(&e))?;
-    }
-    root.present().map_err(|e| err(&e))
+    render_png(path, (1000, 50 + heights.iter().sum::<u32>()), |root| {
+        let mut rest = root.titled(caption, (FONT, 20)).map_err(|e| err(&e))?;
+        for (i, (panel, height)) in panels.iter().zip(heights).enumerate() {
+            let (area, below) = rest.split_vertically(height);
+            rest = below;
+            let colour = COLOURS[(i + 1) % COLOURS.len()];
+            let n = panel.bars.len() as f64;
+            let x_max = panel
+                .bars
+                .iter()
+                .map(|b| b.value)
+                .fold(0.0f64, f64::max)
+                .max(1e-9);
+            let mut chart = ChartBuilder::on(&area)
+                .caption(&panel.title, (FONT, 16))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(8)
+                .build_cartesian_2d(0.0..x_max * 1.3, 0.0..n.max(1.0))
+                .map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .y_labels(0)
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .x_desc(panel.axis.as_str())
+                .label_style((FONT, 13))
+                .draw()
+                .map_err(|e| err(&e))?;
+            // Bar j from the top occupies the band (n - j - 1, n - j): label above, bar below it.
+            chart
+                .draw_series(panel.bars.iter().enumerate().map(|(j, bar)| {
+                    let top = n - j as f64;
+                    Rectangle::new([(0.0, top - 0.85), (bar.value, top - 0.45)], colour.filled())
+                }))
+                .map_err(|e| err(&e))?;
+            chart
+                .draw_series(panel.bars.iter().enumerate().flat_map(|(j, bar)| {
+                    let top = n - j as f64;
+                    let font = (FONT, 14).into_font();
+                    [
+                        EmptyElement::at((0.0, top - 0.05))
+                            + Text::new(bar.label.clone(), (4, 0), font.clone()),
+                        EmptyElement::at((bar.value, top - 0.45))
+                            + Text::new(bar.note.clone(), (6, 0), font.color(&colour)),
+                    ]
+                }))
+                .map_err(|e| err(&e))?;
+        }
+        Ok(())
+    })
 }

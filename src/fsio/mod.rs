@@ -7,7 +7,7 @@ mod native;
 #[path = "web.rs"]
 mod native;
 
-pub use native::{read, read_if_exists, read_io, same_file, write_atomic};
+pub use native::{head, list_dir, open, read, read_if_exists, read_io, same_file, write_atomic};
 
 use crate::Result;
 use std::path::PathBuf;

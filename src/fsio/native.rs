@@ -91,6 +91,28 @@ pub fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// The file at `path`, open for streaming reads (large datasets are read in bounded memory).
+pub fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// The paths of the entries directly in the folder `dir`.
+pub fn list_dir(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect()
+}
+
+/// The first `n` bytes of the file at `path` (fewer when it is shorter), or None when there
+/// is no file there.
+pub fn head(path: &Path, n: usize) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::with_capacity(n);
+    file.take(n as u64).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// The bytes of the file at `path`, with the platform's own error (for callers that name the
 /// file and the fix themselves).
 pub fn read_io(path: &Path) -> std::io::Result<Vec<u8>> {

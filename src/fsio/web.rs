@@ -11,12 +11,31 @@ fn no_file_system(what: &str, path: &Path) -> Error {
     }
 }
 
-/// Always an error: a page has no files to read by path.
-pub fn read_io(_path: &Path) -> std::io::Result<Vec<u8>> {
-    Err(std::io::Error::new(
+fn unsupported() -> std::io::Error {
+    std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         "a web page has no file system: the page fetches and downloads its files",
-    ))
+    )
+}
+
+/// Always an error: a page has no files to open.
+pub fn open(_path: &Path) -> std::io::Result<std::fs::File> {
+    Err(unsupported())
+}
+
+/// Always an error: a page has no folders.
+pub fn list_dir(_dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    Err(unsupported())
+}
+
+/// None: a page has no files.
+pub fn head(_path: &Path, _n: usize) -> Option<Vec<u8>> {
+    None
+}
+
+/// Always an error: a page has no files to read by path.
+pub fn read_io(_path: &Path) -> std::io::Result<Vec<u8>> {
+    Err(unsupported())
 }
 
 /// Always an error: a page has no files to read by path.

@@ -132,16 +132,6 @@ impl<'f> TrainingRun<'f> {
         &self.trainer
     }
 
-    /// How the run's files name file `name` in messages.
-    pub fn describe(&self, name: &str) -> String {
-        self.files.describe(name)
-    }
-
-    /// Whether the run has ended.
-    pub fn is_over(&self) -> bool {
-        self.ended
-    }
-
     /// Takes one step (or ends the run) and reports what it caused through `on_event`:
     /// grids, MNIST-FID and the best checkpoint, periodic checkpoints on their steps; at the
     /// end (all steps, the time budget, or `stop_requested` on any process) the checkpoint

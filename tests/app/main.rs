@@ -407,7 +407,7 @@ fn a_run_in_the_train_view_ends_at_its_time_budget_with_a_checkpoint() {
         "{:?}",
         app.train.message
     );
-    assert!(steps >= 1 && steps < 10_000);
+    assert!((1..10_000).contains(&steps));
     assert!(app.train.has_grid(), "the final grid is shown");
     let saved = Checkpoint::load(&out.join("run/checkpoint.safetensors")).unwrap();
     assert_eq!(saved.meta["step"].as_u64(), Some(steps as u64));
