@@ -19,7 +19,6 @@ use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
 use wgdiff::experiment::{compression, skip_search, speedrun, ExperimentPlan, ExperimentReport, Header};
 use wgdiff::gpu::describe;
 use wgdiff::pipeline::{TrainedModel, DEFAULT_CHECKPOINT};
-use wgdiff::train::FidTracker;
 use wgdiff::Gpu;
 
 /// `wgdiff experiment ...`
@@ -351,7 +350,7 @@ fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
         }))?;
         bar.finish_and_clear();
 
-        let tracker = shipped_mnist_fid(gpu)?;
+        let tracker = super::shipped_mnist_fid(gpu, "mnist")?;
         let mut training = TrainingBar::new(arms.len(), plan.train_seconds);
         let rows = block_on(ladder::run_ablation(
             gpu,
@@ -411,7 +410,7 @@ fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
                 published: &compression::PUBLISHED_NCSN,
             },
         ];
-        let tracker = shipped_mnist_fid(gpu)?;
+        let tracker = super::shipped_mnist_fid(gpu, "mnist")?;
         let rows_total = subjects.len() * (compression::settings().len() + 1);
         let bar = progress_bar(rows_total, "rows");
         let rows = block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
@@ -435,7 +434,7 @@ fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
     plan.budget_seconds = args.budget.unwrap_or(plan.budget_seconds);
     let recipes = speedrun::recipes();
     run_experiment(gpu, &args.out, |run| {
-        let tracker = shipped_mnist_fid(gpu)?;
+        let tracker = super::shipped_mnist_fid(gpu, "mnist")?;
         let mut training = TrainingBar::new(recipes.len(), plan.budget_seconds);
         let curves = block_on(speedrun::run(
             gpu,
@@ -667,13 +666,4 @@ fn skip_search_run(gpu: &Gpu, args: SkipSearchArgs) -> Result<()> {
             arms,
         })
     })
-}
-
-/// MNIST-FID as training scores it (the shipped classifier against the MNIST test split).
-fn shipped_mnist_fid(gpu: &Gpu) -> Result<FidTracker> {
-    let (classifier, cache) = (
-        Path::new(SHIPPED_MNIST_CLASSIFIER),
-        Path::new(DEFAULT_STATS_CACHE),
-    );
-    Ok(super::mnist_fid(gpu, classifier, "mnist", None, cache)?.into())
 }

@@ -135,3 +135,11 @@ pub fn mnist_fid(
     );
     Ok(fid)
 }
+
+/// MNIST-FID as training scores it: the shipped classifier against the test split of the MNIST
+/// source `data`, in the default statistics cache.
+pub fn shipped_mnist_fid(gpu: &Gpu, data: &str) -> Result<wgdiff::train::FidTracker> {
+    let classifier = std::path::Path::new(wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER);
+    let cache = std::path::Path::new(wgdiff::eval::DEFAULT_STATS_CACHE);
+    Ok(mnist_fid(gpu, classifier, data, None, cache)?.into())
+}

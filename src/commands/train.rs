@@ -7,11 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER;
 use wgdiff::diffusion::{BetaSchedule, Objective};
-use wgdiff::eval::DEFAULT_STATS_CACHE;
 use wgdiff::fsio::Folder;
 use wgdiff::gpu::describe;
 use wgdiff::gpu::DeviceSet;
@@ -21,8 +19,8 @@ use wgdiff::run_state::{best_fid, FidRecord};
 use wgdiff::train::run::FINAL_GRID_FILE;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::{
-    default_process, FidTracker, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, TrainConfig,
-    TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
+    default_process, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, TrainConfig, TrainEvent,
+    Trainer, TrainingRun, KEPT_ON_RESUME,
 };
 use wgdiff::AdapterChoice;
 
@@ -419,13 +417,7 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         f32_state as f64 / (1 << 20) as f64
     );
     let fid = match leader && c.fid_every > 0 {
-        true => Some(FidTracker::from(super::mnist_fid(
-            gpu,
-            Path::new(SHIPPED_MNIST_CLASSIFIER),
-            &c.data,
-            None,
-            Path::new(DEFAULT_STATS_CACHE),
-        )?)),
+        true => Some(super::shipped_mnist_fid(gpu, &c.data)?),
         false => None,
     };
     let mut run = TrainingRun::new(trainer, fid, Box::new(Folder(c.out.clone())))?;
