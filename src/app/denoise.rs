@@ -210,8 +210,9 @@ impl DenoiseView {
         }
     }
 
+    /// Whether sampling, or the export of its frames or samples, runs.
     pub fn is_running(&self) -> bool {
-        is_running(&self.job)
+        is_running(&self.job) || is_running(&self.export)
     }
 
     pub fn cancel(&self) {

@@ -1,6 +1,7 @@
 //! Frame times of the app: the interval between frames and the time spent building each
 //! one, a readout (last, median, 95th percentile) and an optional CSV log (`--frame-log`).
 
+use crate::median::percentile;
 use web_time::Instant;
 
 /// What the app was doing during a frame (a column of the frame log).
@@ -153,13 +154,5 @@ impl FrameClock {
             );
         }
         out
-    }
-}
-
-/// The `q` quantile of sorted values (nearest rank).
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        n => sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
     }
 }

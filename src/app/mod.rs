@@ -13,7 +13,7 @@ mod skip;
 mod train;
 
 pub use denoise::DenoiseSettings;
-pub use frame_clock::{percentile, Activity, FrameClock, FrameSample};
+pub use frame_clock::{Activity, FrameClock, FrameSample};
 pub use grid_texture::{GridLayout, GridTexture};
 pub use jobs::{Event, Job, JobContext};
 pub use platform::entry::*;
@@ -26,10 +26,12 @@ use eframe::egui;
 use eframe::egui_wgpu::RenderState;
 use std::path::PathBuf;
 
-/// Dispatches a job submits before it waits for the device (see `Gpu::set_pacing`): a frame
-/// waits behind at most these (16 gave a 95th-percentile frame interval of 307 ms while
-/// sampling on lavapipe).
-const PACED_DISPATCHES: u32 = 1;
+/// Device time a job's submission may hold the queue for (see `Gpu::set_pacing`): a frame
+/// waits behind about two of these (one running, one queued). On lavapipe 10 ms kept the
+/// 95th-percentile frame interval under 90 ms while training, 25 ms let it reach 118 ms; a
+/// fixed one dispatch per submit kept frames short but gave the job 0.25x the CLI's training
+/// throughput (`wgdiff bench app`, BENCHMARKS.md).
+const JOB_SLICE_SECONDS: f64 = 0.01;
 
 /// On CPU adapters the jobs' convolutions run in parts of at most this many FLOPs (~10 ms on
 /// lavapipe), since whole ones at batch 32 take up to 150 ms and a frame cannot cut in.
@@ -103,6 +105,10 @@ pub struct AppOptions {
     pub autorun: bool,
     /// Write every frame's times to this CSV when the app closes.
     pub frame_log: Option<PathBuf>,
+    /// Write the train view's steps (loss, seconds, elapsed) to this CSV when the app closes.
+    pub step_log: Option<PathBuf>,
+    /// Close the app once the `autorun` job has ended (benchmarks and scripts).
+    pub exit_when_done: bool,
     /// Save a screenshot here, then close: after `screenshot_after` seconds, once the view
     /// shows its result (denoise: 60% of the steps, train: 6 steps and a sample grid, profile:
     /// the profile; at most 15 minutes).
@@ -125,6 +131,8 @@ impl Default for AppOptions {
             settings: Vec::new(),
             autorun: false,
             frame_log: None,
+            step_log: None,
+            exit_when_done: false,
             screenshot: None,
             screenshot_after: 2.0,
             choice: AdapterChoice::default(),
@@ -162,7 +170,7 @@ impl WgdiffApp {
         // Jobs submit a few dispatches at a time so the UI's frames never queue behind a
         // whole sampling or training step on the shared device.
         gpu.set_pacing(Some(Pacing {
-            dispatches: PACED_DISPATCHES,
+            slice_seconds: JOB_SLICE_SECONDS,
             part_flops: gpu.is_cpu().then_some(CPU_PART_FLOPS),
         }));
         let shared = Shared { gpu, render, options };
@@ -287,13 +295,29 @@ impl WgdiffApp {
         ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(callback));
     }
 
-    /// Writes the `--frame-log` CSV (when the app closes).
-    pub fn write_frame_log(&self) {
+    /// Writes the `--frame-log` and `--step-log` CSVs (when the app closes).
+    pub fn write_logs(&self) {
         if let Some(path) = &self.shared.options.frame_log {
             match platform::write_file(path, self.clock.csv().as_bytes()) {
                 Ok(()) => eprintln!("frame log: {}\n{}", path.display(), self.clock.summary()),
                 Err(e) => eprintln!("error: {e}"),
             }
+        }
+        if let Some(path) = &self.shared.options.step_log {
+            match platform::write_file(path, self.train.steps.csv().as_bytes()) {
+                Ok(()) => eprintln!("step log: {}", path.display()),
+                Err(e) => eprintln!("error: {e}"),
+            }
+        }
+    }
+
+    /// With `exit_when_done`, closes the app once its autorun job has ended (and a
+    /// `--screenshot` was taken).
+    fn exit_when_done(&self, ctx: &egui::Context, activity: Activity) {
+        let o = &self.shared.options;
+        let screenshot_pending = o.screenshot.is_some() && !self.screenshot_taken;
+        if o.exit_when_done && o.autorun && activity == Activity::Idle && !screenshot_pending {
+            ctx.send_viewport_cmd(egui::ViewportCommand::Close);
         }
     }
 }
@@ -328,6 +352,7 @@ impl eframe::App for WgdiffApp {
         });
         self.screenshot(&ctx);
         let activity = self.activity();
+        self.exit_when_done(&ctx, activity);
         if activity != Activity::Idle {
             // Keep drawing while jobs run, so progress shows and frame times are measured.
             ctx.request_repaint_after(BUSY_REDRAW);
@@ -341,7 +366,7 @@ impl eframe::App for WgdiffApp {
         self.skip.cancel();
         self.train.stop();
         self.profile.cancel();
-        self.write_frame_log();
+        self.write_logs();
     }
 }
 

@@ -7,7 +7,8 @@ use super::{parse_setting, platform, Shared};
 use crate::data::grid_columns;
 use crate::models::PRESETS;
 use crate::train::{
-    FidRecord, Precision, RunEnd, SkipTraining, TrainConfig, TrainEvent, TrainingRun, CHECKPOINT_FILE,
+    FidRecord, Precision, RunEnd, SkipTraining, StepLog, TrainConfig, TrainEvent, TrainingRun,
+    CHECKPOINT_FILE,
 };
 use crate::{Gpu, Result, Tensor};
 use eframe::egui;
@@ -169,6 +170,8 @@ pub struct TrainView {
     paused: Arc<AtomicBool>,
     /// (step, loss) of the run shown.
     pub losses: Vec<[f64; 2]>,
+    /// The steps of this run (`--step-log`).
+    pub steps: StepLog,
     /// Wall seconds of recent steps (the first step, which compiles kernels and counts FLOPs,
     /// is left out).
     step_seconds: Vec<f64>,
@@ -195,6 +198,7 @@ impl TrainView {
             job: None,
             paused: Arc::new(AtomicBool::new(false)),
             losses: Vec::new(),
+            steps: StepLog::default(),
             step_seconds: Vec::new(),
             flops_per_step: None,
             planned: 0,
@@ -241,6 +245,7 @@ impl TrainView {
             return;
         }
         self.losses.clear();
+        self.steps = StepLog::default();
         self.step_seconds.clear();
         self.fid.clear();
         self.checkpoints.clear();
@@ -254,6 +259,9 @@ impl TrainView {
 
     pub fn poll(&mut self, _ctx: &egui::Context, shared: &Shared) {
         for event in self.job.as_mut().map(Job::poll).unwrap_or_default() {
+            if let Event::Message(e) = &event {
+                self.steps.observe(e);
+            }
             match event {
                 Event::Message(TrainEvent::Started {
                     parameters,
@@ -441,7 +449,7 @@ impl TrainView {
         };
         let mut recent: Vec<f64> = self.step_seconds.iter().rev().take(20).copied().collect();
         recent.sort_by(f64::total_cmp);
-        let per_step = super::percentile(&recent, 0.5);
+        let per_step = crate::median::percentile(&recent, 0.5);
         let mut line = format!("step {step}/{}  loss {loss:.4}", self.planned);
         if per_step.is_finite() && per_step > 0.0 {
             let left = self.planned.saturating_sub(step as usize) as f64 * per_step;

@@ -1,6 +1,7 @@
 //! Benchmark harness shared by every `wgdiff bench ...` (interleaved repetitions, medians,
 //! a table and JSON lines) and `bench conv|matmul|block|train`.
 
+pub mod app;
 pub mod block;
 pub mod conv;
 pub mod matmul;

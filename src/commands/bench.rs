@@ -87,6 +87,11 @@ pub enum BenchCommand {
         #[arg(long, value_enum)]
         distributed: Option<Distributed>,
     },
+    /// The app's training job against `wgdiff train` on the same settings (the library's
+    /// recipe unless --set), in alternating rounds: steps per second of each and their ratio,
+    /// and the app's frame intervals while it trains. Opens the app's window, so it needs a
+    /// display (headless: scripts/bench-app.sh runs it under Xvfb)
+    App(super::bench_app::BenchAppArgs),
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
@@ -127,15 +132,17 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             return job.finish(result);
         }
     }
-    let gpu = &super::open_gpu(choice)?;
+    let gpu = &super::open_gpu(choice.clone())?;
     let (BenchCommand::Conv { json, .. }
     | BenchCommand::Block { json, .. }
     | BenchCommand::Train { json, .. }
-    | BenchCommand::Matmul { json, .. }) = what;
+    | BenchCommand::Matmul { json, .. }
+    | BenchCommand::App(super::bench_app::BenchAppArgs { json, .. })) = what;
     if !json {
         eprintln!("device: {}", describe(&gpu.info));
     }
     match what {
+        BenchCommand::App(args) => super::bench_app::run(&choice, args),
         BenchCommand::Conv {
             variants,
             pass,

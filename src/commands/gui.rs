@@ -32,6 +32,12 @@ pub struct GuiArgs {
     /// Write every frame's interval and build time to this CSV when the app closes
     #[arg(long, value_name = "CSV")]
     frame_log: Option<PathBuf>,
+    /// Write the train view's steps (loss, seconds, elapsed) to this CSV when the app closes
+    #[arg(long, value_name = "CSV")]
+    step_log: Option<PathBuf>,
+    /// Close the app once the --autorun job has ended (and --screenshot is taken)
+    #[arg(long, requires = "autorun")]
+    exit_when_done: bool,
     /// Save a screenshot of the window to this PNG, then close: after --screenshot-after seconds
     /// once the view shows its result (denoise: 60% of the steps; train: 6 steps and a sample
     /// grid; profile: the profile), at most 15 minutes later
@@ -63,6 +69,8 @@ pub fn run(choice: AdapterChoice, args: GuiArgs) -> Result<()> {
         settings: args.settings,
         autorun: args.autorun,
         frame_log: args.frame_log,
+        step_log: args.step_log,
+        exit_when_done: args.exit_when_done,
         screenshot: args.screenshot,
         screenshot_after: args.screenshot_after,
         choice,

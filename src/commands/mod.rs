@@ -2,6 +2,7 @@
 //! autotuner's cache file, and printing the autotuner's choices.
 
 pub mod bench;
+pub mod bench_app;
 pub mod compress;
 pub mod distributed;
 pub mod eval;

@@ -19,8 +19,8 @@ use wgdiff::run_state::{best_fid, FidRecord};
 use wgdiff::train::run::FINAL_GRID_FILE;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::{
-    default_process, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, TrainConfig, TrainEvent,
-    Trainer, TrainingRun, KEPT_ON_RESUME,
+    default_process, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, StepLog, TrainConfig,
+    TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
 };
 use wgdiff::AdapterChoice;
 
@@ -172,6 +172,10 @@ pub struct TrainArgs {
     /// from a run on any number of processes
     #[arg(long, value_enum)]
     distributed: Option<Distributed>,
+    /// Write every step's loss, its seconds and the run's elapsed seconds to this CSV when the
+    /// run ends (`wgdiff bench app` compares it with the app's)
+    #[arg(long, value_name = "CSV")]
+    step_log: Option<PathBuf>,
 }
 
 fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> {
@@ -440,7 +444,7 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
     let mut first_step = 0;
     let mut best = best_fid(&run.trainer().state.fid);
     let mut end = None;
-    let mut show = |event: TrainEvent| match event {
+    let mut show_event = |event: TrainEvent| match event {
         TrainEvent::Started {
             first_step: first, ..
         } => {
@@ -535,7 +539,23 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
             }
         }
     };
-    while block_on(run.advance(STOP_REQUESTED.load(Ordering::SeqCst), &mut show))? {}
+    let mut steps = StepLog::default();
+    let mut show = |event: TrainEvent| {
+        steps.observe(&event);
+        show_event(event)
+    };
+    let advanced = loop {
+        match block_on(run.advance(STOP_REQUESTED.load(Ordering::SeqCst), &mut show)) {
+            Ok(true) => {}
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    if let Some(path) = args.step_log.as_ref().filter(|_| leader) {
+        wgdiff::fsio::write_atomic(path, steps.csv().as_bytes())?;
+        say!("step log: {}", path.display());
+    }
+    advanced?;
     if end == Some(RunEnd::StopRequested) {
         return Err(Interrupted.into());
     }

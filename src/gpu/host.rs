@@ -1,11 +1,11 @@
 //! The device on a native host: every adapter is listed, waits block the calling thread, the
 //! autotuner times candidates, and the blocking forms of async calls exist for programs and tests.
 
+use super::pacing::Completion;
 use super::profiler::{Profile, Profiler};
 use super::{AdapterChoice, Gpu};
 use crate::Result;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use web_time::Instant;
 
 /// Whether the library runs in a web page, whose event loop must run between steps.
@@ -32,16 +32,27 @@ pub(crate) fn wait_for(device: &wgpu::Device, submission: Option<wgpu::Submissio
     });
 }
 
-/// Returns once the work submitted so far has run, polling without blocking: a blocking poll
+/// A completion the device fills with the time it finished the work submitted so far.
+pub(crate) fn completion(queue: &wgpu::Queue) -> Completion {
+    let done: Completion = Arc::new(OnceLock::new());
+    let flag = done.clone();
+    queue.on_submitted_work_done(move || {
+        let _ = flag.set(Instant::now());
+    });
+    done
+}
+
+/// Returns once `done` is filled, with its time, polling without blocking: a blocking poll
 /// holds the device's locks while it waits, so a UI thread's writes, acquire and submit would
 /// each queue behind the job's work in turn instead of slotting in after the running dispatch.
-pub(crate) fn wait_idle(device: &wgpu::Device, queue: &wgpu::Queue) {
-    let done = Arc::new(AtomicBool::new(false));
-    let flag = done.clone();
-    queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
-    while !done.load(Ordering::Acquire) {
+/// None when the device was lost (the next read reports it).
+pub(crate) fn wait_until(done: &Completion, device: &wgpu::Device) -> Option<Instant> {
+    loop {
+        if let Some(&at) = done.get() {
+            return Some(at);
+        }
         if device.poll(wgpu::PollType::Poll).is_err() {
-            return; // device lost: the next read reports it
+            return None;
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
@@ -94,7 +105,7 @@ impl Gpu {
     /// Submits and waits until the device is idle.
     pub fn sync(&self) -> Result<()> {
         self.flush();
-        wait_idle(&self.device, &self.queue);
+        wait_until(&completion(&self.queue), &self.device);
         self.take_errors()
     }
 }

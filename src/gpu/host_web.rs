@@ -1,8 +1,10 @@
 //! The device in a web page: the browser offers one adapter and schedules the work, so nothing
 //! here waits (readbacks are awaited), and the autotuner takes each family's fallback.
 
+use super::pacing::Completion;
 use super::Gpu;
 use crate::Result;
+use std::sync::{Arc, OnceLock};
 use web_time::Instant;
 
 /// Whether the library runs in a web page, whose event loop must run between steps.
@@ -26,8 +28,20 @@ pub(crate) fn wait_all(_device: &wgpu::Device) {}
 /// Nothing: the page's event loop runs the work.
 pub(crate) fn wait_for(_device: &wgpu::Device, _submission: Option<wgpu::SubmissionIndex>) {}
 
-/// Nothing: the page's event loop runs the work.
-pub(crate) fn wait_idle(_device: &wgpu::Device, _queue: &wgpu::Queue) {}
+/// A completion the browser fills when the work submitted so far has run.
+pub(crate) fn completion(queue: &wgpu::Queue) -> Completion {
+    let done: Completion = Arc::new(OnceLock::new());
+    let flag = done.clone();
+    queue.on_submitted_work_done(move || {
+        let _ = flag.set(Instant::now());
+    });
+    done
+}
+
+/// None: a page never waits (its event loop runs the work), so a paced job learns nothing.
+pub(crate) fn wait_until(_done: &Completion, _device: &wgpu::Device) -> Option<Instant> {
+    None
+}
 
 /// None: the work has not necessarily run when the profile stops.
 pub(crate) fn wall_ns(_started: Instant) -> Option<f64> {

@@ -6,6 +6,7 @@ mod batch;
 mod devices;
 #[cfg_attr(target_arch = "wasm32", path = "host_web.rs")]
 mod host;
+mod pacing;
 mod pipelines;
 mod pool;
 mod profiler;
@@ -15,6 +16,7 @@ mod select;
 pub use autotune::Autotuner;
 pub use devices::{open_devices, DeviceSet};
 pub use host::IN_BROWSER;
+pub use pacing::Pacing;
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
@@ -24,8 +26,9 @@ pub use select::{describe, rank, slow_fallback_warning, AdapterChoice};
 
 use crate::{Error, Result};
 use batch::Batch;
+use pacing::Pacer;
 use pipelines::PipelineCache;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Dispatches a batch records before a submit is forced (the profiler sizes its timestamp
@@ -64,20 +67,8 @@ pub struct GpuInner {
     errors: Arc<Mutex<Vec<String>>>,
     tuner: Autotuner,
     poison: AtomicBool,
-    /// Dispatches per submit while paced (0: not paced); see [`Gpu::set_pacing`].
-    pace: AtomicU32,
-    /// FLOPs per part of a splittable dispatch while paced, as f64 bits (0: never split).
-    part_flops: AtomicU64,
-}
-
-/// How a job shares the device with a UI that draws on it (see [`Gpu::set_pacing`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Pacing {
-    /// Dispatches recorded before the job submits and waits until they have run.
-    pub dispatches: u32,
-    /// Split the dispatches that can be split ([`Gpu::dispatch_parts`]) into parts of at
-    /// most this many FLOPs; None: never split.
-    pub part_flops: Option<f64>,
+    /// When a job sharing the device with a UI submits; see [`Gpu::set_pacing`].
+    pacer: Mutex<Pacer>,
 }
 
 /// The workgroup axis along which [`Gpu::dispatch_parts`] may split a dispatch.
@@ -195,8 +186,7 @@ impl Gpu {
             errors,
             tuner: Autotuner::default(),
             poison: AtomicBool::new(false),
-            pace: AtomicU32::new(0),
-            part_flops: AtomicU64::new(0),
+            pacer: Mutex::new(Pacer::new()),
         })))
     }
 
@@ -346,11 +336,10 @@ impl Gpu {
             SplitAxis::X => 0,
             SplitAxis::Z => 2,
         };
-        let part_flops = f64::from_bits(self.part_flops.load(Ordering::Relaxed));
-        let parts = if part_flops > 0.0 && self.pace.load(Ordering::Relaxed) > 0 {
-            ((cost.flops / part_flops).ceil() as u32).clamp(1, groups[axis].max(1))
-        } else {
-            1
+        let part_flops = self.pacer.lock().unwrap().part_flops();
+        let parts = match part_flops {
+            Some(part_flops) => ((cost.flops / part_flops).ceil() as u32).clamp(1, groups[axis].max(1)),
+            None => 1,
         };
         let mut params = params.to_vec();
         let base = params.len() - 1;
@@ -399,30 +388,31 @@ impl Gpu {
             groups,
             cost,
         );
-        let pace = self.pace.load(Ordering::Relaxed);
-        if pace > 0 && batch.len() >= pace {
+        let mut pacer = self.pacer.lock().unwrap();
+        if pacer.recorded(cost.as_ref()) {
+            let at = web_time::Instant::now();
             batch.flush(&self.device, &self.queue);
             drop(batch);
-            self.wait_idle();
+            let before = pacer.submitted(at, host::completion(&self.queue));
+            drop(pacer);
+            // (no lock is held while waiting: other threads keep recording and submitting)
+            if let Some(flight) = before {
+                if let Some(done_at) = host::wait_until(&flight.done, &self.device) {
+                    self.pacer.lock().unwrap().finished(&flight, done_at);
+                }
+            }
         }
     }
 
     /// Paced submission for a device shared with a UI: with `Some(pacing)`, the thread that
-    /// records work submits every `pacing.dispatches` dispatches and waits (natively) until they
-    /// have run, and splits long dispatches into parts of `pacing.part_flops`, so little sits
-    /// ahead of a frame the UI submits. `None` (the default) batches freely. Results do not
-    /// change, only where submits happen and how work is cut into dispatches.
+    /// records work submits once what it recorded is estimated to fill `pacing.slice_seconds`
+    /// of device time and waits (natively) until it has run, learning from each wait how long
+    /// recorded work takes; it splits long dispatches into parts of `pacing.part_flops`. So
+    /// about one slice sits ahead of a frame the UI submits, and the job submits few, large
+    /// batches. `None` (the default) batches freely. Results do not change, only where submits
+    /// happen and how work is cut into dispatches.
     pub fn set_pacing(&self, pacing: Option<Pacing>) {
-        self.pace
-            .store(pacing.map_or(0, |p| p.dispatches), Ordering::Relaxed);
-        let part_flops = pacing.and_then(|p| p.part_flops).unwrap_or(0.0);
-        self.part_flops.store(part_flops.to_bits(), Ordering::Relaxed);
-    }
-
-    /// Returns once the work submitted so far has run (natively; on the web the browser
-    /// schedules it), polling without blocking the device's locks.
-    fn wait_idle(&self) {
-        host::wait_idle(&self.device, &self.queue);
+        self.pacer.lock().unwrap().set(pacing);
     }
 
     /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;

@@ -6,6 +6,7 @@ mod replica;
 pub mod resume;
 pub mod run;
 pub mod run_dir;
+pub mod step_log;
 
 pub use crate::run_state::{
     default_process, divergence, sampling_export, FidRecord, Optimizer, Precision, SkipTraining, TrainConfig,
@@ -14,6 +15,7 @@ pub use crate::run_state::{
 pub use fid::FidTracker;
 pub use resume::{ResumeChanges, KEPT_ON_RESUME};
 pub use run::{RunEnd, TrainEvent, TrainingRun, BEST_FILE, CHECKPOINT_FILE, LAST_GOOD_FILE};
+pub use step_log::{StepLog, StepRow};
 
 use crate::checkpoint::Checkpoint;
 use crate::data::{Batcher, Dataset};

@@ -36,13 +36,15 @@ pub enum TrainEvent {
         batch: usize,
         earlier_losses: Vec<f32>,
     },
-    /// One optimiser step: the step number after it, its loss and wall time, the FLOPs of a
+    /// One optimiser step: the step number after it, its loss and wall time, the wall seconds
+    /// since this run began (`elapsed`: grids, scoring and checkpoints included), the FLOPs of a
     /// step (counted by the profiler on the run's first step; None where it cannot run), the
     /// seconds its gradient all-reduce took (data-parallel runs) and the loss scaler (f16).
     Step {
         step: usize,
         loss: f32,
         seconds: f64,
+        elapsed: f64,
         flops: Option<f64>,
         all_reduce_seconds: Option<f64>,
         scaler: Option<LossScaler>,
@@ -87,7 +89,8 @@ pub struct TrainingRun<'f> {
     fid: Option<FidTracker>,
     files: Box<dyn FileStore + 'f>,
     leader: bool,
-    started: bool,
+    /// When the run's first advance began (None before it).
+    began: Option<Instant>,
     ended: bool,
     count_flops: bool,
     flops: Option<f64>,
@@ -120,7 +123,7 @@ impl<'f> TrainingRun<'f> {
             fid: fid.filter(|_| leader),
             files,
             leader,
-            started: false,
+            began: None,
             ended: false,
             count_flops: true,
             flops: None,
@@ -145,8 +148,8 @@ impl<'f> TrainingRun<'f> {
         if self.ended {
             return Ok(false);
         }
-        if !self.started {
-            self.started = true;
+        if self.began.is_none() {
+            self.began = Some(Instant::now());
             on_event(self.started_event());
         }
         if self.trainer.finished() {
@@ -240,6 +243,7 @@ impl<'f> TrainingRun<'f> {
             step: self.trainer.state.step,
             loss,
             seconds: started.elapsed().as_secs_f64(),
+            elapsed: self.began.map_or(0.0, |b| b.elapsed().as_secs_f64()),
             flops: self.flops,
             all_reduce_seconds: self.trainer.last_reduce().map(|r| r.seconds),
             scaler: self.trainer.state.scaler.clone(),

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+/// The CLI (its kernel-tuning cache is the user's, shared with every other test: a fresh one
+/// per test would tune the same kernels again in each).
 fn wgdiff() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wgdiff"))
 }
@@ -205,11 +207,7 @@ fn profile_names_an_unwritable_trace_path() {
 fn train_then_sample_write_checkpoint_grids_and_frames() {
     let dir = std::env::temp_dir().join(format!("wgdiff-cli-train-{}", std::process::id()));
     let run = |args: &[&str]| {
-        let out = wgdiff()
-            .args(args)
-            .env("WGDIFF_CACHE_DIR", dir.join("cache"))
-            .output()
-            .unwrap();
+        let out = wgdiff().args(args).output().unwrap();
         assert!(
             out.status.success(),
             "{args:?}: {}",
@@ -309,12 +307,7 @@ fn outputs_never_replace_inputs_or_earlier_runs_and_bad_settings_fail_first() {
     let mnist = format!("mnist:{}/assets/mnist", env!("CARGO_MANIFEST_DIR"));
     let call = |cwd: &std::path::Path, args: &[&str]| {
         std::fs::create_dir_all(cwd).unwrap();
-        let out = wgdiff()
-            .args(args)
-            .current_dir(cwd)
-            .env("WGDIFF_CACHE_DIR", dir.join("cache"))
-            .output()
-            .unwrap();
+        let out = wgdiff().args(args).current_dir(cwd).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         (out.status.success(), stderr)
@@ -487,11 +480,7 @@ fn outputs_never_replace_inputs_or_earlier_runs_and_bad_settings_fail_first() {
 fn eval_scores_a_checkpoint_and_caches_the_reference() {
     let dir = std::env::temp_dir().join(format!("wgdiff-cli-eval-{}", std::process::id()));
     let run = |args: &[&str]| {
-        let out = wgdiff()
-            .args(args)
-            .env("WGDIFF_CACHE_DIR", dir.join("tuning"))
-            .output()
-            .unwrap();
+        let out = wgdiff().args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         (
             out.status.success(),

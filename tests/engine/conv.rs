@@ -384,7 +384,7 @@ fn paced_tiled_and_winograd_convs_run_in_parts_with_the_same_results() {
         };
         let whole = run();
         gpu.set_pacing(Some(Pacing {
-            dispatches: 2,
+            slice_seconds: 1e-4,
             part_flops: Some(1e3),
         }));
         let parts = run();

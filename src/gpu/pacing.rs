@@ -1,0 +1,206 @@
+//! Paced submission for a device a UI draws on: a job submits once the work it recorded is
+//! estimated to fill a time slice, keeps one slice in flight while it records the next, and
+//! learns from each completion how long recorded work really takes.
+
+use super::profiler::Cost;
+use std::sync::{Arc, OnceLock};
+use web_time::Instant;
+
+/// When the device finished a submission (filled by the device's callback).
+pub(crate) type Completion = Arc<OnceLock<Instant>>;
+
+/// How a job shares the device with a UI that draws on it (see [`super::Gpu::set_pacing`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pacing {
+    /// Device time one submission of the job may hold the queue for (seconds): a frame the UI
+    /// submits waits behind at most about this much of the job's work.
+    pub slice_seconds: f64,
+    /// Split the dispatches that can be split ([`super::Gpu::dispatch_parts`]) into parts of at
+    /// most this many FLOPs; None: never split.
+    pub part_flops: Option<f64>,
+}
+
+/// A dispatch's fixed cost in the estimate (seconds): binding, barrier and launch.
+const DISPATCH_SECONDS: f64 = 20e-6;
+/// FLOP and byte rates the estimate starts from (a CPU device's); the learned scale corrects them.
+const START_FLOPS_PER_SECOND: f64 = 5e9;
+const START_BYTES_PER_SECOND: f64 = 5e9;
+/// Weight of the newest wait in the learned scale.
+const LEARNING_RATE: f64 = 0.25;
+/// Bounds of the learned scale (a device 50x faster or slower than the start rates).
+const SCALE_RANGE: (f64, f64) = (0.02, 50.0);
+/// Batches below this share of a slice teach nothing (a wait's own overhead dominates).
+const LEARN_FROM_SHARE: f64 = 0.25;
+
+/// A submitted slice: when it was submitted, its estimated device seconds, its completion.
+#[derive(Debug)]
+pub(super) struct Flight {
+    submitted: Instant,
+    estimated_seconds: f64,
+    pub(super) done: Completion,
+}
+
+/// The paced job's state: its settings, the work recorded since the last submit, the slice in
+/// flight, and the learned ratio of real to estimated device time.
+#[derive(Debug)]
+pub(super) struct Pacer {
+    pacing: Option<Pacing>,
+    pending_seconds: f64,
+    in_flight: Option<Flight>,
+    /// When the last slice waited for finished (the next one could start no earlier).
+    last_done: Option<Instant>,
+    scale: f64,
+}
+
+impl Pacer {
+    pub(super) fn new() -> Pacer {
+        Pacer {
+            pacing: None,
+            pending_seconds: 0.0,
+            in_flight: None,
+            last_done: None,
+            scale: 1.0,
+        }
+    }
+
+    /// Paces from now on with `pacing` (None: batch freely); what was learned is kept.
+    pub(super) fn set(&mut self, pacing: Option<Pacing>) {
+        self.pacing = pacing;
+        self.pending_seconds = 0.0;
+        self.in_flight = None;
+        self.last_done = None;
+    }
+
+    /// The FLOPs per part of a splittable dispatch while paced (None: do not split).
+    pub(super) fn part_flops(&self) -> Option<f64> {
+        self.pacing.and_then(|p| p.part_flops).filter(|&f| f > 0.0)
+    }
+
+    /// Counts one recorded dispatch; true when the recorded work fills the slice, so the job
+    /// should submit it ([`Pacer::submitted`]) and wait for the slice before it.
+    pub(super) fn recorded(&mut self, cost: Option<&Cost>) -> bool {
+        let Some(pacing) = self.pacing else {
+            return false;
+        };
+        self.pending_seconds += estimate_seconds(cost);
+        self.pending_seconds * self.scale >= pacing.slice_seconds
+    }
+
+    /// The recorded work was submitted at `at` and finishes when `done` is filled: it is now in
+    /// flight; returns the slice before it, which the job waits for ([`Pacer::finished`]), so
+    /// the job records a slice while the device runs one and at most two sit ahead of a frame.
+    pub(super) fn submitted(&mut self, at: Instant, done: Completion) -> Option<Flight> {
+        let flight = Flight {
+            submitted: at,
+            estimated_seconds: std::mem::take(&mut self.pending_seconds),
+            done,
+        };
+        self.in_flight.replace(flight)
+    }
+
+    /// `flight` finished at `done_at`: learns the scale from its device time (from when it
+    /// could start, its submit or the end of the slice before, to its end).
+    pub(super) fn finished(&mut self, flight: &Flight, done_at: Instant) {
+        let Some(pacing) = self.pacing else {
+            return;
+        };
+        let start = self
+            .last_done
+            .map_or(flight.submitted, |d| d.max(flight.submitted));
+        self.last_done = Some(done_at);
+        let seconds = done_at.saturating_duration_since(start).as_secs_f64();
+        let estimated = flight.estimated_seconds;
+        if estimated * self.scale < pacing.slice_seconds * LEARN_FROM_SHARE || seconds <= 0.0 {
+            return;
+        }
+        let observed = (seconds / estimated).clamp(SCALE_RANGE.0, SCALE_RANGE.1);
+        self.scale = (self.scale.ln() * (1.0 - LEARNING_RATE) + observed.ln() * LEARNING_RATE).exp();
+    }
+}
+
+/// Device seconds a dispatch of `cost` is estimated to take at the start rates.
+fn estimate_seconds(cost: Option<&Cost>) -> f64 {
+    DISPATCH_SECONDS
+        + cost.map_or(0.0, |c| {
+            c.flops / START_FLOPS_PER_SECOND + c.bytes as f64 / START_BYTES_PER_SECOND
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn paced(slice_seconds: f64) -> Pacer {
+        let mut p = Pacer::new();
+        p.set(Some(Pacing {
+            slice_seconds,
+            part_flops: None,
+        }));
+        p
+    }
+
+    /// Submits what `p` recorded at `*now`; the device runs it in `seconds`.
+    fn run(p: &mut Pacer, now: &mut Instant, seconds: f64) {
+        assert!(p.submitted(*now, Arc::new(OnceLock::new())).is_none());
+        let flight = p.in_flight.take().unwrap();
+        *now += Duration::from_secs_f64(seconds);
+        p.finished(&flight, *now);
+        *now += Duration::from_millis(1);
+    }
+
+    #[test]
+    fn an_unpaced_job_never_submits_early() {
+        let mut p = Pacer::new();
+        let heavy = Cost::new("matmul", 1e12, 0);
+        assert!(!p.recorded(Some(&heavy)));
+        assert_eq!(p.part_flops(), None);
+    }
+
+    #[test]
+    fn a_slice_fills_with_estimated_work_and_the_scale_follows_the_device() {
+        let mut p = paced(0.01);
+        let mut now = Instant::now();
+        // 10 ms at the start rates: 5e7 FLOPs minus the dispatch's fixed cost
+        let cost = Cost::new("conv2d", 5e9 * (0.01 - DISPATCH_SECONDS), 0);
+        assert!(p.recorded(Some(&cost)));
+        // the device took 4x the estimate: later slices hold a quarter of the work
+        for _ in 0..40 {
+            p.recorded(Some(&cost));
+            run(&mut p, &mut now, 0.04);
+        }
+        assert!((p.scale - 4.0).abs() < 0.05, "scale {}", p.scale);
+        let quarter = Cost::new("conv2d", 5e9 * (0.0025 - DISPATCH_SECONDS) * 1.01, 0);
+        assert!(p.recorded(Some(&quarter)));
+        run(&mut p, &mut now, 0.01);
+        // cheap dispatches without a cost fill a slice by their fixed cost alone: a quarter
+        // of 10 ms is 125 of them
+        let until_full = (1..1000).find(|_| p.recorded(None)).unwrap();
+        assert!((120..=130).contains(&until_full), "{until_full} dispatches");
+    }
+
+    #[test]
+    fn a_slice_queued_behind_another_counts_from_when_that_one_ended() {
+        let mut p = paced(0.01);
+        let start = Instant::now();
+        let cost = Cost::new("conv2d", 5e9 * (0.01 - DISPATCH_SECONDS), 0);
+        // two slices submitted 1 ms apart; each runs 10 ms, the second after the first
+        p.recorded(Some(&cost));
+        assert!(p.submitted(start, Arc::new(OnceLock::new())).is_none());
+        p.recorded(Some(&cost));
+        let first = p.submitted(start + Duration::from_millis(1), Arc::new(OnceLock::new()));
+        p.finished(&first.unwrap(), start + Duration::from_millis(10));
+        let second = p.in_flight.take().unwrap();
+        p.finished(&second, start + Duration::from_millis(20));
+        assert!((p.scale - 1.0).abs() < 1e-6, "scale {}", p.scale);
+    }
+
+    #[test]
+    fn small_slices_teach_nothing() {
+        let mut p = paced(0.01);
+        let mut now = Instant::now();
+        p.recorded(None);
+        run(&mut p, &mut now, 0.5);
+        assert_eq!(p.scale, 1.0);
+    }
+}
