@@ -6,6 +6,7 @@
 #   docs/app-profile.png   the profile view with the per-op table and the roofline
 #   docs/app-skip.png      the skip view with the shipped searched schedule over k(t)
 #   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
+# and, last, one round of `wgdiff bench app` (the train view against `wgdiff train`).
 # Usage: scripts/app-screenshots.sh [OUT_DIR]   (default docs; CI runs it into a temp folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,5 @@ $bin gui --view skip --set schedule=assets/schedules/mnist-small-skip-zero-ddpm2
   --screenshot "$out/app-skip.png"
 echo "== profile view: a training step of mnist-small, its roofline"
 $bin gui --view profile --autorun --screenshot "$out/app-profile.png"
+echo "== the app's training job against the CLI's: wgdiff bench app (one round of 12 steps)"
+$bin bench app --steps 12 --rounds 1 --skip 2

@@ -123,9 +123,13 @@ pub fn table(rounds: &[AppRound]) -> String {
     }
     let s = AppSummary::of(rounds);
     out += &format!(
-        "\nmedian app / CLI throughput {:.2} over {} rounds; frame interval 95th percentile: median {:.1} ms, \
-         worst {:.1} ms\n",
-        s.median_ratio, s.rounds, s.median_frame_p95_ms, s.max_frame_p95_ms
+        "\nmedian app / CLI throughput {:.2} over {} round{}; frame interval 95th percentile: median \
+         {:.1} ms, worst {:.1} ms\n",
+        s.median_ratio,
+        s.rounds,
+        if s.rounds == 1 { "" } else { "s" },
+        s.median_frame_p95_ms,
+        s.max_frame_p95_ms
     );
     out
 }

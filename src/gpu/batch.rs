@@ -47,6 +47,11 @@ impl Batch {
         })
     }
 
+    /// Dispatches recorded since the last submit.
+    pub(super) fn len(&self) -> u32 {
+        self.dispatches
+    }
+
     fn end_pass(&mut self) {
         self.pass = None;
     }

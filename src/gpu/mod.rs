@@ -389,7 +389,8 @@ impl Gpu {
             cost,
         );
         let mut pacer = self.pacer.lock().unwrap();
-        if pacer.recorded(cost.as_ref()) {
+        // (a batch that starts with this dispatch: what was recorded before has been submitted)
+        if pacer.recorded(cost.as_ref(), batch.len() == 1) {
             let at = web_time::Instant::now();
             batch.flush(&self.device, &self.queue);
             drop(batch);
@@ -406,11 +407,11 @@ impl Gpu {
 
     /// Paced submission for a device shared with a UI: with `Some(pacing)`, the thread that
     /// records work submits once what it recorded is estimated to fill `pacing.slice_seconds`
-    /// of device time and waits (natively) until it has run, learning from each wait how long
-    /// recorded work takes; it splits long dispatches into parts of `pacing.part_flops`. So
-    /// about one slice sits ahead of a frame the UI submits, and the job submits few, large
-    /// batches. `None` (the default) batches freely. Results do not change, only where submits
-    /// happen and how work is cut into dispatches.
+    /// of device time, then waits (natively) for the slice before it, learning from each
+    /// finished slice how long recorded work takes; it splits long dispatches into parts of
+    /// `pacing.part_flops`. So about two slices (one running, one queued) sit ahead of a frame
+    /// the UI submits, while the job records the next. `None` (the default) batches freely.
+    /// Results do not change, only where submits happen and how work is cut into dispatches.
     pub fn set_pacing(&self, pacing: Option<Pacing>) {
         self.pacer.lock().unwrap().set(pacing);
     }

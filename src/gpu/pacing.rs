@@ -76,12 +76,17 @@ impl Pacer {
         self.pacing.and_then(|p| p.part_flops).filter(|&f| f > 0.0)
     }
 
-    /// Counts one recorded dispatch; true when the recorded work fills the slice, so the job
-    /// should submit it ([`Pacer::submitted`]) and wait for the slice before it.
-    pub(super) fn recorded(&mut self, cost: Option<&Cost>) -> bool {
+    /// Counts one recorded dispatch (`first_in_batch`: the work recorded before it was
+    /// submitted by other means, a readback or a write, and no longer counts); true when the
+    /// recorded work fills the slice, so the job should submit it ([`Pacer::submitted`]) and
+    /// wait for the slice before it.
+    pub(super) fn recorded(&mut self, cost: Option<&Cost>, first_in_batch: bool) -> bool {
         let Some(pacing) = self.pacing else {
             return false;
         };
+        if first_in_batch {
+            self.pending_seconds = 0.0;
+        }
         self.pending_seconds += estimate_seconds(cost);
         self.pending_seconds * self.scale >= pacing.slice_seconds
     }
@@ -153,7 +158,7 @@ mod tests {
     fn an_unpaced_job_never_submits_early() {
         let mut p = Pacer::new();
         let heavy = Cost::new("matmul", 1e12, 0);
-        assert!(!p.recorded(Some(&heavy)));
+        assert!(!p.recorded(Some(&heavy), false));
         assert_eq!(p.part_flops(), None);
     }
 
@@ -163,19 +168,19 @@ mod tests {
         let mut now = Instant::now();
         // 10 ms at the start rates: 5e7 FLOPs minus the dispatch's fixed cost
         let cost = Cost::new("conv2d", 5e9 * (0.01 - DISPATCH_SECONDS), 0);
-        assert!(p.recorded(Some(&cost)));
+        assert!(p.recorded(Some(&cost), false));
         // the device took 4x the estimate: later slices hold a quarter of the work
         for _ in 0..40 {
-            p.recorded(Some(&cost));
+            p.recorded(Some(&cost), false);
             run(&mut p, &mut now, 0.04);
         }
         assert!((p.scale - 4.0).abs() < 0.05, "scale {}", p.scale);
         let quarter = Cost::new("conv2d", 5e9 * (0.0025 - DISPATCH_SECONDS) * 1.01, 0);
-        assert!(p.recorded(Some(&quarter)));
+        assert!(p.recorded(Some(&quarter), false));
         run(&mut p, &mut now, 0.01);
         // cheap dispatches without a cost fill a slice by their fixed cost alone: a quarter
         // of 10 ms is 125 of them
-        let until_full = (1..1000).find(|_| p.recorded(None)).unwrap();
+        let until_full = (1..1000).find(|_| p.recorded(None, false)).unwrap();
         assert!((120..=130).contains(&until_full), "{until_full} dispatches");
     }
 
@@ -185,9 +190,9 @@ mod tests {
         let start = Instant::now();
         let cost = Cost::new("conv2d", 5e9 * (0.01 - DISPATCH_SECONDS), 0);
         // two slices submitted 1 ms apart; each runs 10 ms, the second after the first
-        p.recorded(Some(&cost));
+        p.recorded(Some(&cost), false);
         assert!(p.submitted(start, Arc::new(OnceLock::new())).is_none());
-        p.recorded(Some(&cost));
+        p.recorded(Some(&cost), false);
         let first = p.submitted(start + Duration::from_millis(1), Arc::new(OnceLock::new()));
         p.finished(&first.unwrap(), start + Duration::from_millis(10));
         let second = p.in_flight.take().unwrap();
@@ -196,10 +201,20 @@ mod tests {
     }
 
     #[test]
+    fn work_submitted_by_a_readback_leaves_the_estimate() {
+        let mut p = paced(0.01);
+        let half = Cost::new("conv2d", 5e9 * (0.005 - DISPATCH_SECONDS), 0);
+        assert!(!p.recorded(Some(&half), false));
+        // a readback submitted that half: the next half starts a new slice
+        assert!(!p.recorded(Some(&half), true));
+        assert!(p.recorded(Some(&half), false));
+    }
+
+    #[test]
     fn small_slices_teach_nothing() {
         let mut p = paced(0.01);
         let mut now = Instant::now();
-        p.recorded(None);
+        p.recorded(None, false);
         run(&mut p, &mut now, 0.5);
         assert_eq!(p.scale, 1.0);
     }

@@ -230,11 +230,23 @@ fn train_then_sample_write_checkpoint_grids_and_frames() {
         "2",
         "--out",
         out.to_str().unwrap(),
+        "--step-log",
+        dir.join("steps.csv").to_str().unwrap(),
     ]);
     assert!(log.contains("step 2/2") && log.contains("loss"), "{log}");
     for file in ["checkpoint.safetensors", "config.json", "samples.png"] {
         assert!(out.join(file).exists(), "{file} missing; log: {log}");
     }
+    // the step log holds both steps, their losses as the checkpoint keeps them, rising times
+    let steps = std::fs::read_to_string(dir.join("steps.csv")).expect("the step log");
+    let steps = wgdiff::train::StepLog::parse(&steps, "steps.csv").unwrap();
+    let saved = wgdiff::checkpoint::Checkpoint::load(&out.join("checkpoint.safetensors")).unwrap();
+    let losses = wgdiff::run_state::saved_state(&saved, "checkpoint")
+        .unwrap()
+        .losses;
+    assert_eq!(steps.rows.iter().map(|r| r.step).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(steps.rows.iter().map(|r| r.loss).collect::<Vec<_>>(), losses);
+    assert!(steps.rows[1].elapsed > steps.rows[0].elapsed && steps.rows[0].seconds > 0.0);
     let grid = dir.join("grid.png");
     let frames = dir.join("frames");
     let checkpoint = out.join("checkpoint.safetensors");
