@@ -1,11 +1,10 @@
 //! The device on a native host: every adapter is listed, waits block the calling thread, the
 //! autotuner times candidates, and the blocking forms of async calls exist for programs and tests.
 
-use super::pacing::Completion;
+use super::pacing::{completion, Completion};
 use super::profiler::{Profile, Profiler};
 use super::{AdapterChoice, Gpu};
 use crate::Result;
-use std::sync::{Arc, OnceLock};
 use web_time::Instant;
 
 /// Whether the library runs in a web page, whose event loop must run between steps.
@@ -30,16 +29,6 @@ pub(crate) fn wait_for(device: &wgpu::Device, submission: Option<wgpu::Submissio
         submission_index: submission,
         timeout: None,
     });
-}
-
-/// A completion the device fills with the time it finished the work submitted so far.
-pub(crate) fn completion(queue: &wgpu::Queue) -> Completion {
-    let done: Completion = Arc::new(OnceLock::new());
-    let flag = done.clone();
-    queue.on_submitted_work_done(move || {
-        let _ = flag.set(Instant::now());
-    });
-    done
 }
 
 /// Returns once `done` is filled, with its time, polling without blocking: a blocking poll

@@ -4,7 +4,6 @@
 use super::pacing::Completion;
 use super::Gpu;
 use crate::Result;
-use std::sync::{Arc, OnceLock};
 use web_time::Instant;
 
 /// Whether the library runs in a web page, whose event loop must run between steps.
@@ -27,16 +26,6 @@ pub(crate) fn wait_all(_device: &wgpu::Device) {}
 
 /// Nothing: the page's event loop runs the work.
 pub(crate) fn wait_for(_device: &wgpu::Device, _submission: Option<wgpu::SubmissionIndex>) {}
-
-/// A completion the browser fills when the work submitted so far has run.
-pub(crate) fn completion(queue: &wgpu::Queue) -> Completion {
-    let done: Completion = Arc::new(OnceLock::new());
-    let flag = done.clone();
-    queue.on_submitted_work_done(move || {
-        let _ = flag.set(Instant::now());
-    });
-    done
-}
 
 /// None: a page never waits (its event loop runs the work), so a paced job learns nothing.
 pub(crate) fn wait_until(_done: &Completion, _device: &wgpu::Device) -> Option<Instant> {

@@ -394,7 +394,7 @@ impl Gpu {
             let at = web_time::Instant::now();
             batch.flush(&self.device, &self.queue);
             drop(batch);
-            let before = pacer.submitted(at, host::completion(&self.queue));
+            let before = pacer.submitted(at, pacing::completion(&self.queue));
             drop(pacer);
             // (no lock is held while waiting: other threads keep recording and submitting)
             if let Some(flight) = before {

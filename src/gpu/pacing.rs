@@ -9,6 +9,17 @@ use web_time::Instant;
 /// When the device finished a submission (filled by the device's callback).
 pub(crate) type Completion = Arc<OnceLock<Instant>>;
 
+/// A completion the device fills (natively while it is polled; in a page from the browser's
+/// event loop) with the time it finished the work submitted so far.
+pub(super) fn completion(queue: &wgpu::Queue) -> Completion {
+    let done: Completion = Arc::new(OnceLock::new());
+    let flag = done.clone();
+    queue.on_submitted_work_done(move || {
+        let _ = flag.set(Instant::now());
+    });
+    done
+}
+
 /// How a job shares the device with a UI that draws on it (see [`super::Gpu::set_pacing`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pacing {
