@@ -24,8 +24,16 @@ pub fn rng() -> StdRng {
     let seed = std::env::var("WGDIFF_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
+        .unwrap_or_else(fresh_seed);
     StdRng::seed_from_u64(seed)
+}
+
+/// A seed no earlier call returned: std's hasher keys are random per process and change with
+/// every `RandomState` (the tests need no OS-entropy feature of `rand`, so their build shares
+/// the binary's dependency features and `cargo build` after `cargo test` rebuilds nothing).
+pub fn fresh_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0u64)
 }
 
 pub fn normal_vec(rng: &mut StdRng, n: usize) -> Vec<f64> {

@@ -242,7 +242,7 @@ fn fuzz<T>(loader: &str, budget: Budget, mut case: impl FnMut(&mut Mutator) -> w
     let mut report = Report::default();
     let seed_file = current_case_file(loader);
     while budget.more(report.cases, start) {
-        let seed = replay.unwrap_or_else(rand::random);
+        let seed = replay.unwrap_or_else(crate::common::fresh_seed);
         std::fs::write(&seed_file, seed.to_string()).unwrap();
         let mut mutator = Mutator::new(seed);
         match catch_unwind(AssertUnwindSafe(|| case(&mut mutator))) {
