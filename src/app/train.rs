@@ -35,6 +35,7 @@ pub struct TrainSettings {
     pub sample_every: usize,
     pub checkpoint_every: usize,
     pub fid_every: usize,
+    pub fid_share: f32,
     pub fid_samples: usize,
     pub max_minutes: f32,
     pub out: String,
@@ -59,6 +60,7 @@ impl TrainSettings {
             sample_every: c.sample_every,
             checkpoint_every: c.checkpoint_every,
             fid_every: c.fid_every,
+            fid_share: c.fid_share,
             fid_samples: c.fid_samples,
             max_minutes: if page { PAGE_MAX_MINUTES } else { c.max_minutes },
             out,
@@ -80,6 +82,7 @@ impl TrainSettings {
             sample_every: self.sample_every,
             checkpoint_every: self.checkpoint_every,
             fid_every: self.fid_every,
+            fid_share: self.fid_share,
             fid_samples: self.fid_samples,
             max_minutes: self.max_minutes,
             out: PathBuf::from(&self.out),
@@ -88,7 +91,7 @@ impl TrainSettings {
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 12] = [
+    pub const KEYS: [&'static str; 13] = [
         "preset",
         "data",
         "batch",
@@ -99,6 +102,7 @@ impl TrainSettings {
         "sample-every",
         "checkpoint-every",
         "fid-every",
+        "fid-share",
         "max-minutes",
         "out",
     ];
@@ -119,6 +123,7 @@ impl TrainSettings {
             "sample-every" => self.sample_every = parse_setting(key, value)?,
             "checkpoint-every" => self.checkpoint_every = parse_setting(key, value)?,
             "fid-every" => self.fid_every = parse_setting(key, value)?,
+            "fid-share" => self.fid_share = parse_setting(key, value)?,
             "max-minutes" => self.max_minutes = parse_setting(key, value)?,
             "out" => self.out = value.to_string(),
             _ => return Err(super::unknown_setting("train", key, &Self::KEYS)),
@@ -141,9 +146,9 @@ pub async fn run_training(
     let out = config.out.clone();
     let mut trainer = platform::start_training(&gpu, config, resume.as_deref()).await?;
     trainer.state.config.out = out.clone();
-    let fid = match trainer.state.config.fid_every {
-        0 => None,
-        _ => Some(platform::mnist_fid(&gpu, &trainer.state.config.data).await?),
+    let fid = match trainer.scores_mnist_fid() {
+        true => Some(platform::mnist_fid(&gpu).await?),
+        false => None,
     };
     let mut run = TrainingRun::new(trainer, fid, platform::run_files(&out))?;
     loop {
@@ -579,6 +584,26 @@ impl TrainView {
                 egui::DragValue::new(&mut s.fid_every)
                     .prefix("MNIST-FID every ")
                     .suffix(" steps"),
+            );
+            ui.add_enabled(
+                s.fid_every == 0,
+                egui::DragValue::new(&mut s.fid_share)
+                    .range(0.0..=crate::train::MAX_FID_SHARE)
+                    .speed(0.01)
+                    .prefix("else live, at most ")
+                    .custom_formatter(|v, _| format!("{:.0}", 100.0 * v))
+                    .custom_parser(|t| {
+                        t.trim_end_matches('%')
+                            .trim()
+                            .parse::<f64>()
+                            .ok()
+                            .map(|v| v / 100.0)
+                    })
+                    .suffix("% of the time"),
+            )
+            .on_hover_text(
+                "Live MNIST-FID: score the EMA network (and show its grid) as often as keeps that work at \
+                 this share of the run's time; 0 = off. \"MNIST-FID every N steps\" replaces it.",
             );
             ui.add(
                 egui::DragValue::new(&mut s.fid_samples)

@@ -2,10 +2,15 @@
 //! reference statistics of a dataset split, read from the statistics cache or computed into it.
 
 use super::{Classifier, SHIPPED_MNIST_CLASSIFIER};
+use crate::checkpoint::Checkpoint;
 use crate::data::{DataSource, Split};
-use crate::eval::{Reference, ReferenceImages, DEFAULT_STATS_CACHE};
+use crate::eval::{Reference, ReferenceImages};
 use crate::{Error, Gpu, Result};
 use std::path::Path;
+
+/// The shipped classifier's feature statistics of the 10,000 MNIST test images (FID only),
+/// written by `wgdiff eval` into its statistics cache (assets/models/README.md).
+pub const SHIPPED_MNIST_TEST_STATS: &str = "assets/models/mnist-classifier-test-stats.safetensors";
 
 /// Images per feature-network batch while the reference statistics are computed.
 const REFERENCE_BATCH: usize = 250;
@@ -30,16 +35,35 @@ impl MnistFid {
     ) -> Result<MnistFid> {
         let net = Classifier::load(gpu, classifier).map_err(|e| {
             let fix = match classifier.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
-                true => "it ships in assets/models/: run wgdiff from the repository folder",
+                true => {
+                    "it ships in assets/models/: run wgdiff from the repository folder (or train \
+                         without MNIST-FID: fid_share = 0, --fid-share 0)"
+                }
                 false => "train one with `wgdiff train-classifier`, or use the shipped one",
             };
             Error::Config(format!("MNIST-FID needs its classifier ({e}); {fix}"))
         })?;
+        Self::new(gpu, net, images, Some(cache), progress).await
+    }
+
+    /// The classifier `net` against the statistics of `images`: from the cache folder `cache`
+    /// (or computed and cached there), or with no cache (a page) computed now.
+    pub async fn new(
+        gpu: &Gpu,
+        net: Classifier,
+        images: ReferenceImages<'_>,
+        cache: Option<&Path>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<MnistFid> {
         let total = images.count();
-        let (reference, cached) = Reference::cached(cache, gpu, &net, images, REFERENCE_BATCH, |done| {
-            progress(done, total)
-        })
-        .await?;
+        let progress = |done| progress(done, total);
+        let (reference, cached) = match cache {
+            Some(cache) => Reference::cached(cache, gpu, &net, images, REFERENCE_BATCH, progress).await?,
+            None => (
+                Reference::compute(gpu, &net, images, REFERENCE_BATCH, progress).await?,
+                false,
+            ),
+        };
         Ok(MnistFid {
             classifier: net,
             reference,
@@ -65,12 +89,29 @@ impl MnistFid {
         Self::load(gpu, classifier, images, cache, progress).await
     }
 
-    /// [`MnistFid::of_test_split`] with the shipped classifier and the default cache.
-    pub async fn shipped(gpu: &Gpu, data: &str, progress: &mut dyn FnMut(usize, usize)) -> Result<MnistFid> {
-        let (classifier, cache) = (
-            Path::new(SHIPPED_MNIST_CLASSIFIER),
-            Path::new(DEFAULT_STATS_CACHE),
-        );
-        Self::of_test_split(gpu, classifier, data, cache, progress).await
+    /// MNIST-FID as training and the experiments score it: the shipped classifier (the bytes
+    /// of [`SHIPPED_MNIST_CLASSIFIER`]) against its statistics of the 10,000 MNIST test images
+    /// (the bytes of [`SHIPPED_MNIST_TEST_STATS`]; FID only, no KID rows). Bytes, so a page
+    /// passes what it fetched; no reference is computed.
+    pub fn shipped(gpu: &Gpu, classifier: &[u8], stats: &[u8]) -> Result<MnistFid> {
+        let ckpt = Checkpoint::from_bytes(classifier, SHIPPED_MNIST_CLASSIFIER)?;
+        let net = Classifier::from_checkpoint(gpu, &ckpt, SHIPPED_MNIST_CLASSIFIER)?;
+        let reference = Reference::fid_only(stats, SHIPPED_MNIST_TEST_STATS)?;
+        let of = &reference.source;
+        if of.network != net.id() || of.dataset != "mnist/test" {
+            return Err(Error::Config(format!(
+                "{SHIPPED_MNIST_TEST_STATS} holds the statistics of {} {} images under {}, not of the MNIST \
+                 test split under the shipped classifier ({}): remake it as assets/models/README.md says",
+                of.images,
+                of.dataset,
+                of.network,
+                net.id()
+            )));
+        }
+        Ok(MnistFid {
+            classifier: net,
+            reference,
+            cached: true,
+        })
     }
 }

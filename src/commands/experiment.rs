@@ -350,7 +350,7 @@ fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
         }))?;
         bar.finish_and_clear();
 
-        let tracker = super::shipped_mnist_fid(gpu, "mnist")?;
+        let tracker = super::shipped_mnist_fid(gpu)?;
         let mut training = TrainingBar::new(arms.len(), plan.train_seconds);
         let rows = block_on(ladder::run_ablation(
             gpu,
@@ -410,7 +410,7 @@ fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
                 published: &compression::PUBLISHED_NCSN,
             },
         ];
-        let tracker = super::shipped_mnist_fid(gpu, "mnist")?;
+        let tracker = super::shipped_mnist_fid(gpu)?;
         let rows_total = subjects.len() * (compression::settings().len() + 1);
         let bar = progress_bar(rows_total, "rows");
         let rows = block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
@@ -434,7 +434,7 @@ fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
     plan.budget_seconds = args.budget.unwrap_or(plan.budget_seconds);
     let recipes = speedrun::recipes();
     run_experiment(gpu, &args.out, |run| {
-        let tracker = super::shipped_mnist_fid(gpu, "mnist")?;
+        let tracker = super::shipped_mnist_fid(gpu)?;
         let mut training = TrainingBar::new(recipes.len(), plan.budget_seconds);
         let curves = block_on(speedrun::run(
             gpu,

@@ -102,6 +102,11 @@ pub struct TrainArgs {
     /// 1-channel 28x28 models only [default: 0]
     #[arg(long, value_name = "N")]
     fid_every: Option<usize>,
+    /// Live MNIST-FID when --fid-every is 0 and the run trains on MNIST with a 1-channel 28x28
+    /// model: score the EMA weights (and write a grid beside it) as often as keeps that work at
+    /// this share of the run's time, keep the best in best.safetensors; 0 = off [default: 0.1]
+    #[arg(long, value_name = "SHARE")]
+    fid_share: Option<f32>,
     /// Images sampled for each MNIST-FID evaluation [default: 256]
     #[arg(long)]
     fid_samples: Option<usize>,
@@ -220,6 +225,7 @@ impl TrainArgs {
             ("--precision", self.precision.is_some()),
             ("--optimizer", self.optimizer.is_some()),
             ("--fid-every", self.fid_every.is_some()),
+            ("--fid-share", self.fid_share.is_some()),
             ("--fid-samples", self.fid_samples.is_some()),
             ("--fid-steps", self.fid_steps.is_some()),
         ];
@@ -262,7 +268,7 @@ impl TrainArgs {
             precision,
             optimizer
         );
-        set!(fid_every, fid_samples, fid_steps);
+        set!(fid_every, fid_share, fid_samples, fid_steps);
         if self.epochs.is_some() {
             c.epochs = self.epochs;
         }
@@ -420,8 +426,8 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         100.0 * state as f64 / f32_state as f64,
         f32_state as f64 / (1 << 20) as f64
     );
-    let fid = match leader && c.fid_every > 0 {
-        true => Some(super::shipped_mnist_fid(gpu, &c.data)?),
+    let fid = match trainer.scores_mnist_fid() {
+        true => Some(super::shipped_mnist_fid(gpu)?),
         false => None,
     };
     let mut run = TrainingRun::new(trainer, fid, Box::new(Folder(c.out.clone())))?;

@@ -8,7 +8,7 @@
 
 use crate::data::{Dataset, Split};
 use crate::metrics::{frechet_distance, kid, FeatureStats, KID_SUBSETS};
-use crate::{Gpu, Result, Tensor};
+use crate::{Error, Gpu, Result, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// Where reference statistics are cached unless told otherwise (`wgdiff eval --cache`, the
@@ -101,6 +101,22 @@ pub struct ReferenceSource {
 }
 
 impl Reference {
+    /// A reference of FID statistics alone (no KID rows: [`compare`] refuses it), from the bytes
+    /// of a statistics file (`origin` names it in errors) as [`Reference::cached`] writes them.
+    pub fn fid_only(bytes: &[u8], origin: &str) -> Result<Reference> {
+        let (stats, source) = FeatureStats::from_bytes(bytes, origin)?;
+        let source: ReferenceSource = serde_json::from_value(source).map_err(|e| {
+            Error::Config(format!(
+                "{origin}: its metadata does not say what the statistics are of ({e})"
+            ))
+        })?;
+        Ok(Reference {
+            stats,
+            kid_rows: Vec::new(),
+            source,
+        })
+    }
+
     /// Statistics of `images`' features, computed in batches of `batch`.
     pub async fn compute(
         gpu: &Gpu,
@@ -204,6 +220,13 @@ pub struct Scores {
 /// Scores of generated feature rows (`dim` wide) against `reference`; KID uses subsets of
 /// min(1000, both sizes) rows with a fixed seed.
 pub fn compare(metric: &str, rows: &[f32], dim: usize, reference: &Reference) -> Result<Scores> {
+    if reference.kid_rows.is_empty() {
+        return Err(Error::Config(format!(
+            "the reference ({} {} images) holds FID statistics only; KID needs its feature rows (compute \
+             the reference from the images)",
+            reference.source.images, reference.source.dataset
+        )));
+    }
     let stats = FeatureStats::from_features(rows, dim)?;
     let fid = frechet_distance(&stats, &reference.stats)?;
     let kid = kid(rows, &reference.kid_rows, dim, KID_SUBSETS, None, 0)?;

@@ -3,6 +3,7 @@
 
 use super::{SampleRequest, Sampling};
 use crate::eval::{compare, FeatureNet, Reference, Scores};
+use crate::metrics::{frechet_distance, FeatureStats};
 use crate::{Error, Gpu, Result};
 use web_time::Instant;
 
@@ -59,6 +60,19 @@ impl GeneratedFeatures {
             )));
         }
         compare(features.metric(), &self.rows, self.dim, reference)
+    }
+
+    /// FID alone (MNIST-FID for the MNIST classifier) of the images so far against the
+    /// statistics `reference`.
+    pub fn fid(&self, features: &dyn FeatureNet, reference: &FeatureStats) -> Result<f64> {
+        if self.count < 2 {
+            return Err(Error::Config(format!(
+                "{} needs at least 2 generated images, got {}",
+                features.metric(),
+                self.count
+            )));
+        }
+        frechet_distance(&FeatureStats::from_features(&self.rows, self.dim)?, reference)
     }
 }
 

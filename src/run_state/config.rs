@@ -15,6 +15,12 @@ pub const CFG_GUIDANCE: f32 = 2.0;
 /// Label-drop probability of class-conditional models when `class_dropout` is not set.
 pub const DEFAULT_CLASS_DROPOUT: f32 = 0.1;
 
+/// The share of a run's time live MNIST-FID takes by default (`fid_share`): a score and a
+/// grid every ~20 s of training for the speed-run recipe on lavapipe.
+pub const DEFAULT_FID_SHARE: f32 = 0.1;
+/// The largest `fid_share`: half the time scoring.
+pub const MAX_FID_SHARE: f32 = 0.5;
+
 /// How training batches pick the number k of deepest U-Net levels to skip (the two schemes of
 /// the adaptive U-Net paper, Giladi, Meir, Kavar and Elad).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -114,8 +120,13 @@ pub struct TrainConfig {
     /// The optimizer: AdamW with f32 or 8-bit moments.
     pub optimizer: Optimizer,
     /// Score MNIST-FID of the EMA network every this many steps and keep the best weights in
-    /// best.safetensors (0 = off; needs 1-channel 28x28 images).
+    /// best.safetensors (0 = off; needs 1-channel 28x28 images). Set, it replaces `fid_share`.
     pub fid_every: usize,
+    /// Live MNIST-FID: when `fid_every` is 0 and the run trains on MNIST with a model of
+    /// 1-channel 28x28 images, score the EMA network (and sample a grid beside it) as often as
+    /// keeps that work at about this share of the run's time, keeping the best weights as
+    /// `fid_every` does (0 = off; at most [`MAX_FID_SHARE`]).
+    pub fid_share: f32,
     /// Images sampled for each MNIST-FID evaluation.
     pub fid_samples: usize,
     /// Sampler steps for the MNIST-FID samples (the default sampler).
@@ -255,6 +266,7 @@ impl Default for TrainConfig {
             precision: Precision::F32,
             optimizer: Optimizer::Adam,
             fid_every: 0,
+            fid_share: DEFAULT_FID_SHARE,
             fid_samples: 256,
             fid_steps: 20,
         }
@@ -339,9 +351,17 @@ impl TrainConfig {
                 return bad(format!("class_dropout must be in [0, 1], got {p}"));
             }
         }
-        if self.fid_every > 0 && (self.fid_samples < 2 || self.fid_steps == 0) {
+        if !(0.0..=MAX_FID_SHARE).contains(&self.fid_share) {
             return bad(format!(
-                "fid_every needs fid_samples >= 2 and fid_steps >= 1, got {} and {}",
+                "fid_share must be in [0, {MAX_FID_SHARE}] (the share of the run's time live MNIST-FID may \
+                 take; 0 = off), got {}",
+                self.fid_share
+            ));
+        }
+        if (self.fid_every > 0 || self.fid_share > 0.0) && (self.fid_samples < 2 || self.fid_steps == 0) {
+            return bad(format!(
+                "MNIST-FID during training (fid_every or fid_share) needs fid_samples >= 2 and fid_steps >= 1, \
+                 got {} and {}; set fid_share = 0 and fid_every = 0 to train without it",
                 self.fid_samples, self.fid_steps
             ));
         }

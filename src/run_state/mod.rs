@@ -5,7 +5,7 @@ pub mod config;
 
 pub use config::{
     check_finite_nonnegative, Optimizer, Precision, SkipTraining, TrainConfig, CFG_GUIDANCE,
-    DEFAULT_CLASS_DROPOUT,
+    DEFAULT_CLASS_DROPOUT, DEFAULT_FID_SHARE, MAX_FID_SHARE,
 };
 
 use crate::checkpoint::{Checkpoint, Stored};

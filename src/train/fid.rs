@@ -66,6 +66,6 @@ impl FidTracker {
             |_| {},
         )
         .await?;
-        Ok(generated.scores(self.features.as_ref(), &self.reference)?.fid)
+        generated.fid(self.features.as_ref(), &self.reference.stats)
     }
 }

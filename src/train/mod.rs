@@ -10,7 +10,7 @@ pub mod step_log;
 
 pub use crate::run_state::{
     default_process, divergence, sampling_export, FidRecord, Optimizer, Precision, SkipTraining, TrainConfig,
-    TrainState, CFG_GUIDANCE, DIVERGED_WEIGHT,
+    TrainState, CFG_GUIDANCE, DIVERGED_WEIGHT, MAX_FID_SHARE,
 };
 pub use fid::FidTracker;
 pub use resume::{ResumeChanges, KEPT_ON_RESUME};
@@ -36,7 +36,16 @@ use {
     std::path::Path,
 };
 
-/// Why every process of a run stops before its next step ([`Trainer::agree_to_stop`]).
+/// What every process of a run agreed before its next step ([`Trainer::agree`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Agreed {
+    /// Stop before the step, and why.
+    pub stop: Option<Stop>,
+    /// Score live MNIST-FID after the step (`fid_share`).
+    pub scoring_due: bool,
+}
+
+/// Why every process of a run stops before its next step ([`Trainer::agree`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
     /// Ctrl-C or SIGTERM reached some process.
@@ -429,20 +438,35 @@ impl Trainer {
         }
     }
 
-    /// Whether the run stops before its next step, and why: a signal on any process
-    /// (`signalled` here), else the time budget spent on any process. Every process must stop
-    /// at the same step, or the others would wait for it forever; one all-reduce asks both.
-    pub fn agree_to_stop(&self, signalled: bool) -> Result<Option<Stop>> {
-        let flags = [signalled, self.out_of_time()];
+    /// What every process of the run does around its next step: whether it stops before it,
+    /// and why (a signal on any process, `signalled` here; else the time budget spent on any
+    /// process), and whether live MNIST-FID scores after it (`scoring_due` on rank 0, which
+    /// alone keeps the clock). Every process must stop and wait for the scoring at the same
+    /// step, or the others would wait for it forever; one all-reduce asks all three.
+    pub fn agree(&self, signalled: bool, scoring_due: bool) -> Result<Agreed> {
+        let flags = [signalled, self.out_of_time(), scoring_due];
         let agreed = match &self.collective {
             Some(collective) => collective.any(&flags)?,
             None => flags.to_vec(),
         };
-        Ok(match agreed[..] {
-            [true, _] => Some(Stop::Signal),
-            [false, true] => Some(Stop::OutOfTime),
-            _ => None,
+        Ok(Agreed {
+            stop: match agreed[..2] {
+                [true, _] => Some(Stop::Signal),
+                [false, true] => Some(Stop::OutOfTime),
+                _ => None,
+            },
+            scoring_due: agreed[2],
         })
+    }
+
+    /// Whether this run scores MNIST-FID: every `fid_every` steps when set, else under
+    /// `fid_share` when it trains on MNIST (`mnist` or `mnist:DIR`) with a model of 1-channel
+    /// 28x28 images. Only rank 0 scores.
+    pub fn scores_mnist_fid(&self) -> bool {
+        let c = &self.state.config;
+        let on_mnist = matches!(c.data.parse::<DataSource>(), Ok(DataSource::Mnist(_)))
+            && self.state.model.image_shape() == [1, 28, 28];
+        self.rank() == 0 && (c.fid_every > 0 || (c.fid_share > 0.0 && on_mnist))
     }
 
     /// The dataset's images per epoch.

@@ -6,7 +6,7 @@
 //! signal, a button) and showing the [`TrainEvent`]s it reports; it decides none of them. In a
 //! data-parallel job every process advances in lockstep and only rank 0 writes and scores.
 
-use super::{FidTracker, Stop, Trainer};
+use super::{FidTracker, Stop, TrainConfig, Trainer};
 use crate::data::{grid_columns, grid_png, GridLayout};
 use crate::fsio::FileStore;
 use crate::optim::LossScaler;
@@ -94,6 +94,43 @@ pub struct TrainingRun<'f> {
     ended: bool,
     count_flops: bool,
     flops: Option<f64>,
+    live: LiveScoring,
+}
+
+/// When live MNIST-FID is next due under `fid_share` (rank 0 keeps this clock): once the run
+/// has trained, since the last scoring ended, long enough that the last scoring's cost is
+/// `share` of the two together. Before the first scoring its cost is estimated from the step
+/// time: sampling `samples` images at `steps` steps in batches of `batch` is about
+/// `samples x steps / (3 x batch)` training steps (a step's backward costs twice its forward).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LiveScoring {
+    /// Seconds into the run when the last scoring ended (0 before the first).
+    pub last_end: f64,
+    /// Seconds the last scoring (MNIST-FID and its grid) took.
+    pub last_cost: Option<f64>,
+    /// Seconds of the latest training step after the run's first (which compiles kernels).
+    pub step_seconds: Option<f64>,
+}
+
+impl LiveScoring {
+    /// Whether scoring is due at `now` seconds into a run of `config`.
+    pub fn due(&self, now: f64, config: &TrainConfig) -> bool {
+        let share = config.fid_share as f64;
+        if config.fid_every > 0 || share <= 0.0 {
+            return false;
+        }
+        let cost = self.last_cost.or_else(|| {
+            self.step_seconds
+                .map(|step| step * (config.fid_samples * config.fid_steps) as f64 / (3 * config.batch) as f64)
+        });
+        cost.is_some_and(|cost| now - self.last_end >= cost * (1.0 - share) / share)
+    }
+
+    /// Records a scoring that ran from `start` to `end` seconds into the run.
+    pub fn scored(&mut self, start: f64, end: f64) {
+        self.last_cost = Some(end - start);
+        self.last_end = end;
+    }
 }
 
 impl<'f> TrainingRun<'f> {
@@ -104,14 +141,21 @@ impl<'f> TrainingRun<'f> {
     pub fn new(trainer: Trainer, fid: Option<FidTracker>, files: Box<dyn FileStore + 'f>) -> Result<Self> {
         let leader = trainer.rank() == 0;
         let c = &trainer.state.config;
-        if leader && (c.fid_every > 0) != fid.is_some() {
+        if trainer.scores_mnist_fid() != fid.is_some() && leader {
             return Err(Error::Config(match fid {
-                None => format!(
+                None if c.fid_every > 0 => format!(
                     "fid_every = {} needs an MNIST-FID tracker (the shipped classifier and the reference \
                      statistics); set fid_every = 0 to train without it",
                     c.fid_every
                 ),
-                Some(_) => "an MNIST-FID tracker was given but fid_every is 0".into(),
+                None => format!(
+                    "live MNIST-FID (fid_share = {}) needs an MNIST-FID tracker (the shipped classifier and \
+                     the reference statistics); set fid_share = 0 to train without it",
+                    c.fid_share
+                ),
+                Some(_) => "an MNIST-FID tracker was given but this run scores no MNIST-FID (fid_every and \
+                            fid_share are 0, or it does not train on MNIST)"
+                    .into(),
             }));
         }
         if leader {
@@ -127,6 +171,7 @@ impl<'f> TrainingRun<'f> {
             ended: false,
             count_flops: true,
             flops: None,
+            live: LiveScoring::default(),
         })
     }
 
@@ -156,24 +201,25 @@ impl<'f> TrainingRun<'f> {
             self.end(RunEnd::Completed, on_event).await?;
             return Ok(false);
         }
-        match self.trainer.agree_to_stop(stop_requested)? {
-            Some(Stop::Signal) => {
-                self.end(RunEnd::StopRequested, on_event).await?;
-                return Ok(false);
-            }
-            Some(Stop::OutOfTime) => {
-                self.end(RunEnd::OutOfTime, on_event).await?;
-                return Ok(false);
-            }
-            None => {}
+        let scoring_due = self.fid.is_some() && self.live.due(self.seconds(), &self.trainer.state.config);
+        let agreed = self.trainer.agree(stop_requested, scoring_due)?;
+        if let Some(stop) = agreed.stop {
+            let why = match stop {
+                Stop::Signal => RunEnd::StopRequested,
+                Stop::OutOfTime => RunEnd::OutOfTime,
+            };
+            self.end(why, on_event).await?;
+            return Ok(false);
         }
         self.step(on_event).await?;
         let step = self.trainer.state.step;
         let c = self.trainer.state.config.clone();
         let due = |every: usize| every > 0 && step % every == 0;
         let finished = self.trainer.finished();
+        let score = due(c.fid_every) || agreed.scoring_due;
         if self.leader {
-            if let Some(tracker) = self.fid.as_ref().filter(|_| due(c.fid_every)) {
+            let scoring_start = self.seconds();
+            if let Some(tracker) = self.fid.as_ref().filter(|_| score) {
                 let (record, is_best) = tracker.record(&mut self.trainer).await?;
                 let best = match is_best {
                     true => {
@@ -191,11 +237,15 @@ impl<'f> TrainingRun<'f> {
                     file: self.files.describe(CHECKPOINT_FILE),
                 });
             }
-            if due(c.sample_every) && !finished {
+            // live scoring shows the grid of the weights it scored
+            if (due(c.sample_every) || agreed.scoring_due) && !finished {
                 self.grid(&format!("samples_step{step:06}.png"), on_event).await?;
             }
+            if agreed.scoring_due {
+                self.live.scored(scoring_start, self.seconds());
+            }
         }
-        if due(c.fid_every) || (!finished && (due(c.checkpoint_every) || due(c.sample_every))) {
+        if score || (!finished && (due(c.checkpoint_every) || due(c.sample_every))) {
             // the other processes wait while rank 0 scores and writes
             self.trainer.barrier()?;
         }
@@ -203,6 +253,11 @@ impl<'f> TrainingRun<'f> {
             self.end(RunEnd::Completed, on_event).await?;
         }
         Ok(!self.ended)
+    }
+
+    /// Seconds since the run's first advance began.
+    fn seconds(&self) -> f64 {
+        self.began.map_or(0.0, |b| b.elapsed().as_secs_f64())
     }
 
     fn started_event(&self) -> TrainEvent {
@@ -235,15 +290,19 @@ impl<'f> TrainingRun<'f> {
             }
             Err(e) => return Err(e),
         };
-        if counting {
-            let profile = gpu.profiler().stop().await?;
-            self.flops = Some(profile.records.iter().map(|r| r.flops).sum());
+        let seconds = started.elapsed().as_secs_f64();
+        match counting {
+            true => {
+                let profile = gpu.profiler().stop().await?;
+                self.flops = Some(profile.records.iter().map(|r| r.flops).sum());
+            }
+            false => self.live.step_seconds = Some(seconds),
         }
         on_event(TrainEvent::Step {
             step: self.trainer.state.step,
             loss,
-            seconds: started.elapsed().as_secs_f64(),
-            elapsed: self.began.map_or(0.0, |b| b.elapsed().as_secs_f64()),
+            seconds,
+            elapsed: self.seconds(),
             flops: self.flops,
             all_reduce_seconds: self.trainer.last_reduce().map(|r| r.seconds),
             scaler: self.trainer.state.scaler.clone(),
@@ -313,5 +372,40 @@ impl<'f> TrainingRun<'f> {
             checkpoint: self.files.describe(CHECKPOINT_FILE),
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LiveScoring, TrainConfig};
+
+    #[test]
+    fn live_scoring_waits_until_its_cost_is_its_share() {
+        let config = TrainConfig {
+            fid_share: 0.1,
+            fid_samples: 256,
+            fid_steps: 20,
+            batch: 128,
+            ..TrainConfig::default()
+        };
+        let mut clock = LiveScoring::default();
+        assert!(!clock.due(1e6, &config), "no estimate before a step is timed");
+        // estimate: 0.3 s x 256 x 20 / (3 x 128) = 4 s of scoring, so 36 s of training first
+        clock.step_seconds = Some(0.3);
+        assert!(!clock.due(35.9, &config));
+        assert!(clock.due(36.1, &config));
+        // a scoring from 40 s to 42 s: the next after 18 s more of training
+        clock.scored(40.0, 42.0);
+        assert!(!clock.due(59.9, &config));
+        assert!(clock.due(60.1, &config));
+        // fid_every replaces it; 0 turns it off
+        for (fid_every, fid_share) in [(5, 0.1), (0, 0.0)] {
+            let off = TrainConfig {
+                fid_every,
+                fid_share,
+                ..config.clone()
+            };
+            assert!(!clock.due(1e6, &off));
+        }
     }
 }

@@ -214,3 +214,39 @@ fn shipped_classifier_classifies_mnist_and_separates_digits_from_noise() {
     let x = Tensor::from_f32(gpu(), &[2, 1, 28, 28], &digits_a[..2 * per]).unwrap();
     assert_eq!(FeatureNet::features(&net, &x).unwrap().shape(), [2, 128]);
 }
+
+/// The shipped statistics of the MNIST test split belong to the shipped classifier: 500 test
+/// images score close to them, noise far; statistics of another network are refused by name.
+#[test]
+fn the_shipped_test_statistics_are_the_shipped_classifiers() {
+    use wgdiff::classifier::{MnistFid, SHIPPED_MNIST_TEST_STATS};
+    use wgdiff::metrics::{frechet_distance, FeatureStats};
+    let gpu = gpu();
+    let classifier = std::fs::read(SHIPPED_MNIST_CLASSIFIER).unwrap();
+    let stats = std::fs::read(SHIPPED_MNIST_TEST_STATS).unwrap();
+    let fid = MnistFid::shipped(gpu, &classifier, &stats).unwrap();
+    assert_eq!(fid.reference.source.images, 10_000);
+    let test = mnist(DEFAULT_MNIST_DIR, Split::Test).unwrap();
+    let n = 500;
+    let fid_of = |pixels: Vec<f32>| {
+        let images = Tensor::from_f32(gpu, &[n, 1, 28, 28], &pixels).unwrap();
+        let rows = fid.classifier.features(&images).unwrap().to_vec().unwrap();
+        let generated = FeatureStats::from_features(&rows, fid.reference.stats.dim()).unwrap();
+        frechet_distance(&generated, &fid.reference.stats).unwrap()
+    };
+    let digits = fid_of(test.images[..n * 784].to_vec());
+    let noise = fid_of(gaussian_noise_images(n * 784, 7));
+    // (measured: 18.9 and 599; 500 images bias FID upwards)
+    assert!(digits < 40.0 && noise > 200.0, "digits {digits}, noise {noise}");
+
+    let other = Classifier::new(gpu, small_config(), 3).unwrap();
+    let other = pollster::block_on(other.checkpoint(serde_json::json!({})))
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let err = MnistFid::shipped(gpu, &other, &stats).err().unwrap().to_string();
+    assert!(
+        err.contains(SHIPPED_MNIST_TEST_STATS) && err.contains("README"),
+        "{err}"
+    );
+}

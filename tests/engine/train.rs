@@ -532,18 +532,7 @@ fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
     };
     let best = config.out.join("best.safetensors");
     std::fs::create_dir_all(&config.out).unwrap();
-    let classifier = Classifier::load(gpu(), Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
-    let data = "mnist".parse::<DataSource>().unwrap().load(Split::Test).unwrap();
-    let images = ReferenceImages {
-        data: &data,
-        split: Split::Test,
-        limit: Some(64),
-    };
-    let reference = pollster::block_on(Reference::compute(gpu(), &classifier, images, 64, |_| {})).unwrap();
-    let tracker = FidTracker {
-        features: Box::new(classifier),
-        reference,
-    };
+    let tracker = small_mnist_fid();
     let trainer = Trainer::new(gpu(), config.clone()).unwrap();
     let files = Box::new(wgdiff::fsio::Folder(config.out.clone()));
     let mut run = TrainingRun::new(trainer, Some(tracker), files).unwrap();
@@ -594,6 +583,74 @@ fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
         err.contains("fid_every") && err.contains("[1, 32, 32]") && err.contains("28x28"),
         "{err}"
     );
+}
+
+/// The shipped classifier against 64 test images: MNIST-FID for short test runs.
+fn small_mnist_fid() -> FidTracker {
+    let classifier = Classifier::load(gpu(), Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
+    let data = "mnist".parse::<DataSource>().unwrap().load(Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &data,
+        split: Split::Test,
+        limit: Some(64),
+    };
+    let reference = pollster::block_on(Reference::compute(gpu(), &classifier, images, 64, |_| {})).unwrap();
+    FidTracker {
+        features: Box::new(classifier),
+        reference,
+    }
+}
+
+#[test]
+fn live_fid_scores_on_its_clock_with_a_grid_beside_each_score_and_only_on_mnist() {
+    let config = TrainConfig {
+        fid_share: wgdiff::train::MAX_FID_SHARE,
+        fid_samples: 8,
+        fid_steps: 2,
+        grid_images: 4,
+        grid_steps: 2,
+        checkpoint_every: 0,
+        ..tiny_config("live-fid", 8)
+    };
+    std::fs::create_dir_all(&config.out).unwrap();
+    let trainer = Trainer::new(gpu(), config.clone()).unwrap();
+    assert!(trainer.scores_mnist_fid());
+    let files = || Box::new(wgdiff::fsio::Folder(config.out.clone()));
+    let missing = TrainingRun::new(trainer, None, files())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(missing.contains("fid_share"), "{missing}");
+    let trainer = Trainer::new(gpu(), config.clone()).unwrap();
+    let mut run = TrainingRun::new(trainer, Some(small_mnist_fid()), files()).unwrap();
+    let mut events = Vec::new();
+    let mut on_event = |event: TrainEvent| match event {
+        TrainEvent::Step { step, .. } => events.push(format!("step {step}")),
+        TrainEvent::Fid { record, .. } => events.push(format!("fid {}", record.step)),
+        TrainEvent::Grid { step, file, .. } => events.push(format!("grid {step} {file}")),
+        _ => {}
+    };
+    while block_on(run.advance(false, &mut on_event)).unwrap() {}
+    let scored: Vec<usize> = run.trainer().state.fid.iter().map(|r| r.step).collect();
+    assert!(!scored.is_empty() && !scored.contains(&1), "{events:?}");
+    for step in &scored {
+        let at = events.iter().position(|e| *e == format!("fid {step}")).unwrap();
+        assert_eq!(events[at - 1], format!("step {step}"), "{events:?}");
+        assert!(events[at + 1].starts_with(&format!("grid {step} ")), "{events:?}");
+        // (the last step's grid is the run's final one, samples.png)
+        assert!(*step == 8 || config.out.join(format!("samples_step{step:06}.png")).exists());
+    }
+    assert!(config.out.join("best.safetensors").exists());
+
+    // fashion (or a model of other images) trains without a tracker, the live MNIST-FID off
+    let fashion = TrainConfig {
+        data: format!("fashion:{}", wgdiff::data::DEFAULT_MNIST_DIR),
+        ..config.clone()
+    };
+    let trainer = Trainer::new(gpu(), fashion).unwrap();
+    assert!(!trainer.scores_mnist_fid());
+    assert!(TrainingRun::new(trainer, None, files()).is_ok());
+    std::fs::remove_dir_all(&config.out).unwrap();
 }
 
 #[test]

@@ -130,7 +130,7 @@ try {
   // 3. Training in the page: the loss falls, the checkpoint downloads and samples natively.
   const train = new URLSearchParams({ view: "train", autorun: "1", preset: "tiny", steps: "20",
     batch: "8", lr: "0.003", warmup: "10", "max-minutes": "0", "sample-every": "0",
-    "checkpoint-every": "0" });
+    "checkpoint-every": "0", "fid-share": "0" }); // (20 steps would score no live MNIST-FID)
   const checkpointDownload = page.waitForEvent("download", { timeout: 15 * MINUTES });
   await page.goto(site + "?" + train);
   const trained = await announcement(page, "train", `it.status === "done"`, 15 * MINUTES);

@@ -9,13 +9,11 @@ mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{
-    announce, deliver, exists, mnist_fid, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe,
-    IN_PAGE,
+    announce, deliver, exists, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe, IN_PAGE,
 };
 #[cfg(target_arch = "wasm32")]
 pub use web::{
-    announce, deliver, exists, mnist_fid, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe,
-    IN_PAGE,
+    announce, deliver, exists, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe, IN_PAGE,
 };
 
 /// How a shell starts the app: in a window (native) or in a page's canvas (the browser).
@@ -87,6 +85,22 @@ pub async fn training_data(data: &str, image_shape: [usize; 3]) -> Result<Arc<Da
         source => source.load(split)?,
     };
     Ok(Arc::new(dataset))
+}
+
+/// MNIST-FID during training: the shipped classifier against its shipped statistics of the
+/// MNIST test split (files, or addresses on the page's site).
+pub async fn mnist_fid(gpu: &Gpu) -> Result<crate::train::FidTracker> {
+    let read = |path: &'static str| async move {
+        read_file(Path::new(path)).await.map_err(|e| {
+            Error::Config(format!(
+                "MNIST-FID during training needs {path} ({e}): it ships in assets/models/, so run wgdiff from \
+                 the repository folder, or train without it (fid_share = 0)"
+            ))
+        })
+    };
+    let classifier = read(crate::classifier::SHIPPED_MNIST_CLASSIFIER).await?;
+    let stats = read(crate::classifier::SHIPPED_MNIST_TEST_STATS).await?;
+    Ok(crate::classifier::MnistFid::shipped(gpu, &classifier, &stats)?.into())
 }
 
 /// A fresh training run of `config`, or with `resume` the run saved there continued to

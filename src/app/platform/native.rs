@@ -69,12 +69,6 @@ pub fn announce(event: &str, json: &str) {
     eprintln!("{event}: {json}");
 }
 
-/// MNIST-FID during training: the shipped classifier against `data`'s test split.
-pub async fn mnist_fid(gpu: &Gpu, data: &str) -> Result<crate::train::FidTracker> {
-    let fid = crate::classifier::MnistFid::shipped(gpu, data, &mut |_, _| {}).await?;
-    Ok(fid.into())
-}
-
 /// Opens the app in a native window on `gpu`'s device.
 pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
     let native = eframe::NativeOptions {

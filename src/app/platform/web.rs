@@ -189,14 +189,6 @@ pub fn announce(event: &str, json: &str) {
     web_sys::console::log_1(&format!("wgdiff {event}: {json}").into());
 }
 
-/// MNIST-FID during training needs the classifier and the test split's reference statistics,
-/// which the page does not load yet: a clear error instead of a silent run without it.
-pub async fn mnist_fid(_gpu: &Gpu, _data: &str) -> Result<crate::train::FidTracker> {
-    Err(Error::Config(
-        "MNIST-FID during training is not available in the page yet; set \"FID every\" to 0".into(),
-    ))
-}
-
 /// Starts the app in the page's `canvas` on `gpu`'s device (the browser's WebGPU); the page
 /// keeps running it after this returns.
 pub async fn run_web(canvas: web_sys::HtmlCanvasElement, gpu: Gpu, options: AppOptions) -> Result<()> {
