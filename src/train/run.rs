@@ -230,19 +230,19 @@ impl<'f> TrainingRun<'f> {
                 };
                 on_event(TrainEvent::Fid { record, best });
             }
-            if due(c.checkpoint_every) && !finished {
-                self.save(CHECKPOINT_FILE, on_event).await?;
-                on_event(TrainEvent::Checkpoint {
-                    step,
-                    file: self.files.describe(CHECKPOINT_FILE),
-                });
-            }
             // live scoring shows the grid of the weights it scored
             if (due(c.sample_every) || agreed.scoring_due) && !finished {
                 self.grid(&format!("samples_step{step:06}.png"), on_event).await?;
             }
             if agreed.scoring_due {
                 self.live.scored(scoring_start, self.seconds());
+            }
+            if due(c.checkpoint_every) && !finished {
+                self.save(CHECKPOINT_FILE, on_event).await?;
+                on_event(TrainEvent::Checkpoint {
+                    step,
+                    file: self.files.describe(CHECKPOINT_FILE),
+                });
             }
         }
         if score || (!finished && (due(c.checkpoint_every) || due(c.sample_every))) {
