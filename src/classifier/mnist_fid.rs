@@ -1,5 +1,5 @@
-//! MNIST-FID's one constructor: the MNIST classifier whose features it compares and the
-//! reference statistics of a dataset split, read from the statistics cache or computed into it.
+//! MNIST-FID's one type: the MNIST classifier whose features it compares and the reference
+//! statistics of a dataset split, from the statistics cache (computed into it) or shipped.
 
 use super::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use crate::checkpoint::Checkpoint;
@@ -19,7 +19,7 @@ const REFERENCE_BATCH: usize = 250;
 pub struct MnistFid {
     pub classifier: Classifier,
     pub reference: Reference,
-    /// Whether the reference statistics came from the cache (else they were computed now).
+    /// Whether the reference statistics were read (the cache, the shipped file), not computed now.
     pub cached: bool,
 }
 
@@ -35,35 +35,16 @@ impl MnistFid {
     ) -> Result<MnistFid> {
         let net = Classifier::load(gpu, classifier).map_err(|e| {
             let fix = match classifier.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
-                true => {
-                    "it ships in assets/models/: run wgdiff from the repository folder (or train \
-                         without MNIST-FID: fid_share = 0, --fid-share 0)"
-                }
+                true => "it ships in assets/models/: run wgdiff from the repository folder",
                 false => "train one with `wgdiff train-classifier`, or use the shipped one",
             };
             Error::Config(format!("MNIST-FID needs its classifier ({e}); {fix}"))
         })?;
-        Self::new(gpu, net, images, Some(cache), progress).await
-    }
-
-    /// The classifier `net` against the statistics of `images`: from the cache folder `cache`
-    /// (or computed and cached there), or with no cache (a page) computed now.
-    pub async fn new(
-        gpu: &Gpu,
-        net: Classifier,
-        images: ReferenceImages<'_>,
-        cache: Option<&Path>,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<MnistFid> {
         let total = images.count();
-        let progress = |done| progress(done, total);
-        let (reference, cached) = match cache {
-            Some(cache) => Reference::cached(cache, gpu, &net, images, REFERENCE_BATCH, progress).await?,
-            None => (
-                Reference::compute(gpu, &net, images, REFERENCE_BATCH, progress).await?,
-                false,
-            ),
-        };
+        let (reference, cached) = Reference::cached(cache, gpu, &net, images, REFERENCE_BATCH, |done| {
+            progress(done, total)
+        })
+        .await?;
         Ok(MnistFid {
             classifier: net,
             reference,
