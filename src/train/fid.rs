@@ -1,5 +1,5 @@
-//! FID during training: every `fid_every` steps sample the EMA network (fixed seed, default
-//! sampler), score it against a cached reference, record `(step, fid)` and keep the best weights.
+//! FID during training (`fid_every`, or live under `fid_share`): sample the EMA network (fixed
+//! seed, default sampler), score it against a reference, record `(step, fid)`, keep the best.
 
 use super::Trainer;
 use crate::classifier::MnistFid;
