@@ -52,27 +52,27 @@ impl GeneratedFeatures {
     /// FID (MNIST-FID for the MNIST classifier) and KID of the images so far against
     /// `reference`, named by `features`' metric.
     pub fn scores(&self, features: &dyn FeatureNet, reference: &Reference) -> Result<Scores> {
-        if self.count < 2 {
-            return Err(Error::Config(format!(
-                "{} needs at least 2 generated images, got {}",
-                features.metric(),
-                self.count
-            )));
-        }
+        self.check_count(features)?;
         compare(features.metric(), &self.rows, self.dim, reference)
     }
 
     /// FID alone (MNIST-FID for the MNIST classifier) of the images so far against the
     /// statistics `reference`.
     pub fn fid(&self, features: &dyn FeatureNet, reference: &FeatureStats) -> Result<f64> {
-        if self.count < 2 {
-            return Err(Error::Config(format!(
+        self.check_count(features)?;
+        frechet_distance(&FeatureStats::from_features(&self.rows, self.dim)?, reference)
+    }
+
+    /// An error naming `features`' metric unless at least 2 images were gathered.
+    fn check_count(&self, features: &dyn FeatureNet) -> Result<()> {
+        match self.count {
+            0 | 1 => Err(Error::Config(format!(
                 "{} needs at least 2 generated images, got {}",
                 features.metric(),
                 self.count
-            )));
+            ))),
+            _ => Ok(()),
         }
-        frechet_distance(&FeatureStats::from_features(&self.rows, self.dim)?, reference)
     }
 }
 
