@@ -367,8 +367,8 @@ impl DenoiseView {
             .is_none_or(|(a, _, l)| a.size != size || *l != layout)
         {
             if let Some((a, b, _)) = self.textures.take() {
-                a.free(&shared.render);
-                b.free(&shared.render);
+                a.free();
+                b.free();
             }
             self.textures = Some((
                 GridTexture::new(&shared.render, size),
@@ -516,12 +516,11 @@ impl DenoiseView {
             ui.label("Run to see the samples form: x_t and the predicted x_0 after every step.");
             return;
         };
-        let size = egui::vec2(xt.size[0] as f32, xt.size[1] as f32);
         ui.horizontal(|ui| {
             for (texture, caption) in [(xt, "x_t (the sampler's state)"), (x0, "predicted x_0")] {
                 ui.vertical(|ui| {
                     ui.label(caption);
-                    ui.add(egui::Image::new(egui::load::SizedTexture::new(texture.id, size)));
+                    texture.show(ui);
                 });
             }
         });

@@ -1,5 +1,5 @@
 //! Sample grids drawn on the device: a compute pass writes an [N, C, H, W] tensor into an
-//! Rgba8Unorm storage texture registered with egui, so frames never go through the CPU.
+//! Rgba8Unorm storage texture, which a paint callback shows, so frames never go through the CPU.
 
 use crate::{Error, Gpu, Result, Tensor};
 use eframe::egui;
@@ -27,15 +27,37 @@ impl GridLayout {
     }
 }
 
-/// A texture egui shows and the compute pipeline that draws grids into it.
+/// A texture, the compute pipeline that draws grids into it and the render pipeline that shows it.
 pub struct GridTexture {
     texture: wgpu::Texture,
     view: wgpu::TextureView,
-    /// The texture's id in egui (for `ui.image((id, size))`).
-    pub id: egui::TextureId,
     /// [width, height] in texels.
     pub size: [u32; 2],
     pipeline: wgpu::ComputePipeline,
+    image: GridImage,
+}
+
+/// What a frame needs to show the texture: `shaders/grid_image.wgsl` and the texture bound.
+/// The app draws the grid with its own small shader rather than as an egui image: on a CPU
+/// adapter egui's general mesh shader took 7 ms of a frame for a 350x350 grid (lavapipe; see
+/// BENCHMARKS.md, "The app's job against the CLI").
+#[derive(Clone)]
+struct GridImage {
+    pipeline: wgpu::RenderPipeline,
+    bind: wgpu::BindGroup,
+}
+
+impl eframe::egui_wgpu::CallbackTrait for GridImage {
+    fn paint(
+        &self,
+        _info: egui::PaintCallbackInfo,
+        pass: &mut wgpu::RenderPass<'static>,
+        _resources: &eframe::egui_wgpu::CallbackResources,
+    ) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind, &[]);
+        pass.draw(0..3, 0..1);
+    }
 }
 
 impl GridTexture {
@@ -57,10 +79,6 @@ impl GridTexture {
             view_formats: &[],
         });
         let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-        let id = render
-            .renderer
-            .write()
-            .register_native_texture(device, &view, wgpu::FilterMode::Nearest);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("grid_texture.wgsl"),
             source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/grid_texture.wgsl").into()),
@@ -73,12 +91,25 @@ impl GridTexture {
             compilation_options: Default::default(),
             cache: None,
         });
+        let image = GridImage::new(render, &view);
         GridTexture {
             texture,
             view,
-            id,
             size,
             pipeline,
+            image,
+        }
+    }
+
+    /// Shows the texture at its size in points.
+    pub fn show(&self, ui: &mut egui::Ui) {
+        let size = egui::vec2(self.size[0] as f32, self.size[1] as f32);
+        let (rect, _) = ui.allocate_exact_size(size, egui::Sense::hover());
+        if ui.is_rect_visible(rect) {
+            ui.painter().add(eframe::egui_wgpu::Callback::new_paint_callback(
+                rect,
+                self.image.clone(),
+            ));
         }
     }
 
@@ -156,9 +187,53 @@ impl GridTexture {
         gpu.take_errors()
     }
 
-    /// Unregisters the texture from egui and frees it.
-    pub fn free(self, render: &RenderState) {
-        render.renderer.write().free_texture(&self.id);
+    /// Frees the texture (frames already recorded keep it alive until they ran).
+    pub fn free(self) {
         self.texture.destroy();
+    }
+}
+
+impl GridImage {
+    fn new(render: &RenderState, view: &wgpu::TextureView) -> GridImage {
+        let device = &render.device;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("grid_image.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/grid_image.wgsl").into()),
+        });
+        let fragment = if render.target_format.is_srgb() {
+            "fs_linear"
+        } else {
+            "fs_gamma"
+        };
+        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some("grid_image"),
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs_main"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: wgpu::PrimitiveState::default(),
+            depth_stencil: None,
+            multisample: wgpu::MultisampleState::default(),
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some(fragment),
+                compilation_options: Default::default(),
+                targets: &[Some(render.target_format.into())],
+            }),
+            multiview_mask: None,
+            cache: None,
+        });
+        let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("grid image"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::TextureView(view),
+            }],
+        });
+        GridImage { pipeline, bind }
     }
 }

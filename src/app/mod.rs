@@ -8,6 +8,7 @@ mod frame_clock;
 mod grid_texture;
 mod jobs;
 mod platform;
+mod plots;
 mod profile;
 mod skip;
 mod train;
@@ -20,7 +21,7 @@ pub use platform::entry::*;
 pub use profile::{SortBy, Workload as ProfileWorkload};
 pub use train::{run_training, TrainSettings, PAGE_MAX_MINUTES};
 
-use crate::gpu::Pacing;
+use crate::gpu::{Pacing, Parts};
 use crate::{AdapterChoice, Error, Gpu, Result};
 use eframe::egui;
 use eframe::egui_wgpu::RenderState;
@@ -33,13 +34,12 @@ use std::path::PathBuf;
 /// throughput (`wgdiff bench app`, BENCHMARKS.md).
 const JOB_SLICE_SECONDS: f64 = 0.01;
 
-/// On CPU adapters the jobs' convolutions run in parts of at most this many FLOPs (~10 ms on
-/// lavapipe), since whole ones at batch 32 take up to 150 ms and a frame cannot cut in.
-const CPU_PART_FLOPS: f64 = 2.5e7;
-
-/// While jobs run the UI redraws at least this often (a job's messages wake it at once); not
-/// redrawing continuously leaves the device (on lavapipe: the CPU) to the job.
-const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(50);
+/// While jobs run the UI redraws this often, showing what they sent since (the user's input
+/// and a job's end wake it at once): often enough that the 95th-percentile frame interval stays under 100 ms,
+/// seldom enough to leave the device (on lavapipe: the CPU, where a frame of the train view
+/// costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the CLI's throughput,
+/// 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
+const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(80);
 
 /// A `--screenshot` is taken once its view shows what it is for, or after this many seconds.
 const SCREENSHOT_TIMEOUT_S: f64 = 900.0;
@@ -171,7 +171,12 @@ impl WgdiffApp {
         // whole sampling or training step on the shared device.
         gpu.set_pacing(Some(Pacing {
             slice_seconds: JOB_SLICE_SECONDS,
-            part_flops: gpu.is_cpu().then_some(CPU_PART_FLOPS),
+            // (on a CPU adapter one dispatch may hold the queue for 150 ms; on a GPU they are short)
+            parts: if gpu.is_cpu() {
+                Parts::OneSlice
+            } else {
+                Parts::Whole
+            },
         }));
         let shared = Shared { gpu, render, options };
         let mut app = WgdiffApp {

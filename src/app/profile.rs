@@ -9,7 +9,7 @@ use crate::models::{preset, PRESETS};
 use crate::profile::{profile_sampling_step, profile_training_step};
 use crate::roofline::{measure_ceilings, roofline_points, Ceilings};
 use eframe::egui;
-use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
+use egui_plot::{Legend, Line, PlotPoints, Points};
 use std::path::PathBuf;
 
 /// What one profiled step runs.
@@ -311,14 +311,13 @@ fn roofline_plot(ui: &mut egui::Ui, profile: &Profile, ceilings: Option<&Ceiling
             format!("{v:.2}")
         }
     };
-    Plot::new("roofline")
+    super::plots::plot("roofline")
         .height(300.0)
         .legend(Legend::default())
         .x_axis_label("arithmetic intensity (FLOP/byte, log)")
         .y_axis_label("GFLOP/s (log)")
         .x_axis_formatter(power)
         .y_axis_formatter(power)
-        .allow_scroll(false)
         .show(ui, |plot| {
             plot.line(Line::new("measured roof", PlotPoints::from(roof)).width(2.0));
             for p in &points {

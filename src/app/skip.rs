@@ -11,7 +11,7 @@ use crate::models::SkipType;
 use crate::pipeline::{measure_skip_speedup, SampleRequest, SkipTiming};
 use crate::Gpu;
 use eframe::egui;
-use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
+use egui_plot::{Legend, Line, PlotPoints, Points};
 use std::path::PathBuf;
 
 /// Colour of the k(t) segments.
@@ -408,7 +408,7 @@ impl SkipView {
             .into_iter()
             .map(|(t, k)| [t as f64, k as f64])
             .collect();
-        Plot::new("skip schedule")
+        super::plots::plot("skip schedule")
             .height(220.0)
             // bottom right: near noise the schedules skip deep levels, nothing is drawn at k = 0
             .legend(Legend::default().position(egui_plot::Corner::RightBottom))
@@ -418,7 +418,6 @@ impl SkipView {
             .include_y(levels as f64 - 0.5)
             .include_x(0.0)
             .include_x(1.0)
-            .allow_scroll(false)
             .show(ui, |plot| {
                 // One horizontal segment per piece (a polyline with right-angle turns draws as a band).
                 let name = format!("k(t), c = {}", self.exponent);
@@ -505,13 +504,12 @@ impl SkipView {
             .iter()
             .map(|m| [m.exponent as f64, 100.0 * m.timing.speedup()])
             .collect();
-        Plot::new("speed-up")
+        super::plots::plot("speed-up")
             .height(200.0)
             .legend(Legend::default())
             .x_axis_label("exponent c")
             .y_axis_label("speed-up over c = 0 (%)")
             .include_y(0.0)
-            .allow_scroll(false)
             .show(ui, |plot| {
                 plot.line(Line::new("predicted (FLOPs)", PlotPoints::from(predicted)));
                 plot.points(Points::new("measured", PlotPoints::from(measured)).radius(4.0));

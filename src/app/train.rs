@@ -3,6 +3,7 @@
 
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
+use super::plots::{thinned, MAX_SERIES_POINTS};
 use super::{parse_setting, platform, Shared};
 use crate::data::grid_columns;
 use crate::models::PRESETS;
@@ -12,7 +13,7 @@ use crate::train::{
 };
 use crate::{Gpu, Result, Tensor};
 use eframe::egui;
-use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
+use egui_plot::{Legend, Line, PlotPoints, Points};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -391,7 +392,7 @@ impl TrainView {
             .is_none_or(|(t, l)| t.size != size || *l != layout)
         {
             if let Some((t, _)) = self.texture.take() {
-                t.free(&shared.render);
+                t.free();
             }
             self.texture = Some((GridTexture::new(&shared.render, size), layout));
         }
@@ -440,8 +441,7 @@ impl TrainView {
             if let (Some((texture, _)), Some((_, step))) = (&self.texture, &self.grid) {
                 ui.vertical(|ui| {
                     ui.label(format!("EMA samples after step {step}"));
-                    let size = egui::vec2(texture.size[0] as f32, texture.size[1] as f32);
-                    ui.add(egui::Image::new(egui::load::SizedTexture::new(texture.id, size)));
+                    texture.show(ui);
                 });
             }
         });
@@ -478,26 +478,25 @@ impl TrainView {
             average = Some(a);
             smoothed.push([step, a]);
         }
-        Plot::new("loss")
+        super::plots::plot("loss")
             .height(260.0)
             .legend(Legend::default())
             .x_axis_label("step")
             .y_axis_label("loss")
             .include_y(0.0)
-            .allow_scroll(false)
             .show(ui, |plot| {
-                plot.line(Line::new("loss", PlotPoints::from(self.losses.clone())));
-                plot.line(Line::new("smoothed (EMA 0.9)", PlotPoints::from(smoothed)).width(2.0));
+                let thin = |points: &[[f64; 2]]| PlotPoints::from(thinned(points, MAX_SERIES_POINTS));
+                plot.line(Line::new("loss", thin(&self.losses)));
+                plot.line(Line::new("smoothed (EMA 0.9)", thin(&smoothed)).width(2.0));
             });
     }
 
     fn fid_plot(&self, ui: &mut egui::Ui) {
         let points: Vec<[f64; 2]> = self.fid.iter().map(|r| [r.step as f64, r.fid]).collect();
-        Plot::new("fid")
+        super::plots::plot("fid")
             .height(160.0)
             .x_axis_label("step")
             .y_axis_label("MNIST-FID")
-            .allow_scroll(false)
             .show(ui, |plot| {
                 plot.line(Line::new("MNIST-FID", PlotPoints::from(points.clone())));
                 plot.points(Points::new("evaluations", PlotPoints::from(points)).radius(3.0));

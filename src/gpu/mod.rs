@@ -16,7 +16,7 @@ mod select;
 pub use autotune::Autotuner;
 pub use devices::{open_devices, DeviceSet};
 pub use host::IN_BROWSER;
-pub use pacing::Pacing;
+pub use pacing::{Pacing, Parts};
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
@@ -317,8 +317,8 @@ impl Gpu {
     }
 
     /// [`Gpu::dispatch_named`] for a kernel that adds a part base (the last of `params`, 0 as
-    /// given) to its workgroup id along `axis`: while paced with `part_flops`, a dispatch with
-    /// more FLOPs runs as several dispatches over consecutive workgroup ranges, so no single
+    /// given) to its workgroup id along `axis`: while paced with parts (see [`Parts`]), a
+    /// dispatch with more FLOPs than a part runs as several dispatches over consecutive workgroup ranges, so no single
     /// one holds the queue long (a UI frame waits behind at most one part). Results are the
     /// same either way.
     #[allow(clippy::too_many_arguments)]
@@ -408,8 +408,8 @@ impl Gpu {
     /// Paced submission for a device shared with a UI: with `Some(pacing)`, the thread that
     /// records work submits once what it recorded is estimated to fill `pacing.slice_seconds`
     /// of device time, then waits (natively) for the slice before it, learning from each
-    /// finished slice how long recorded work takes; it splits long dispatches into parts of
-    /// `pacing.part_flops`. So about two slices (one running, one queued) sit ahead of a frame
+    /// finished slice how long recorded work takes; it splits long dispatches as
+    /// `pacing.parts` says. So about two slices (one running, one queued) sit ahead of a frame
     /// the UI submits, while the job records the next. `None` (the default) batches freely.
     /// Results do not change, only where submits happen and how work is cut into dispatches.
     pub fn set_pacing(&self, pacing: Option<Pacing>) {

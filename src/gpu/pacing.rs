@@ -26,9 +26,21 @@ pub struct Pacing {
     /// Device time one submission of the job may hold the queue for (seconds): a frame the UI
     /// submits waits behind at most about this much of the job's work.
     pub slice_seconds: f64,
-    /// Split the dispatches that can be split ([`super::Gpu::dispatch_parts`]) into parts of at
-    /// most this many FLOPs; None: never split.
-    pub part_flops: Option<f64>,
+    /// How the dispatches that can be split ([`super::Gpu::dispatch_parts`]) are cut.
+    pub parts: Parts,
+}
+
+/// Parts of a splittable dispatch while paced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Parts {
+    /// Whole dispatches (a fast device, whose dispatches are short anyway).
+    Whole,
+    /// About one slice of device time each at the FLOP rate the pacer has learned, and at least
+    /// [`MIN_PART_FLOPS`]: on a CPU device whole convolutions take up to 150 ms, and a frame
+    /// cannot cut into a dispatch.
+    OneSlice,
+    /// At most this many FLOPs each (tests cut dispatches into many small parts).
+    Flops(f64),
 }
 
 /// A dispatch's fixed cost in the estimate (seconds): binding, barrier and launch.
@@ -36,6 +48,10 @@ const DISPATCH_SECONDS: f64 = 20e-6;
 /// FLOP and byte rates the estimate starts from (a CPU device's); the learned scale corrects them.
 const START_FLOPS_PER_SECOND: f64 = 5e9;
 const START_BYTES_PER_SECOND: f64 = 5e9;
+/// The smallest part [`Parts::OneSlice`] cuts (a few ms on a CPU device): the learned rate
+/// counts whatever else the device ran meanwhile (frames, other jobs), and below this a part
+/// costs more in dispatches than it saves a frame.
+const MIN_PART_FLOPS: f64 = 2.5e7;
 /// Weight of the newest wait in the learned scale.
 const LEARNING_RATE: f64 = 0.25;
 /// Bounds of the learned scale (a device 50x faster or slower than the start rates).
@@ -84,7 +100,15 @@ impl Pacer {
 
     /// The FLOPs per part of a splittable dispatch while paced (None: do not split).
     pub(super) fn part_flops(&self) -> Option<f64> {
-        self.pacing.and_then(|p| p.part_flops).filter(|&f| f > 0.0)
+        let pacing = self.pacing?;
+        match pacing.parts {
+            Parts::Whole => None,
+            Parts::OneSlice => {
+                Some((pacing.slice_seconds * START_FLOPS_PER_SECOND / self.scale).max(MIN_PART_FLOPS))
+            }
+            Parts::Flops(flops) => Some(flops),
+        }
+        .filter(|&f| f > 0.0)
     }
 
     /// Counts one recorded dispatch (`first_in_batch`: the work recorded before it was
@@ -151,7 +175,7 @@ mod tests {
         let mut p = Pacer::new();
         p.set(Some(Pacing {
             slice_seconds,
-            part_flops: None,
+            parts: Parts::Whole,
         }));
         p
     }
@@ -193,6 +217,28 @@ mod tests {
         // of 10 ms is 125 of them
         let until_full = (1..1000).find(|_| p.recorded(None, false)).unwrap();
         assert!((120..=130).contains(&until_full), "{until_full} dispatches");
+    }
+
+    #[test]
+    fn one_slice_parts_follow_the_learned_rate() {
+        let mut p = paced(0.01);
+        p.pacing = Some(Pacing {
+            slice_seconds: 0.01,
+            parts: Parts::OneSlice,
+        });
+        // 10 ms at the start rate of 5 GFLOP/s
+        assert!((p.part_flops().unwrap() - 5e7).abs() < 1.0);
+        // a device that took 1.6x the estimate: parts of 1/1.6 as many FLOPs
+        p.scale = 1.6;
+        assert!((p.part_flops().unwrap() - 3.125e7).abs() < 1.0);
+        // one 10x slower (or busy with other work): not below the floor
+        p.scale = 10.0;
+        assert_eq!(p.part_flops(), Some(MIN_PART_FLOPS));
+        p.pacing = Some(Pacing {
+            slice_seconds: 0.01,
+            parts: Parts::Flops(1e3),
+        });
+        assert_eq!(p.part_flops(), Some(1e3));
     }
 
     #[test]

@@ -92,7 +92,8 @@ pub struct TrainingRun<'f> {
     /// When the run's first advance began (None before it).
     began: Option<Instant>,
     ended: bool,
-    count_flops: bool,
+    /// Steps this run has taken (a resumed run starts at 0).
+    steps_taken: u64,
     flops: Option<f64>,
     live: LiveScoring,
 }
@@ -169,7 +170,7 @@ impl<'f> TrainingRun<'f> {
             leader,
             began: None,
             ended: false,
-            count_flops: true,
+            steps_taken: 0,
             flops: None,
             live: LiveScoring::default(),
         })
@@ -271,13 +272,25 @@ impl<'f> TrainingRun<'f> {
         }
     }
 
-    /// One optimiser step, its FLOPs counted on the run's first step; a non-finite loss ends
+    /// One optimiser step, its FLOPs counted on the run's second step (the first compiles and
+    /// tunes the kernels, and the tuner's candidate runs would count); a non-finite loss ends
     /// the run as diverged.
     async fn step(&mut self, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
         let gpu = self.trainer.gpu().clone();
         let started = Instant::now();
-        let counting = std::mem::take(&mut self.count_flops) && gpu.profiler().start().is_ok();
-        let loss = match self.trainer.step().await {
+        let counting = self.steps_taken == 1 && gpu.profiler().start().is_ok();
+        self.steps_taken += 1;
+        let stepped = self.trainer.step().await;
+        let seconds = started.elapsed().as_secs_f64();
+        // (the profiler is stopped whatever the step's outcome: it is the device's, shared)
+        match counting {
+            true => {
+                let profile = gpu.profiler().stop().await?;
+                self.flops = Some(profile.records.iter().map(|r| r.flops).sum());
+            }
+            false => self.live.step_seconds = Some(seconds),
+        }
+        let loss = match stepped {
             Ok(loss) => loss,
             Err(Error::Diverged(problem)) => {
                 let error = match self.leader {
@@ -290,14 +303,6 @@ impl<'f> TrainingRun<'f> {
             }
             Err(e) => return Err(e),
         };
-        let seconds = started.elapsed().as_secs_f64();
-        match counting {
-            true => {
-                let profile = gpu.profiler().stop().await?;
-                self.flops = Some(profile.records.iter().map(|r| r.flops).sum());
-            }
-            false => self.live.step_seconds = Some(seconds),
-        }
         on_event(TrainEvent::Step {
             step: self.trainer.state.step,
             loss,

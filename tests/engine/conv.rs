@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use crate::cpu;
-use wgdiff::gpu::Pacing;
+use wgdiff::gpu::{Pacing, Parts};
 use wgdiff::ops::{ConvAddends, ConvImpl, ConvOptions};
 use wgdiff::{DType, Tensor};
 
@@ -385,7 +385,7 @@ fn paced_tiled_and_winograd_convs_run_in_parts_with_the_same_results() {
         let whole = run();
         gpu.set_pacing(Some(Pacing {
             slice_seconds: 1e-4,
-            part_flops: Some(1e3),
+            parts: Parts::Flops(1e3),
         }));
         let parts = run();
         gpu.set_pacing(None);
