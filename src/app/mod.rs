@@ -35,10 +35,10 @@ use std::path::PathBuf;
 const JOB_SLICE_SECONDS: f64 = 0.01;
 
 /// While jobs run the UI redraws this often, showing what they sent since (the user's input
-/// and a job's end wake it at once): often enough that the 95th-percentile frame interval stays under 100 ms,
-/// seldom enough to leave the device (on lavapipe: the CPU, where a frame of the train view
-/// costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the CLI's throughput,
-/// 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
+/// and a job's end wake it at once): often enough that the 95th-percentile frame interval
+/// stays under 100 ms, seldom enough to leave the device (on lavapipe: the CPU, where a frame
+/// of the train view costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the
+/// CLI's throughput, 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
 const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(80);
 
 /// A `--screenshot` is taken once its view shows what it is for, or after this many seconds.
