@@ -193,8 +193,35 @@ impl GridTexture {
     }
 }
 
+/// The render pipeline of `shaders/grid_image.wgsl`, built once per renderer and kept in its
+/// callback resources for every grid texture.
+#[derive(Clone)]
+struct GridImagePipeline(wgpu::RenderPipeline);
+
 impl GridImage {
     fn new(render: &RenderState, view: &wgpu::TextureView) -> GridImage {
+        let mut renderer = render.renderer.write();
+        let resources = &mut renderer.callback_resources;
+        let pipeline = match resources.get::<GridImagePipeline>() {
+            Some(built) => built.0.clone(),
+            None => {
+                let built = Self::pipeline(render);
+                resources.insert(GridImagePipeline(built.clone()));
+                built
+            }
+        };
+        let bind = render.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("grid image"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::TextureView(view),
+            }],
+        });
+        GridImage { pipeline, bind }
+    }
+
+    fn pipeline(render: &RenderState) -> wgpu::RenderPipeline {
         let device = &render.device;
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("grid_image.wgsl"),
@@ -205,7 +232,7 @@ impl GridImage {
         } else {
             "fs_gamma"
         };
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
             label: Some("grid_image"),
             layout: None,
             vertex: wgpu::VertexState {
@@ -225,15 +252,6 @@ impl GridImage {
             }),
             multiview_mask: None,
             cache: None,
-        });
-        let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("grid image"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::TextureView(view),
-            }],
-        });
-        GridImage { pipeline, bind }
+        })
     }
 }

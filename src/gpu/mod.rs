@@ -318,8 +318,8 @@ impl Gpu {
 
     /// [`Gpu::dispatch_named`] for a kernel that adds a part base (the last of `params`, 0 as
     /// given) to its workgroup id along `axis`: while paced with parts (see [`Parts`]), a
-    /// dispatch with more FLOPs than a part runs as several dispatches over consecutive workgroup ranges, so no single
-    /// one holds the queue long (a UI frame waits behind at most one part). Results are the
+    /// dispatch with more FLOPs than a part runs as several dispatches over consecutive
+    /// workgroup ranges, so no single one holds the queue long (a UI frame waits behind at most one part). Results are the
     /// same either way.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch_parts(
