@@ -15,6 +15,14 @@ pub enum Activity {
 }
 
 impl Activity {
+    pub const ALL: [Activity; 5] = [
+        Activity::Idle,
+        Activity::Sampling,
+        Activity::Training,
+        Activity::Profiling,
+        Activity::Measuring,
+    ];
+
     /// The name in the log and the readout.
     pub fn name(self) -> &'static str {
         match self {
@@ -38,6 +46,18 @@ pub struct FrameSample {
     pub build_ms: f64,
     pub previous_frame_ms: Option<f64>,
     pub activity: Activity,
+}
+
+/// The frames of one activity in the log (see [`FrameClock::per_activity`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ActivityFrames {
+    pub activity: &'static str,
+    pub frames: usize,
+    pub interval_median_ms: f64,
+    pub interval_p95_ms: f64,
+    pub interval_max_ms: f64,
+    pub cpu_median_ms: f64,
+    pub cpu_p95_ms: f64,
 }
 
 /// Keeps the recent frame times and, with a log, every frame.
@@ -103,40 +123,53 @@ impl FrameClock {
         Some((last, percentile(&ms, 0.5), percentile(&ms, 0.95)))
     }
 
-    /// Per activity in the log: frames, median and 95th-percentile interval, and the median
-    /// and 95th percentile of the frames' CPU time.
-    pub fn summary(&self) -> String {
+    /// Per activity in the log (in [`Activity::ALL`]'s order, those with frames): frames,
+    /// interval median, 95th percentile and maximum, and the median and 95th percentile of
+    /// the frames' CPU time.
+    pub fn per_activity(&self) -> Vec<ActivityFrames> {
         let log = self.log.as_deref().unwrap_or_default();
-        let mut lines = Vec::new();
-        for activity in [
-            Activity::Idle,
-            Activity::Sampling,
-            Activity::Training,
-            Activity::Profiling,
-            Activity::Measuring,
-        ] {
-            // A frame's interval belongs to the activity of the frame that ends it.
-            let frames: Vec<&FrameSample> = log.iter().skip(1).filter(|s| s.activity == activity).collect();
-            if frames.is_empty() {
-                continue;
-            }
-            let mut ms: Vec<f64> = frames.iter().map(|s| s.interval_ms).collect();
-            ms.sort_by(f64::total_cmp);
-            let mut cost: Vec<f64> = frames.iter().filter_map(|s| s.previous_frame_ms).collect();
-            cost.sort_by(f64::total_cmp);
-            lines.push(format!(
-                "{}: {} frames, interval median {:.1} ms, 95th percentile {:.1} ms, max {:.1} ms; \
-                 frame CPU time median {:.1} ms, 95th percentile {:.1} ms",
-                activity.name(),
-                ms.len(),
-                percentile(&ms, 0.5),
-                percentile(&ms, 0.95),
-                ms[ms.len() - 1],
-                percentile(&cost, 0.5),
-                percentile(&cost, 0.95)
-            ));
-        }
-        lines.join("\n")
+        Activity::ALL
+            .into_iter()
+            .filter_map(|activity| {
+                // A frame's interval belongs to the activity of the frame that ends it.
+                let frames: Vec<&FrameSample> =
+                    log.iter().skip(1).filter(|s| s.activity == activity).collect();
+                let mut ms: Vec<f64> = frames.iter().map(|s| s.interval_ms).collect();
+                ms.sort_by(f64::total_cmp);
+                let mut cost: Vec<f64> = frames.iter().filter_map(|s| s.previous_frame_ms).collect();
+                cost.sort_by(f64::total_cmp);
+                Some(ActivityFrames {
+                    activity: activity.name(),
+                    frames: ms.len(),
+                    interval_median_ms: percentile(&ms, 0.5),
+                    interval_p95_ms: percentile(&ms, 0.95),
+                    interval_max_ms: *ms.last()?,
+                    cpu_median_ms: percentile(&cost, 0.5),
+                    cpu_p95_ms: percentile(&cost, 0.95),
+                })
+            })
+            .collect()
+    }
+
+    /// [`FrameClock::per_activity`] as lines of text (printed with `--frame-log`).
+    pub fn summary(&self) -> String {
+        self.per_activity()
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}: {} frames, interval median {:.1} ms, 95th percentile {:.1} ms, max {:.1} ms; \
+                     frame CPU time median {:.1} ms, 95th percentile {:.1} ms",
+                    a.activity,
+                    a.frames,
+                    a.interval_median_ms,
+                    a.interval_p95_ms,
+                    a.interval_max_ms,
+                    a.cpu_median_ms,
+                    a.cpu_p95_ms
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The log as CSV: `at_s,interval_ms,build_ms,previous_frame_ms,activity` (the last empty
@@ -154,5 +187,44 @@ impl FrameClock {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Activity, FrameClock, FrameSample};
+
+    fn sample(interval_ms: f64, activity: Activity) -> FrameSample {
+        FrameSample {
+            at_s: 0.0,
+            interval_ms,
+            build_ms: 1.0,
+            previous_frame_ms: Some(interval_ms / 10.0),
+            activity,
+        }
+    }
+
+    #[test]
+    fn frames_are_summed_up_per_activity_without_the_first() {
+        let mut clock = FrameClock::new(true);
+        let mut log = vec![sample(5_000.0, Activity::Sampling)]; // (the first: no interval)
+        log.extend((1..=20).map(|i| sample(i as f64 * 10.0, Activity::Sampling)));
+        log.extend([sample(40.0, Activity::Idle), sample(60.0, Activity::Idle)]);
+        clock.log = Some(log);
+        let frames = clock.per_activity();
+        assert_eq!(frames.len(), 2, "idle and sampling only: {frames:?}");
+        let (idle, sampling) = (&frames[0], &frames[1]);
+        assert_eq!(
+            (idle.activity, idle.frames, idle.interval_max_ms),
+            ("idle", 2, 60.0)
+        );
+        assert_eq!((sampling.activity, sampling.frames), ("sampling", 20));
+        assert_eq!(sampling.interval_median_ms, 100.0);
+        assert_eq!(sampling.interval_p95_ms, 190.0);
+        assert_eq!(sampling.interval_max_ms, 200.0);
+        assert_eq!(sampling.cpu_p95_ms, 19.0);
+        assert!(clock
+            .summary()
+            .contains("sampling: 20 frames, interval median 100.0 ms, 95th percentile 190.0 ms"));
     }
 }

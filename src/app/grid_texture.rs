@@ -113,8 +113,8 @@ impl GridTexture {
         }
     }
 
-    /// Draws `images` [N, C, H, W] (f32 in [-1, 1]) as a grid at the texture's top-left. The
-    /// engine's recorded work is submitted first, so the images are complete when drawn.
+    /// Draws `images` [N, C, H, W] (f32 in [-1, 1]) as a grid at the texture's top-left, after
+    /// the engine's recorded work (`Gpu::submit_in_order`), so the images are complete when drawn.
     pub fn draw(&self, gpu: &Gpu, images: &Tensor, layout: GridLayout) -> Result<()> {
         let shape: [usize; 4] = images.shape().try_into().map_err(|_| {
             Error::shape(
@@ -182,8 +182,7 @@ impl GridTexture {
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(width.div_ceil(8), height.div_ceil(8), 1);
         }
-        gpu.flush();
-        gpu.queue.submit([encoder.finish()]);
+        gpu.submit_in_order(vec![encoder.finish()]);
         gpu.take_errors()
     }
 

@@ -19,7 +19,7 @@ pub use grid_texture::{GridLayout, GridTexture};
 pub use jobs::{Event, Job, JobContext};
 pub use platform::entry::*;
 pub use profile::{SortBy, Workload as ProfileWorkload};
-pub use train::{run_training, TrainSettings, PAGE_MAX_MINUTES};
+pub use train::{run_training, TrainSettings, PAGE_FID_SAMPLES, PAGE_MAX_MINUTES};
 
 use crate::gpu::{Pacing, Parts};
 use crate::{AdapterChoice, Error, Gpu, Result};
@@ -34,15 +34,28 @@ use std::path::PathBuf;
 /// throughput (`wgdiff bench app`, BENCHMARKS.md).
 const JOB_SLICE_SECONDS: f64 = 0.01;
 
+/// [`JOB_SLICE_SECONDS`] in a page, where every slice costs a round trip through the browser's
+/// event loop (see `Gpu::drain`).
+const PAGE_JOB_SLICE_SECONDS: f64 = 0.015;
+
 /// While jobs run the UI redraws this often, showing what they sent since (the user's input
 /// and a job's end wake it at once): often enough that the 95th-percentile frame interval
 /// stays under 100 ms, seldom enough to leave the device (on lavapipe: the CPU, where a frame
 /// of the train view costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the
 /// CLI's throughput, 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
-const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(80);
+const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(match platform::IN_PAGE {
+    true => PAGE_BUSY_REDRAW_MS,
+    false => 80,
+});
+
+/// [`BUSY_REDRAW`] in a page (ms): there a frame costs the device (the browser's) more.
+const PAGE_BUSY_REDRAW_MS: u64 = 120;
 
 /// A `--screenshot` is taken once its view shows what it is for, or after this many seconds.
 const SCREENSHOT_TIMEOUT_S: f64 = 900.0;
+
+/// How often the page announces its frame times (seconds).
+const FRAMES_ANNOUNCED_EVERY_S: f64 = 2.0;
 
 /// One view of the app (a tab).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +171,9 @@ pub struct WgdiffApp {
     pub device: device::DeviceView,
     pub clock: FrameClock,
     screenshot_taken: bool,
+    /// When the page last announced its frame times (seconds since the app opened), and what
+    /// the jobs were doing then.
+    frames_announced: (f64, Activity),
 }
 
 impl WgdiffApp {
@@ -170,7 +186,11 @@ impl WgdiffApp {
         // Jobs submit a few dispatches at a time so the UI's frames never queue behind a
         // whole sampling or training step on the shared device.
         gpu.set_pacing(Some(Pacing {
-            slice_seconds: JOB_SLICE_SECONDS,
+            slice_seconds: if platform::IN_PAGE {
+                PAGE_JOB_SLICE_SECONDS
+            } else {
+                JOB_SLICE_SECONDS
+            },
             // (on a CPU adapter one dispatch may hold the queue for 150 ms; on a GPU they are short)
             parts: if gpu.is_cpu() {
                 Parts::OneSlice
@@ -186,9 +206,11 @@ impl WgdiffApp {
             train: train::TrainView::new(&shared),
             profile: profile::ProfileView::new(&shared),
             device: device::DeviceView::default(),
-            clock: FrameClock::new(shared.options.frame_log.is_some()),
+            // (the page announces its frame times instead of writing a log)
+            clock: FrameClock::new(shared.options.frame_log.is_some() || platform::IN_PAGE),
             shared,
             screenshot_taken: false,
+            frames_announced: (0.0, Activity::Idle),
         };
         for (key, value) in &app.shared.options.settings {
             match app.view {
@@ -300,6 +322,24 @@ impl WgdiffApp {
         ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(callback));
     }
 
+    /// In the page, every [`FRAMES_ANNOUNCED_EVERY_S`] and when a job starts or ends: the
+    /// frame times per activity since the page opened (`data-wgdiff-frames`, what the page's
+    /// test reads).
+    fn announce_frames(&mut self, ctx: &egui::Context) {
+        let now = ctx.input(|i| i.time);
+        let activity = self.activity();
+        let due =
+            now >= self.frames_announced.0 + FRAMES_ANNOUNCED_EVERY_S || activity != self.frames_announced.1;
+        if !platform::IN_PAGE || !due {
+            return;
+        }
+        self.frames_announced = (now, activity);
+        platform::announce(
+            "frames",
+            &serde_json::to_string(&self.clock.per_activity()).unwrap_or_default(),
+        );
+    }
+
     /// Writes the `--frame-log` and `--step-log` CSVs (when the app closes).
     pub fn write_logs(&self) {
         if let Some(path) = &self.shared.options.frame_log {
@@ -364,6 +404,7 @@ impl eframe::App for WgdiffApp {
         }
         let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
         self.clock.end(activity, previous_frame_ms);
+        self.announce_frames(&ctx);
     }
 
     fn on_exit(&mut self) {

@@ -3,6 +3,8 @@
 
 use super::profiler::{Cost, Recording};
 use super::{Kernel, MAX_DISPATCHES};
+use std::collections::VecDeque;
+use wgpu::util::DeviceExt;
 /// Size of the shared parameter buffer.
 const PARAMS_BYTES: u64 = 256 * 1024;
 
@@ -15,6 +17,15 @@ pub(super) struct Batch {
     align: usize,
     /// The running profiler, if any.
     pub(super) profile: Option<Recording>,
+    /// Slices kept for later submission (a paced job in a page, see [`Batch::set_deferring`]).
+    deferred: Option<VecDeque<Slice>>,
+}
+
+/// Recorded work ended but not yet submitted: its command buffers, in order, and the device
+/// seconds the pacer estimated for it (0 when it was ended for another reason than pacing).
+pub(super) struct Slice {
+    pub(super) buffers: Vec<wgpu::CommandBuffer>,
+    pub(super) estimated_seconds: f64,
 }
 
 impl Batch {
@@ -32,6 +43,7 @@ impl Batch {
             }),
             align: align.max(16) as usize,
             profile: None,
+            deferred: None,
         }
     }
 
@@ -171,29 +183,119 @@ impl Batch {
             .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
-    /// Submits what was recorded; returns the submission (None when nothing was recorded).
+    /// Submits what was recorded (or, while deferring, keeps it for later); returns the
+    /// submission (None when nothing was submitted).
     pub(super) fn flush(
         &mut self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Option<wgpu::SubmissionIndex> {
+        self.end_slice(device, queue, 0.0)
+    }
+
+    /// Ends what was recorded as one slice the pacer estimated at `estimated_seconds` of device
+    /// time, and submits it, or while deferring keeps it for [`Batch::pop_deferred`].
+    pub(super) fn end_slice(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        estimated_seconds: f64,
+    ) -> Option<wgpu::SubmissionIndex> {
         self.end_pass();
-        let mut submitted = None;
+        let defers = self.defers();
+        // (deferred slices first: what is submitted now was recorded after them)
+        let mut submitted = if defers { None } else { self.submit_deferred(queue) };
         if let Some(mut encoder) = self.encoder.take() {
             let timestamps = self
                 .profile
                 .as_mut()
                 .and_then(|p| p.resolve(device, &mut encoder));
-            if !self.params.is_empty() {
+            let mut buffers = Vec::with_capacity(2);
+            if !self.params.is_empty() && defers {
+                // A queue write would land before the slices still waiting: copy in order.
+                let staging = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("wgdiff params staging"),
+                    contents: &self.params,
+                    usage: wgpu::BufferUsages::COPY_SRC,
+                });
+                let mut copy = device.create_command_encoder(&Default::default());
+                copy.copy_buffer_to_buffer(&staging, 0, &self.params_buffer, 0, self.params.len() as u64);
+                buffers.push(copy.finish());
+            } else if !self.params.is_empty() {
                 queue.write_buffer(&self.params_buffer, 0, &self.params);
             }
-            submitted = Some(queue.submit([encoder.finish()]));
-            if let (Some(p), Some(t)) = (&mut self.profile, timestamps) {
-                p.submitted(t);
+            buffers.push(encoder.finish());
+            match &mut self.deferred {
+                Some(slices) if defers => slices.push_back(Slice {
+                    buffers,
+                    estimated_seconds,
+                }),
+                _ => {
+                    submitted = Some(queue.submit(buffers));
+                    if let (Some(p), Some(t)) = (&mut self.profile, timestamps) {
+                        p.submitted(t);
+                    }
+                }
             }
         }
         self.params.clear();
         self.dispatches = 0;
         submitted
+    }
+
+    /// Whether ended slices are kept for later instead of submitted: while deferring and not
+    /// profiling (the profiler maps its timestamps as soon as their slice is ended).
+    pub(super) fn defers(&self) -> bool {
+        self.deferred.is_some() && self.profile.is_none()
+    }
+
+    /// From now on keeps ended slices for later (`on`), or submits those kept and stops. A
+    /// paced job in a page, which cannot wait between slices while it records, defers them;
+    /// its next readback submits them one at a time ([`super::Gpu::drain`]).
+    pub(super) fn set_deferring(&mut self, on: bool, queue: &wgpu::Queue) {
+        match on {
+            true => {
+                self.deferred.get_or_insert_with(VecDeque::new);
+            }
+            false => {
+                self.submit_deferred(queue);
+                self.deferred = None;
+            }
+        }
+    }
+
+    /// Keeps `buffers` (work recorded elsewhere) for later after the slices kept.
+    pub(super) fn defer(&mut self, buffers: Vec<wgpu::CommandBuffer>) {
+        if let Some(slices) = &mut self.deferred {
+            slices.push_back(Slice {
+                buffers,
+                estimated_seconds: 0.0,
+            });
+        }
+    }
+
+    /// The oldest slice kept for later.
+    pub(super) fn pop_deferred(&mut self) -> Option<Slice> {
+        self.deferred.as_mut()?.pop_front()
+    }
+
+    /// Submits every slice kept for later, in order; returns the last submission.
+    pub(super) fn submit_deferred(&mut self, queue: &wgpu::Queue) -> Option<wgpu::SubmissionIndex> {
+        let mut last = None;
+        while let Some(slice) = self.pop_deferred() {
+            last = Some(queue.submit(slice.buffers));
+        }
+        last
+    }
+
+    /// Writes `data` (a multiple of 4 bytes) into `dst` in order with the recorded work, through
+    /// a staging copy (while deferring, a queue write would land before the slices kept).
+    pub(super) fn write_in_order(&mut self, device: &wgpu::Device, dst: &wgpu::Buffer, data: &[u8]) {
+        let staging = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("wgdiff write staging"),
+            contents: data,
+            usage: wgpu::BufferUsages::COPY_SRC,
+        });
+        self.copy(device, &staging, 0, dst, 0, data.len() as u64);
     }
 }

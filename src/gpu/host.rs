@@ -31,6 +31,11 @@ pub(crate) fn wait_for(device: &wgpu::Device, submission: Option<wgpu::Submissio
     });
 }
 
+/// Submits the slices kept for later: natively none are (see `Gpu::set_pacing`).
+pub(crate) fn spawn_drain(gpu: &Gpu) {
+    gpu.flush();
+}
+
 /// Returns once `done` is filled, with its time, polling without blocking: a blocking poll
 /// holds the device's locks while it waits, so a UI thread's writes, acquire and submit would
 /// each queue behind the job's work in turn instead of slotting in after the running dispatch.

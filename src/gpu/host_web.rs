@@ -27,6 +27,12 @@ pub(crate) fn wait_all(_device: &wgpu::Device) {}
 /// Nothing: the page's event loop runs the work.
 pub(crate) fn wait_for(_device: &wgpu::Device, _submission: Option<wgpu::SubmissionIndex>) {}
 
+/// Submits the slices kept for later in the background, paced ([`Gpu::drain`]).
+pub(crate) fn spawn_drain(gpu: &Gpu) {
+    let gpu = gpu.clone();
+    wasm_bindgen_futures::spawn_local(async move { gpu.drain().await });
+}
+
 /// None: a page never waits (its event loop runs the work), so a paced job learns nothing.
 pub(crate) fn wait_until(_done: &Completion, _device: &wgpu::Device) -> Option<Instant> {
     None

@@ -52,6 +52,10 @@ pub const MAX_LOOP_ITERATIONS: usize = 60_000;
 #[derive(Clone)]
 pub struct Gpu(Arc<GpuInner>);
 
+/// Slices [`Gpu::drain`] keeps queued on the device: a page learns that one finished a while
+/// after it did (through its event loop), and the device should not idle meanwhile.
+const DEFERRED_IN_FLIGHT: usize = 2;
+
 /// What a [`Gpu`] holds.
 pub struct GpuInner {
     pub instance: wgpu::Instance,
@@ -69,6 +73,15 @@ pub struct GpuInner {
     poison: AtomicBool,
     /// When a job sharing the device with a UI submits; see [`Gpu::set_pacing`].
     pacer: Mutex<Pacer>,
+    /// The drain of deferred slices in progress (a page's; see [`Gpu::drain`]).
+    drain: Mutex<Drain>,
+}
+
+/// Whether a [`Gpu::drain`] runs, and who waits for it to finish.
+#[derive(Default)]
+struct Drain {
+    running: bool,
+    waiting: Vec<futures_channel::oneshot::Sender<()>>,
 }
 
 /// The workgroup axis along which [`Gpu::dispatch_parts`] may split a dispatch.
@@ -187,6 +200,7 @@ impl Gpu {
             tuner: Autotuner::default(),
             poison: AtomicBool::new(false),
             pacer: Mutex::new(Pacer::new()),
+            drain: Mutex::default(),
         })))
     }
 
@@ -391,6 +405,11 @@ impl Gpu {
         let mut pacer = self.pacer.lock().unwrap();
         // (a batch that starts with this dispatch: what was recorded before has been submitted)
         if pacer.recorded(cost.as_ref(), batch.len() == 1) {
+            if batch.defers() {
+                // (a page: the slice waits for the job's next readback, see `drain`)
+                batch.end_slice(&self.device, &self.queue, pacer.cut());
+                return;
+            }
             let at = web_time::Instant::now();
             batch.flush(&self.device, &self.queue);
             drop(batch);
@@ -412,8 +431,67 @@ impl Gpu {
     /// `pacing.parts` says. So about two slices (one running, one queued) sit ahead of a frame
     /// the UI submits, while the job records the next. `None` (the default) batches freely.
     /// Results do not change, only where submits happen and how work is cut into dispatches.
+    ///
+    /// In a page a job cannot wait while it records (its code is synchronous and the page has
+    /// one thread), so paced slices are kept and submitted by its next readback a few at a
+    /// time, waiting asynchronously for the oldest before the next ([`Gpu::drain`]): the
+    /// page's frames run and submit between them.
     pub fn set_pacing(&self, pacing: Option<Pacing>) {
         self.pacer.lock().unwrap().set(pacing);
+        self.batch
+            .lock()
+            .unwrap()
+            .set_deferring(pacing.is_some() && IN_BROWSER, &self.queue);
+    }
+
+    /// Submits the slices a paced job in a page kept for later ([`Gpu::set_pacing`]), keeping
+    /// [`DEFERRED_IN_FLIGHT`] on the device and waiting (asynchronously) for the oldest before
+    /// submitting the next, so a frame the page submits meanwhile queues behind only those;
+    /// learns from each how long recorded work takes. One drain runs at a time (the window is
+    /// the device's): a second caller waits until it has submitted everything. Returns with
+    /// the last slice submitted. Nothing to do natively.
+    pub(crate) async fn drain(&self) {
+        let running = {
+            let mut drain = self.drain.lock().unwrap();
+            let running = drain.running.then(|| {
+                let (tx, rx) = futures_channel::oneshot::channel();
+                drain.waiting.push(tx);
+                rx
+            });
+            drain.running = true;
+            running
+        };
+        if let Some(finished) = running {
+            let _ = finished.await;
+            return;
+        }
+        let mut in_flight = std::collections::VecDeque::new();
+        loop {
+            let next = self.batch.lock().unwrap().pop_deferred();
+            let Some(slice) = next else {
+                break;
+            };
+            let at = web_time::Instant::now();
+            self.queue.submit(slice.buffers);
+            let (done, signal) = pacing::completion_signal(&self.queue);
+            in_flight.push_back((pacing::Flight::new(at, slice.estimated_seconds, done), signal));
+            if in_flight.len() < DEFERRED_IN_FLIGHT {
+                continue;
+            }
+            let Some((flight, signal)) = in_flight.pop_front() else {
+                continue;
+            };
+            let _ = signal.await;
+            if let Some(&done_at) = flight.done.get() {
+                self.pacer.lock().unwrap().finished(&flight, done_at);
+            }
+        }
+        // (nothing ran between the empty queue and here: a page has one thread)
+        let mut drain = self.drain.lock().unwrap();
+        drain.running = false;
+        for waiting in drain.waiting.drain(..) {
+            let _ = waiting.send(());
+        }
     }
 
     /// Splits `n` workgroups over x and y so no dimension exceeds the device limit;
@@ -431,7 +509,6 @@ impl Gpu {
     /// Writes `data` into `dst` after every dispatch recorded so far.
     pub fn write(&self, dst: &wgpu::Buffer, data: &[u8]) {
         let mut batch = self.batch.lock().unwrap();
-        batch.flush(&self.device, &self.queue);
         let padded;
         let bytes = if data.len() % 4 == 0 {
             data
@@ -439,7 +516,12 @@ impl Gpu {
             padded = [data, &[0u8; 3][..4 - data.len() % 4]].concat();
             &padded
         };
-        self.queue.write_buffer(dst, 0, bytes);
+        if batch.defers() {
+            batch.write_in_order(&self.device, dst, bytes);
+        } else {
+            batch.flush(&self.device, &self.queue);
+            self.queue.write_buffer(dst, 0, bytes);
+        }
     }
 
     /// Records a buffer-to-buffer copy in order with the dispatches.
@@ -472,9 +554,27 @@ impl Gpu {
         );
     }
 
+    /// Submits `buffers`, work of the caller's own (the app drawing a tensor into a texture),
+    /// after everything recorded so far. In a page, while a paced job's slices wait their turn
+    /// ([`Gpu::set_pacing`]), `buffers` joins them and a background drain submits them all in
+    /// order (so a frame does not queue behind the job's whole step).
+    pub fn submit_in_order(&self, buffers: Vec<wgpu::CommandBuffer>) {
+        let mut batch = self.batch.lock().unwrap();
+        batch.flush(&self.device, &self.queue);
+        if batch.defers() {
+            batch.defer(buffers);
+            drop(batch);
+            host::spawn_drain(self);
+        } else {
+            self.queue.submit(buffers);
+        }
+    }
+
     /// Submits everything recorded so far.
     pub fn flush(&self) {
-        self.batch.lock().unwrap().flush(&self.device, &self.queue);
+        let mut batch = self.batch.lock().unwrap();
+        batch.flush(&self.device, &self.queue);
+        batch.submit_deferred(&self.queue);
     }
 
     /// Waits, without blocking a browser, until every dispatch recorded so far has run (a
@@ -513,15 +613,13 @@ impl Gpu {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let submission = {
+        let (submission, deferred) = {
             let mut batch = self.batch.lock().unwrap();
             batch.copy(&self.device, src, 0, &staging, 0, size);
-            batch.flush(&self.device, &self.queue)
+            (batch.flush(&self.device, &self.queue), batch.defers())
         };
-        let (tx, mapped) = futures_channel::oneshot::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
+        // (a deferred copy is mapped once it is submitted: mapping first would fail its submit)
+        let mapped = (!deferred).then(|| map_read(&staging));
         PendingRead {
             gpu: self.clone(),
             submission,
@@ -541,15 +639,30 @@ pub struct PendingRead {
     staging: wgpu::Buffer,
     bytes: u64,
     what: String,
-    mapped: futures_channel::oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+    /// The staging buffer's map, started (None: once the copy is submitted, in `finish`).
+    mapped: Option<Mapped>,
+}
+
+/// A buffer's map in progress.
+type Mapped = futures_channel::oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
+
+/// Starts mapping `staging` for reading.
+fn map_read(staging: &wgpu::Buffer) -> Mapped {
+    let (tx, mapped) = futures_channel::oneshot::channel();
+    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    mapped
 }
 
 impl PendingRead {
     /// The bytes, once the device has copied them (async; never blocks on the web).
     pub async fn finish(self) -> Result<Vec<u8>> {
         let what = self.what;
+        self.gpu.drain().await;
+        let mapped = self.mapped.unwrap_or_else(|| map_read(&self.staging));
         host::wait_for(&self.gpu.device, self.submission);
-        let mapped = self.mapped.await.map_err(|_| Error::Readback {
+        let mapped = mapped.await.map_err(|_| Error::Readback {
             what: what.clone(),
             reason: "the device was lost before the data arrived".into(),
         })?;

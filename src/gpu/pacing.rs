@@ -3,6 +3,7 @@
 //! learns from each completion how long recorded work really takes.
 
 use super::profiler::Cost;
+use futures_channel::oneshot;
 use std::sync::{Arc, OnceLock};
 use web_time::Instant;
 
@@ -12,12 +13,19 @@ pub(crate) type Completion = Arc<OnceLock<Instant>>;
 /// A completion the device fills (natively while it is polled; in a page from the browser's
 /// event loop) with the time it finished the work submitted so far.
 pub(super) fn completion(queue: &wgpu::Queue) -> Completion {
+    completion_signal(queue).0
+}
+
+/// [`completion`] and a receiver that resolves at the same time (for awaiting it in a page).
+pub(super) fn completion_signal(queue: &wgpu::Queue) -> (Completion, oneshot::Receiver<()>) {
     let done: Completion = Arc::new(OnceLock::new());
     let flag = done.clone();
+    let (tx, rx) = oneshot::channel();
     queue.on_submitted_work_done(move || {
         let _ = flag.set(Instant::now());
+        let _ = tx.send(());
     });
-    done
+    (done, rx)
 }
 
 /// How a job shares the device with a UI that draws on it (see [`super::Gpu::set_pacing`]).
@@ -65,6 +73,17 @@ pub(super) struct Flight {
     submitted: Instant,
     estimated_seconds: f64,
     pub(super) done: Completion,
+}
+
+impl Flight {
+    /// Work estimated at `estimated_seconds` of device time, submitted at `at`.
+    pub(super) fn new(at: Instant, estimated_seconds: f64, done: Completion) -> Flight {
+        Flight {
+            submitted: at,
+            estimated_seconds,
+            done,
+        }
+    }
 }
 
 /// The paced job's state: its settings, the work recorded since the last submit, the slice in
@@ -130,12 +149,14 @@ impl Pacer {
     /// flight; returns the slice before it, which the job waits for ([`Pacer::finished`]), so
     /// the job records a slice while the device runs one and at most two sit ahead of a frame.
     pub(super) fn submitted(&mut self, at: Instant, done: Completion) -> Option<Flight> {
-        let flight = Flight {
-            submitted: at,
-            estimated_seconds: std::mem::take(&mut self.pending_seconds),
-            done,
-        };
+        let flight = Flight::new(at, self.cut(), done);
         self.in_flight.replace(flight)
+    }
+
+    /// Ends the recorded work as a slice without submitting it (a page defers it, see
+    /// [`super::Gpu::drain`]); returns its estimated device seconds.
+    pub(super) fn cut(&mut self) -> f64 {
+        std::mem::take(&mut self.pending_seconds)
     }
 
     /// `flight` finished at `done_at`: learns the scale from its device time (from when it

@@ -1,7 +1,9 @@
 // The wgdiff page end to end in headless Chromium on WebGPU (SwiftShader): a 20-step denoise
 // of the shipped model (completion, step timings, a canvas that is not blank, the same images
-// as native `wgdiff sample`), a short training run (the loss falls, the downloaded checkpoint
-// samples natively), and the explanation a browser without WebGPU gets.
+// as native `wgdiff sample`, frames that keep coming), a short training run (the loss falls, the
+// downloaded checkpoint samples natively), the train view at its defaults (MNIST-FID plotted
+// live reaches FID_TARGET within 10 minutes of training, frames that keep coming), and the
+// explanation a browser without WebGPU gets.
 //   node web/test/page.mjs       (from the repository; web/test.sh builds the site first)
 // Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
 // for the screenshots and figures, default web/test/out), CHROMIUM (default /usr/bin/chromium).
@@ -29,6 +31,12 @@ const DENOISE = { sampler: "ddpm", steps: 20, seed: 0, count: 16 };
 const MEAN_TOLERANCE = 1 / 255;
 const PIXEL_TOLERANCE = 16 / 255;
 const FAR_SHARE = 0.001;
+// While the page samples and trains, the 95th percentile of its frame intervals (ms).
+const FRAME_P95_MS = 250;
+// The train view at its defaults: live MNIST-FID (200 samples) at most this, within this much
+// training (seconds).
+const FID_TARGET = 120;
+const FID_WITHIN_S = 600;
 
 fs.mkdirSync(SHOTS, { recursive: true });
 const log = (...a) => console.log("page test:", ...a);
@@ -76,6 +84,26 @@ async function pixels(page, ...files) {
   }, urls);
 }
 
+/** The page's frame intervals while `activity` ran (its latest data-wgdiff-frames). */
+async function frames(page, activity) {
+  const all = JSON.parse((await page.evaluate(() => document.body.getAttribute("data-wgdiff-frames"))) ?? "[]");
+  const it = all.find((a) => a.activity === activity);
+  if (!it) fail(`the page announced no frames while ${activity}: ${JSON.stringify(all)}`);
+  return it;
+}
+
+/** Fails unless the 95th percentile of the frame intervals while `activity` ran is in bounds. */
+async function checkFrames(page, activity) {
+  await page.waitForTimeout(500); // (the announcement of the job's end)
+  const it = await frames(page, activity);
+  figures[`${activity}_frames`] = it.frames;
+  figures[`${activity}_frame_p95_ms`] = it.interval_p95_ms;
+  figures[`${activity}_frame_median_ms`] = it.interval_median_ms;
+  log(`frames while ${activity}: ${it.frames}, interval median ${it.interval_median_ms.toFixed(0)} ms, 95th percentile ${it.interval_p95_ms.toFixed(0)} ms`);
+  if (!(it.interval_p95_ms <= FRAME_P95_MS))
+    fail(`while ${activity} the page's 95th-percentile frame interval was ${it.interval_p95_ms.toFixed(0)} ms (allowed ${FRAME_P95_MS})`);
+}
+
 function spread(grey) {
   const mean = grey.reduce((a, b) => a + b, 0) / grey.length;
   return Math.sqrt(grey.reduce((a, b) => a + (b - mean) ** 2, 0) / grey.length);
@@ -105,6 +133,7 @@ try {
   figures.denoise_step_ms_median = sorted[Math.floor(sorted.length / 2)];
   figures.denoise_seconds = denoise.seconds;
   log(`denoise done: ${denoise.seconds.toFixed(1)} s, median step ${figures.denoise_step_ms_median.toFixed(0)} ms`);
+  await checkFrames(page, "sampling");
   const canvasShot = path.join(SHOTS, "web-denoise-canvas.png");
   await page.locator("canvas").screenshot({ path: canvasShot });
   const pagePng = path.join(SHOTS, "web-samples.png");
@@ -147,6 +176,21 @@ try {
   await (await checkpointDownload).saveAs(checkpoint);
   execFileSync(WGDIFF, ["sample", "--checkpoint", checkpoint, "--steps", "4", "--count", "4",
     "--out", path.join(SHOTS, "page-checkpoint-samples.png")], { stdio: "inherit" });
+
+  // 4. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
+  // training (the run's own clock: scoring included, loading not), while frames keep coming.
+  await page.goto(site + "?view=train&autorun=1");
+  const reached = await announcement(page, "train",
+    `(it.fid ?? []).some((r) => r.fid <= ${FID_TARGET}) || it.elapsed > ${FID_WITHIN_S} || it.status !== "running"`,
+    FID_WITHIN_S * 1000 + 5 * MINUTES);
+  await page.screenshot({ path: path.join(SHOTS, "web-train-fid.png") });
+  const scored = reached.fid ?? [];
+  const best = scored.reduce((a, r) => (a && a.fid <= r.fid ? a : r), null);
+  Object.assign(figures, { train_fid: scored, train_fid_elapsed_s: reached.elapsed, train_fid_step: reached.step });
+  log(`train view at its defaults: MNIST-FID ${scored.map((r) => `${r.fid.toFixed(1)} at step ${r.step}`).join(", ")}; ${reached.elapsed.toFixed(0)} s of training at step ${reached.step}`);
+  if (!best || best.fid > FID_TARGET)
+    fail(`the page's training reached MNIST-FID ${best ? best.fid.toFixed(1) : "(none scored)"} in ${reached.elapsed.toFixed(0)} s, not ${FID_TARGET} within ${FID_WITHIN_S} s`);
+  await checkFrames(page, "training");
   await context.close();
 } finally {
   await browser.close();
