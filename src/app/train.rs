@@ -49,8 +49,9 @@ pub struct TrainSettings {
 
 impl TrainSettings {
     /// The library's default recipe ([`TrainConfig::default`], what `wgdiff train` runs)
-    /// writing to `out`; in a page (`page`) with the time budget [`PAGE_MAX_MINUTES`] and live MNIST-FID over [`PAGE_FID_SAMPLES`] images (and the page
-    /// trains on MNIST's test split, the data it fetches).
+    /// writing to `out`; in a page (`page`) with the time budget [`PAGE_MAX_MINUTES`] and live
+    /// MNIST-FID over [`PAGE_FID_SAMPLES`] images (and the page trains on MNIST's test split,
+    /// the data it fetches).
     pub fn defaults(out: String, page: bool) -> TrainSettings {
         let c = TrainConfig::default();
         TrainSettings {

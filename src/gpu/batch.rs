@@ -251,7 +251,7 @@ impl Batch {
 
     /// From now on keeps ended slices for later (`on`), or submits those kept and stops. A
     /// paced job in a page, which cannot wait between slices while it records, defers them;
-    /// its next readback submits them one at a time ([`super::Gpu::drain`]).
+    /// its next readback submits them, two on the device at a time ([`super::Gpu::drain`]).
     pub(super) fn set_deferring(&mut self, on: bool, queue: &wgpu::Queue) {
         match on {
             true => {

@@ -33,7 +33,8 @@ pub(crate) fn spawn_drain(gpu: &Gpu) {
     wasm_bindgen_futures::spawn_local(async move { gpu.drain().await });
 }
 
-/// None: a page never waits (its event loop runs the work), so a paced job learns nothing.
+/// None: a page never waits (its event loop runs the work); a paced job there learns from
+/// `Gpu::drain` instead.
 pub(crate) fn wait_until(_done: &Completion, _device: &wgpu::Device) -> Option<Instant> {
     None
 }
