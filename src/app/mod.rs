@@ -325,12 +325,11 @@ impl WgdiffApp {
         ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(callback));
     }
 
-    /// In the page, every [`FRAMES_ANNOUNCED_EVERY_S`] and when a job starts or ends: the
+    /// In the page, every [`FRAMES_ANNOUNCED_EVERY_S`] and when the jobs' `activity` changes: the
     /// frame times per activity since the page opened (`data-wgdiff-frames`, what the page's
     /// test reads).
-    fn announce_frames(&mut self, ctx: &egui::Context) {
+    fn announce_frames(&mut self, ctx: &egui::Context, activity: Activity) {
         let now = ctx.input(|i| i.time);
-        let activity = self.activity();
         let due =
             now >= self.frames_announced.0 + FRAMES_ANNOUNCED_EVERY_S || activity != self.frames_announced.1;
         if !platform::IN_PAGE || !due {
@@ -407,7 +406,7 @@ impl eframe::App for WgdiffApp {
         }
         let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
         self.clock.end(activity, previous_frame_ms);
-        self.announce_frames(&ctx);
+        self.announce_frames(&ctx, activity);
     }
 
     fn on_exit(&mut self) {

@@ -213,11 +213,7 @@ impl Batch {
             let mut buffers = Vec::with_capacity(2);
             if !self.params.is_empty() && defers {
                 // A queue write would land before the slices still waiting: copy in order.
-                let staging = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("wgdiff params staging"),
-                    contents: &self.params,
-                    usage: wgpu::BufferUsages::COPY_SRC,
-                });
+                let staging = staging(device, "wgdiff params staging", &self.params);
                 let mut copy = device.create_command_encoder(&Default::default());
                 copy.copy_buffer_to_buffer(&staging, 0, &self.params_buffer, 0, self.params.len() as u64);
                 buffers.push(copy.finish());
@@ -291,11 +287,16 @@ impl Batch {
     /// Writes `data` (a multiple of 4 bytes) into `dst` in order with the recorded work, through
     /// a staging copy (while deferring, a queue write would land before the slices kept).
     pub(super) fn write_in_order(&mut self, device: &wgpu::Device, dst: &wgpu::Buffer, data: &[u8]) {
-        let staging = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("wgdiff write staging"),
-            contents: data,
-            usage: wgpu::BufferUsages::COPY_SRC,
-        });
+        let staging = staging(device, "wgdiff write staging", data);
         self.copy(device, &staging, 0, dst, 0, data.len() as u64);
     }
+}
+
+/// A buffer holding `contents` to copy from (a write kept in order with deferred slices).
+fn staging(device: &wgpu::Device, label: &str, contents: &[u8]) -> wgpu::Buffer {
+    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(label),
+        contents,
+        usage: wgpu::BufferUsages::COPY_SRC,
+    })
 }
