@@ -1,5 +1,5 @@
 //! What every PNG plot shares (experiment plots, the roofline): the embedded DejaVu Sans Mono
-//! registered with plotters once per process (no system fonts), and rendering to a PNG file.
+//! registered with plotters once per process (no system fonts), and rendering to PNG bytes or a file.
 
 use crate::{Error, Result};
 use plotters::coord::Shift;
@@ -44,6 +44,16 @@ pub fn render_png(
     size: (u32, u32),
     draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
 ) -> Result<()> {
+    crate::fsio::write_atomic(path, &png_bytes(path, size, draw)?)
+}
+
+/// [`render_png`]'s PNG bytes, written nowhere (a page offers them as a download); `path`
+/// names the plot in errors.
+pub fn png_bytes(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
+) -> Result<Vec<u8>> {
     register_font(path)?;
     let mut pixels = vec![0u8; (size.0 * size.1 * 3) as usize];
     {
@@ -58,5 +68,5 @@ pub fn render_png(
     image
         .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
         .map_err(|e| plot_error(path, format!("cannot encode the PNG: {e}")))?;
-    crate::fsio::write_atomic(path, &png)
+    Ok(png)
 }

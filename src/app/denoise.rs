@@ -1,12 +1,14 @@
 //! The denoise view: sample a checkpoint step by step and watch x_t and the predicted x_0 of
-//! every step (drawn on the device), scrub and play the recorded steps, export PNGs and GIFs.
+//! every step (drawn on the device), scrub and play the recorded steps, branch from any step
+//! with other settings (the step debugger, `branches`), export PNGs and GIFs.
 
+use super::branches::Branches;
 use super::export::{export_frames, save_samples};
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
 use super::{parse_setting, platform, Shared};
 use crate::data::grid_columns;
-use crate::diffusion::{Sampler, SkipPlan, Step};
+use crate::diffusion::{FeatureCache, Sampler, SkipPlan, Start, Step};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::pipeline::{sample_net, SampleRequest, TrainedModel};
 use crate::{Gpu, Result, Tensor};
@@ -73,6 +75,11 @@ pub struct DenoiseSettings {
     /// None: the checkpoint's own skip type.
     pub skip_type: Option<SkipType>,
     pub skip_exponent: f32,
+    /// Deep-feature cache interval m (1: no cache) and depth d (None: the deepest).
+    pub cache_interval: usize,
+    pub cache_depth: Option<usize>,
+    /// Stop after this step (1-based) to branch from it; None: run every step.
+    pub pause_after: Option<usize>,
 }
 
 impl DenoiseSettings {
@@ -84,6 +91,7 @@ impl DenoiseSettings {
             .count(self.count)
             .seed(self.seed)
             .skip(SkipPlan::Exponent(self.skip_exponent))
+            .cache(self.cache(model.net.levels()))
             .class(self.class);
         // a guidance set for a conditional model does not carry over to an unconditional one
         if let (Some(guidance), Some(_)) = (self.guidance, model.state.model.classes()) {
@@ -92,8 +100,32 @@ impl DenoiseSettings {
         builder.build()
     }
 
+    /// The deep-feature cache these settings ask for on a network of `levels` levels.
+    fn cache(&self, levels: usize) -> Option<FeatureCache> {
+        (self.cache_interval > 1).then(|| FeatureCache::new(self.cache_interval, self.cache_depth, levels))
+    }
+
+    /// What a run with these settings does per step: "ddim, 10 steps, guidance 3.0, skip
+    /// c = 1.0, cache m = 3".
+    pub fn describe(&self) -> String {
+        let mut text = format!("{}, {} steps", self.sampler, self.steps);
+        if let Some(g) = self.guidance {
+            text += &format!(", guidance {g:.1}");
+        }
+        if self.skip_exponent > 0.0 {
+            text += &format!(", skip c = {:.1}", self.skip_exponent);
+        }
+        if self.cache_interval > 1 {
+            text += &format!(", cache m = {}", self.cache_interval);
+            if let Some(d) = self.cache_depth {
+                text += &format!(", d = {d}");
+            }
+        }
+        text
+    }
+
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 8] = [
+    pub const KEYS: [&'static str; 11] = [
         "checkpoint",
         "sampler",
         "steps",
@@ -102,6 +134,9 @@ impl DenoiseSettings {
         "class",
         "guidance",
         "skip-exponent",
+        "cache-interval",
+        "cache-depth",
+        "pause-after",
     ];
 
     /// Sets `key` (one of [`Self::KEYS`]) from its text.
@@ -118,6 +153,9 @@ impl DenoiseSettings {
             "class" => self.class = Some(parse_setting(key, value)?),
             "guidance" => self.guidance = Some(parse_setting(key, value)?),
             "skip-exponent" => self.skip_exponent = parse_setting(key, value)?,
+            "cache-interval" => self.cache_interval = parse_setting(key, value)?,
+            "cache-depth" => self.cache_depth = Some(parse_setting(key, value)?),
+            "pause-after" => self.pause_after = Some(parse_setting(key, value)?),
             _ => return Err(super::unknown_setting("denoise", key, &Self::KEYS)),
         }
         Ok(())
@@ -134,6 +172,8 @@ pub struct Frame {
     pub skip: usize,
     pub x: Tensor,
     pub x0: Option<Tensor>,
+    /// Where a branch from this step starts (`Step::resume_t`; None after the last step).
+    pub resume_t: Option<f64>,
     /// Wall time of the step (its device work included).
     pub seconds: f64,
 }
@@ -147,6 +187,8 @@ pub enum DenoiseMessage {
         seconds: f64,
         samples: Tensor,
     },
+    /// The run stopped after this step (1-based), as `pause_after` asked.
+    Paused(usize),
     Exported(String),
 }
 
@@ -164,7 +206,8 @@ pub struct DenoiseView {
     playing: bool,
     last_advance: f64,
     textures: Option<(GridTexture, GridTexture, GridLayout)>,
-    drawn: Option<usize>,
+    /// The run (None: the original, else a branch) and step drawn into the textures.
+    drawn: Option<(Option<usize>, usize)>,
     /// The sampler's total step count of the run (for "step i of S").
     planned_steps: usize,
     pub message: Option<Result<String, String>>,
@@ -175,22 +218,28 @@ pub struct DenoiseView {
     samples: Option<Tensor>,
     /// Save the samples once the run ends (an autorun of `wgdiff gui` or the page).
     pub save_when_done: bool,
+    /// The step debugger: branches from the recorded steps, and which run the timeline shows.
+    pub branches: Branches,
 }
 
 impl DenoiseView {
     pub fn new(shared: &Shared) -> DenoiseView {
+        let settings = DenoiseSettings {
+            checkpoint: shared.options.checkpoint.display().to_string(),
+            sampler: "ddpm".into(),
+            steps: crate::diffusion::DEFAULT_SAMPLER_STEPS,
+            seed: 0,
+            count: 16,
+            class: None,
+            guidance: None,
+            skip_type: None,
+            skip_exponent: 0.0,
+            cache_interval: 1,
+            cache_depth: None,
+            pause_after: None,
+        };
         DenoiseView {
-            settings: DenoiseSettings {
-                checkpoint: shared.options.checkpoint.display().to_string(),
-                sampler: "ddpm".into(),
-                steps: crate::diffusion::DEFAULT_SAMPLER_STEPS,
-                seed: 0,
-                count: 16,
-                class: None,
-                guidance: None,
-                skip_type: None,
-                skip_exponent: 0.0,
-            },
+            settings: settings.clone(),
             model: None,
             job: None,
             frames: Vec::new(),
@@ -207,18 +256,26 @@ impl DenoiseView {
             run_seconds: None,
             samples: None,
             save_when_done: false,
+            branches: Branches::new(settings.clone()),
         }
     }
 
-    /// Whether sampling, or the export of its frames or samples, runs.
+    /// Whether sampling (a run or a branch), or the export of its frames or samples, runs.
     pub fn is_running(&self) -> bool {
-        is_running(&self.job) || is_running(&self.export)
+        is_running(&self.job) || is_running(&self.export) || self.branches.is_running()
     }
 
     pub fn cancel(&self) {
         if let Some(job) = &self.job {
             job.cancel();
         }
+        self.branches.cancel();
+    }
+
+    /// The steps the timeline shows: the run's, or the shown branch's (the run's steps up to
+    /// where it branched, then its own).
+    pub fn shown_frames(&self) -> &[Frame] {
+        self.branches.shown().map_or(&self.frames, |b| &b.frames)
     }
 
     /// Loads the checkpoint's description (sampler choices, classes, levels) in the background.
@@ -248,11 +305,28 @@ impl DenoiseView {
         self.samples = None;
         self.message = None;
         self.planned_steps = self.settings.steps;
+        self.branches.reset(self.settings.clone());
         let gpu = shared.gpu.clone();
         let settings = self.settings.clone();
         self.job = Some(Job::start(ctx, "sampling", move |job| {
-            sample_job(gpu, settings, job)
+            sample_job(gpu, settings, None, job)
         }));
+    }
+
+    /// Starts a branch from the shown run's step `self.current` with the step debugger's
+    /// settings.
+    pub fn branch(&mut self, ctx: &egui::Context, shared: &Shared) {
+        if self.is_running() {
+            return;
+        }
+        let frames = self.shown_frames().to_vec();
+        match self.branches.start(ctx, shared, &frames, self.current) {
+            Ok(()) => {
+                self.current = self.current.min(frames.len().saturating_sub(1));
+                self.message = None;
+            }
+            Err(e) => self.message = Some(Err(e.to_string())),
+        }
     }
 
     /// Takes the jobs' messages.
@@ -321,6 +395,15 @@ impl DenoiseView {
                         self.save_samples(ctx);
                     }
                 }
+                Event::Message(DenoiseMessage::Paused(step)) => {
+                    platform::announce(
+                        "denoise",
+                        &serde_json::json!({ "status": "paused", "step": step }).to_string(),
+                    );
+                    self.message = Some(Ok(format!(
+                        "paused after step {step}: change the settings below and branch from any recorded step"
+                    )));
+                }
                 Event::Message(DenoiseMessage::Exported(text)) => self.message = Some(Ok(text)),
                 Event::Finished(Err(e)) => {
                     self.save_when_done = false;
@@ -333,11 +416,17 @@ impl DenoiseView {
                 Event::Finished(Ok(())) => {}
             }
         }
-        if self.playing && !self.frames.is_empty() {
+        match self.branches.poll(shared, &self.frames) {
+            Ok(true) if self.follow => self.current = self.shown_frames().len().saturating_sub(1),
+            Ok(_) => {}
+            Err(e) => self.message = Some(Err(e)),
+        }
+        let shown = self.shown_frames().len();
+        if self.playing && shown > 0 {
             let now = ctx.input(|i| i.time);
             if now - self.last_advance >= 0.12 {
                 self.last_advance = now;
-                self.current = (self.current + 1) % self.frames.len();
+                self.current = (self.current + 1) % shown;
             }
             ctx.request_repaint_after(std::time::Duration::from_millis(120));
         }
@@ -348,18 +437,15 @@ impl DenoiseView {
 
     /// Draws the shown step into the textures when it changed (a compute pass, no readback).
     fn draw_current(&mut self, shared: &Shared) -> Result<()> {
-        let Some(frame) = self.frames.get(self.current) else {
+        let key = (self.branches.shown_index(), self.current);
+        let Some(frame) = self.shown_frames().get(self.current).cloned() else {
             return Ok(());
         };
-        if self.drawn == Some(self.current) {
+        if self.drawn == Some(key) {
             return Ok(());
         }
         let shape: [usize; 4] = frame.x.shape().try_into().unwrap_or([1, 1, 1, 1]);
-        let layout = GridLayout {
-            columns: grid_columns(shape[0]) as u32,
-            scale: if shape[2] <= 32 { 4 } else { 2 },
-            gap: 4,
-        };
+        let layout = grid_layout(shape, 4);
         let size = layout.size(shape);
         if self
             .textures
@@ -381,7 +467,7 @@ impl DenoiseView {
         if let Some(pred) = &frame.x0 {
             x0.draw(&shared.gpu, pred, *layout)?;
         }
-        self.drawn = Some(self.current);
+        self.drawn = Some(key);
         Ok(())
     }
 
@@ -401,19 +487,22 @@ impl DenoiseView {
             let label = ui.label("export to");
             ui.text_edit_singleline(&mut self.export_dir)
                 .labelled_by(label.id);
-            let can_export = !self.frames.is_empty() && !running && !is_running(&self.export);
+            let can_export = !self.shown_frames().is_empty() && !running;
             if ui
                 .add_enabled(
-                    can_export && self.samples.is_some(),
+                    can_export && self.shown_samples().is_some(),
                     egui::Button::new("Save samples PNG"),
                 )
-                .on_hover_text("the last run's images as the grid `wgdiff sample` writes")
+                .on_hover_text("the shown run's images as the grid `wgdiff sample` writes")
                 .clicked()
             {
                 self.save_samples(&ctx);
             }
             if ui
                 .add_enabled(can_export, egui::Button::new("Export PNGs + GIFs"))
+                .on_hover_text(
+                    "every step of the shown run (a branch: the run's steps up to it, then its own)",
+                )
                 .clicked()
             {
                 self.start_export(&ctx);
@@ -422,6 +511,45 @@ impl DenoiseView {
         super::message_label(ui, &self.message);
         self.grid_ui(ui);
         self.timeline_ui(ui);
+        if !self.frames.is_empty() {
+            ui.separator();
+            self.debugger_ui(ui, shared);
+        }
+    }
+
+    /// The step debugger: settings for the steps left, "Branch from step k", and every run
+    /// side by side (pick one to show it on the timeline, export it).
+    fn debugger_ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
+        let ctx = ui.ctx().clone();
+        ui.strong("Step debugger");
+        let model = self.model.as_ref();
+        let settings = &mut self.branches.settings;
+        ui.push_id("branch settings", |ui| sampling_controls(ui, settings, model));
+        let step = self.current + 1;
+        let branchable = self
+            .shown_frames()
+            .get(self.current)
+            .is_some_and(|f| f.resume_t.is_some());
+        ui.horizontal(|ui| {
+            let button = egui::Button::new(format!("Branch from step {step}"));
+            if ui
+                .add_enabled(branchable && !self.is_running(), button)
+                .on_hover_text("sample the steps after this one with the settings above; the run is kept")
+                .clicked()
+            {
+                self.branch(&ctx, shared);
+            }
+            if !branchable {
+                ui.label("(the last step leaves nothing to branch)");
+            }
+        });
+        if let Some(export) = self.branches.runs_ui(ui, &self.frames, self.run_seconds) {
+            self.current = self.current.min(self.shown_frames().len().saturating_sub(1));
+            self.follow = false;
+            if export {
+                self.start_export(&ctx);
+            }
+        }
     }
 
     fn settings_ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
@@ -449,33 +577,12 @@ impl DenoiseView {
             Some(info) => ui.label(info.summary()),
             None => ui.label("no model loaded"),
         };
+        let model = self.model.as_ref();
         let s = &mut self.settings;
-        let process = self.model.as_ref().map(|m| m.process.clone());
         ui.horizontal(|ui| {
-            egui::ComboBox::from_label("sampler")
-                .selected_text(s.sampler.clone())
-                .show_ui(ui, |ui| {
-                    for name in Sampler::NAMES {
-                        let fits = match (&process, name.parse::<Sampler>()) {
-                            (Some(p), Ok(sampler)) => sampler.fits(p),
-                            _ => true,
-                        };
-                        if fits {
-                            ui.selectable_value(&mut s.sampler, name.to_string(), name);
-                        }
-                    }
-                });
-            ui.add(
-                egui::DragValue::new(&mut s.steps)
-                    .range(1..=1000)
-                    .prefix("steps "),
-            );
             ui.add(egui::DragValue::new(&mut s.seed).prefix("seed "));
             ui.add(egui::DragValue::new(&mut s.count).range(1..=64).prefix("images "));
-        });
-        let (classes, levels) = self.model.as_ref().map_or((None, 1), |m| (m.classes, m.levels));
-        ui.horizontal(|ui| {
-            if let Some(k) = classes {
+            if let Some(k) = model.and_then(|m| m.classes) {
                 egui::ComboBox::from_label("class")
                     .selected_text(s.class.map_or("all (mixed)".to_string(), |c| c.to_string()))
                     .show_ui(ui, |ui| {
@@ -484,30 +591,31 @@ impl DenoiseView {
                             ui.selectable_value(&mut s.class, Some(c), c.to_string());
                         }
                     });
-                let trained = self.model.as_ref().map_or(1.0, |m| m.guidance);
-                let mut guidance = s.guidance.unwrap_or(trained);
-                if ui
-                    .add(egui::Slider::new(&mut guidance, 0.0..=8.0).text("guidance"))
-                    .changed()
-                {
-                    s.guidance = Some(guidance);
-                }
-            } else {
-                ui.label("unconditional model (no class or guidance)");
             }
+            let mut pause = s.pause_after.is_some();
+            ui.checkbox(&mut pause, "pause").on_hover_text(
+                "stop after that step to branch from it with other settings (the step debugger)",
+            );
+            let mut step = s.pause_after.unwrap_or(s.steps / 2).max(1);
+            ui.add_enabled(
+                pause,
+                egui::DragValue::new(&mut step)
+                    .range(1..=s.steps.max(1))
+                    .prefix("after step "),
+            );
+            s.pause_after = pause.then_some(step);
         });
+        sampling_controls(ui, s, model);
+        let levels = model.map_or(1, |m| m.levels);
         ui.add_enabled_ui(levels > 1, |ui| {
-            ui.horizontal(|ui| {
-                egui::ComboBox::from_label("skip type")
-                    .selected_text(s.skip_type.map_or("as trained".to_string(), |t| t.to_string()))
-                    .show_ui(ui, |ui| {
-                        ui.selectable_value(&mut s.skip_type, None, "as trained");
-                        for t in [SkipType::Zero, SkipType::Duplicate, SkipType::Interpolate] {
-                            ui.selectable_value(&mut s.skip_type, Some(t), t.to_string());
-                        }
-                    });
-                ui.add(egui::Slider::new(&mut s.skip_exponent, 0.0..=5.0).text("skip exponent c"));
-            });
+            egui::ComboBox::from_label("skip type")
+                .selected_text(s.skip_type.map_or("as trained".to_string(), |t| t.to_string()))
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut s.skip_type, None, "as trained");
+                    for t in [SkipType::Zero, SkipType::Duplicate, SkipType::Interpolate] {
+                        ui.selectable_value(&mut s.skip_type, Some(t), t.to_string());
+                    }
+                });
         });
     }
 
@@ -527,13 +635,22 @@ impl DenoiseView {
     }
 
     fn timeline_ui(&mut self, ui: &mut egui::Ui) {
-        if self.frames.is_empty() {
+        let frames = self.shown_frames();
+        if frames.is_empty() {
             return;
         }
-        let last = self.frames.len() - 1;
+        let last = frames.len() - 1;
+        let mut current = self.current.min(last);
+        let planned = match self.branches.shown() {
+            Some(branch) => branch.planned_steps(),
+            None => self.planned_steps.max(frames.len()),
+        };
+        let frame = frames[current].clone();
+        // the first step compiles the kernels: left out of the mean
+        let mean = (last > 0).then(|| frames[1..].iter().map(|f| f.seconds).sum::<f64>() / last as f64);
         ui.horizontal(|ui| {
             if ui.button("< step").clicked() {
-                self.current = self.current.saturating_sub(1);
+                current = current.saturating_sub(1);
                 self.follow = false;
             }
             let play = if self.playing { "Pause" } else { "Play" };
@@ -542,41 +659,55 @@ impl DenoiseView {
                 self.follow = false;
             }
             if ui.button("step >").clicked() {
-                self.current = (self.current + 1).min(last);
-                self.follow = self.current == last;
+                current = (current + 1).min(last);
+                self.follow = current == last;
             }
-            let slider = ui.add(egui::Slider::new(&mut self.current, 0..=last).text("recorded step"));
+            let slider = ui.add(egui::Slider::new(&mut current, 0..=last).text("recorded step"));
             if slider.changed() {
-                self.follow = self.current == last;
+                self.follow = current == last;
                 self.playing = false;
             }
         });
-        let frame = &self.frames[self.current.min(last)];
+        self.current = current;
         let levels = self.model.as_ref().map_or(1, |m| m.levels);
         let mut line = format!(
-            "step {} of {}: t = {:.1}, skipped levels {} of {}, step time {:.0} ms",
+            "step {} of {planned}: t = {:.1}, skipped levels {} of {}, step time {:.0} ms",
             frame.index + 1,
-            self.planned_steps.max(self.frames.len()),
             frame.t,
             frame.skip,
             levels,
             frame.seconds * 1e3,
         );
-        if last > 0 {
-            // the first step compiles the kernels: left out of the mean
-            let mean = self.frames[1..].iter().map(|f| f.seconds).sum::<f64>() / last as f64;
-            line += &format!(" (mean {:.0} ms over steps 2..{})", mean * 1e3, self.frames.len());
+        if let Some(mean) = mean {
+            line += &format!(" (mean {:.0} ms over steps 2..{})", mean * 1e3, last + 1);
         }
         ui.label(line);
     }
 
-    /// Writes the last run's images to `<export folder>/samples.png` (a download in the page).
+    /// The shown run's images (the run's, or the shown branch's once it ended).
+    fn shown_samples(&self) -> Option<&Tensor> {
+        match self.branches.shown() {
+            Some(branch) => branch.samples.as_ref(),
+            None => self.samples.as_ref(),
+        }
+    }
+
+    /// Where the shown run's files go: the export folder, a branch's own folder in it.
+    fn export_folder(&self) -> PathBuf {
+        let dir = PathBuf::from(&self.export_dir);
+        match self.branches.shown_index() {
+            Some(i) => dir.join(format!("branch-{}", i + 1)),
+            None => dir,
+        }
+    }
+
+    /// Writes the shown run's images to `<export folder>/samples.png` (a download in the page).
     fn save_samples(&mut self, ctx: &egui::Context) {
-        let Some(samples) = self.samples.clone() else {
+        let Some(samples) = self.shown_samples().cloned() else {
             return;
         };
         let columns = grid_columns(self.settings.count);
-        let path = PathBuf::from(&self.export_dir).join("samples.png");
+        let path = self.export_folder().join("samples.png");
         self.export = Some(Job::start(
             ctx,
             "save samples",
@@ -604,11 +735,15 @@ impl DenoiseView {
         }));
     }
 
+    /// Exports every step of the shown run (PNGs and GIFs) to its export folder.
     fn start_export(&mut self, ctx: &egui::Context) {
-        let steps: Vec<(Tensor, Option<Tensor>)> =
-            self.frames.iter().map(|f| (f.x.clone(), f.x0.clone())).collect();
+        let steps: Vec<(Tensor, Option<Tensor>)> = self
+            .shown_frames()
+            .iter()
+            .map(|f| (f.x.clone(), f.x0.clone()))
+            .collect();
         let columns = grid_columns(self.settings.count);
-        let dir = PathBuf::from(&self.export_dir);
+        let dir = self.export_folder();
         self.message = Some(Ok(format!(
             "exporting {} steps to {}",
             steps.len(),
@@ -629,27 +764,114 @@ impl DenoiseView {
     }
 }
 
-/// The sampling job: loads the model, samples with a per-step callback that waits for the
-/// step's device work, hands its x_t and x_0 (still on the device) to the view, and stops when
-/// cancelled.
-async fn sample_job(gpu: Gpu, settings: DenoiseSettings, job: JobContext<DenoiseMessage>) -> Result<()> {
+/// The controls of what a run does per step (the run's and a branch's): sampler, steps,
+/// guidance (conditional models), skip exponent and deep-feature cache (U-Nets).
+pub(super) fn sampling_controls(ui: &mut egui::Ui, s: &mut DenoiseSettings, model: Option<&ModelInfo>) {
+    let process = model.map(|m| m.process.clone());
+    ui.horizontal(|ui| {
+        egui::ComboBox::from_label("sampler")
+            .selected_text(s.sampler.clone())
+            .show_ui(ui, |ui| {
+                for name in Sampler::NAMES {
+                    let fits = match (&process, name.parse::<Sampler>()) {
+                        (Some(p), Ok(sampler)) => sampler.fits(p),
+                        _ => true,
+                    };
+                    if fits {
+                        ui.selectable_value(&mut s.sampler, name.to_string(), name);
+                    }
+                }
+            });
+        ui.add(
+            egui::DragValue::new(&mut s.steps)
+                .range(1..=1000)
+                .prefix("steps "),
+        );
+        match model {
+            Some(info) if info.classes.is_some() => {
+                let mut guidance = s.guidance.unwrap_or(info.guidance);
+                if ui
+                    .add(egui::Slider::new(&mut guidance, 0.0..=8.0).text("guidance"))
+                    .changed()
+                {
+                    s.guidance = Some(guidance);
+                }
+            }
+            Some(_) => {
+                ui.label("unconditional model (no class or guidance)");
+            }
+            None => {}
+        }
+    });
+    let levels = model.map_or(1, |m| m.levels);
+    ui.add_enabled_ui(levels > 1, |ui| {
+        ui.horizontal(|ui| {
+            ui.add(egui::Slider::new(&mut s.skip_exponent, 0.0..=5.0).text("skip exponent c"));
+            ui.add(
+                egui::DragValue::new(&mut s.cache_interval)
+                    .range(1..=10)
+                    .prefix("cache interval m "),
+            )
+            .on_hover_text("deep features computed every m network calls and reused between (1: no cache)");
+            let deepest = levels.saturating_sub(1).max(1);
+            let mut depth = s.cache_depth.unwrap_or(deepest);
+            ui.add_enabled(
+                s.cache_interval > 1,
+                egui::DragValue::new(&mut depth)
+                    .range(1..=deepest)
+                    .prefix("depth d "),
+            );
+            s.cache_depth = (depth != deepest).then_some(depth);
+        });
+    });
+}
+
+/// The grid layout of a batch of `shape` [N, C, H, W]: images of at most 32 pixels magnified
+/// `scale` times, larger ones half as much.
+pub(super) fn grid_layout(shape: [usize; 4], scale: u32) -> GridLayout {
+    GridLayout {
+        columns: grid_columns(shape[0]) as u32,
+        scale: if shape[2] <= 32 { scale } else { scale.div_ceil(2) },
+        gap: 4,
+    }
+}
+
+/// The sampling job: loads the model, samples (from noise, or from a branch's `start`, its
+/// first step numbered `first_index`) with a per-step callback that waits for the step's device
+/// work, hands its x_t and x_0 (still on the device) to the view, and stops when cancelled or
+/// at the settings' `pause_after` step.
+pub(super) async fn sample_job(
+    gpu: Gpu,
+    settings: DenoiseSettings,
+    branch: Option<(Start, usize)>,
+    job: JobContext<DenoiseMessage>,
+) -> Result<()> {
     let path = PathBuf::from(&settings.checkpoint);
     let loaded = platform::load_model(&gpu, &path, settings.skip_type).await?;
-    job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
+    if branch.is_none() {
+        job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
+    }
     let request = settings.request(&loaded)?;
+    let first_index = branch.as_ref().map_or(0, |(_, first)| *first);
     let started = Instant::now();
     let mut last = Instant::now();
     let mut on_step = |step: &Step| -> Result<()> {
         let seconds = last.elapsed().as_secs_f64();
         last = Instant::now();
         job.send(DenoiseMessage::Frame(Frame {
-            index: step.index,
+            index: first_index + step.index,
             t: step.t,
             skip: step.skip,
             x: step.x.clone(),
             x0: step.x0.cloned(),
+            resume_t: step.resume_t,
             seconds,
         }));
+        let done = first_index + step.index + 1;
+        if settings.pause_after == Some(done) && step.resume_t.is_some() {
+            job.send(DenoiseMessage::Paused(done));
+            return Err(crate::Error::Cancelled);
+        }
         job.check()
     };
     let net: &dyn DiffusionNet = loaded.net.as_ref();
@@ -659,6 +881,7 @@ async fn sample_job(gpu: Gpu, settings: DenoiseSettings, job: JobContext<Denoise
         &loaded.state.model,
         &loaded.state.process,
         &request,
+        branch.map(|(start, _)| start),
         Some(&mut on_step),
     )
     .await?;

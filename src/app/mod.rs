@@ -1,6 +1,7 @@
-//! The wgdiff app (egui): denoise, skip-schedule, train, profile and device views, drawn by
+//! The wgdiff app (egui): denoise (with a step debugger), skip-schedule, train, profile and device views, drawn by
 //! eframe on the engine's own wgpu device; every view schedules the library's async calls.
 
+mod branches;
 mod denoise;
 mod device;
 mod export;
@@ -13,7 +14,8 @@ mod profile;
 mod skip;
 mod train;
 
-pub use denoise::DenoiseSettings;
+pub use branches::{Branch, Branches};
+pub use denoise::{DenoiseSettings, Frame};
 pub use frame_clock::{Activity, FrameClock, FrameSample};
 pub use grid_texture::{GridLayout, GridTexture};
 pub use jobs::{Event, Job, JobContext};
@@ -126,7 +128,7 @@ pub struct AppOptions {
     /// Close the app once the `autorun` job has ended (benchmarks and scripts).
     pub exit_when_done: bool,
     /// Save a screenshot here, then close: after `screenshot_after` seconds, once the view
-    /// shows its result (denoise: 60% of the steps, train: 6 steps and a sample grid, profile:
+    /// shows its result (denoise: 60% of the steps or a pause, train: 6 steps and a sample grid, profile:
     /// the profile; at most 15 minutes).
     pub screenshot: Option<PathBuf>,
     pub screenshot_after: f64,
@@ -296,7 +298,12 @@ impl WgdiffApp {
         };
         let now = ctx.input(|i| i.time);
         let shown = match self.view {
-            View::Denoise => self.denoise.frames.len() * 5 >= self.denoise.settings.steps * 3,
+            View::Denoise => {
+                let recorded = self.denoise.frames.len();
+                // (60% of the steps, or a run paused before them)
+                recorded * 5 >= self.denoise.settings.steps * 3
+                    || (recorded > 0 && !self.denoise.is_running())
+            }
             View::Train => self.train.losses.len() >= 6 && self.train.has_grid(),
             View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
             View::Skip => self.skip.settled(),

@@ -39,7 +39,7 @@ pub struct GuiArgs {
     #[arg(long, requires = "autorun")]
     exit_when_done: bool,
     /// Save a screenshot of the window to this PNG, then close: after --screenshot-after seconds
-    /// once the view shows its result (denoise: 60% of the steps; train: 6 steps and a sample
+    /// once the view shows its result (denoise: 60% of the steps or a pause; train: 6 steps and a sample
     /// grid; profile: the profile), at most 15 minutes later
     #[arg(long, value_name = "PNG")]
     screenshot: Option<PathBuf>,

@@ -2,7 +2,7 @@
 //! adapter with optional class labels, and classifier-free guidance over any two denoisers.
 
 use crate::models::{DeepFeatures, DiffusionNet};
-use crate::{Result, Tensor};
+use crate::{DType, Result, Tensor};
 
 /// A network as the samplers see it: the raw output (in the process's parameterisation) for
 /// a batch `x` at one network time input `t`, skipping the `skip` deepest levels.
@@ -50,6 +50,8 @@ pub struct NetDenoiser<'a> {
     pub labels: Option<Vec<u32>>,
     /// Classifier-free guidance: (scale w, null class id).
     pub guidance: Option<(f32, u32)>,
+    /// The dtype the network runs in (f16: the batch is cast to it and the output back to f32).
+    pub dtype: DType,
 }
 
 impl<'a> NetDenoiser<'a> {
@@ -59,6 +61,7 @@ impl<'a> NetDenoiser<'a> {
             net,
             labels: None,
             guidance: None,
+            dtype: DType::F32,
         }
     }
 
@@ -68,6 +71,7 @@ impl<'a> NetDenoiser<'a> {
             net,
             labels: Some(labels),
             guidance: None,
+            dtype: DType::F32,
         }
     }
 
@@ -78,7 +82,13 @@ impl<'a> NetDenoiser<'a> {
             net,
             labels: Some(labels),
             guidance: Some((w, classes)),
+            dtype: DType::F32,
         }
+    }
+
+    /// The same denoiser with the network run in `dtype`.
+    pub fn in_dtype(self, dtype: DType) -> NetDenoiser<'a> {
+        NetDenoiser { dtype, ..self }
     }
 }
 
@@ -94,8 +104,9 @@ impl Denoiser for NetDenoiser<'_> {
         skip: usize,
         deep: DeepFeatures,
     ) -> Result<(Tensor, Option<Tensor>)> {
+        let x = &x.to_dtype(self.dtype)?;
         let n = x.shape().first().copied().unwrap_or(1);
-        match (&self.labels, self.guidance) {
+        let (out, features) = match (&self.labels, self.guidance) {
             (Some(labels), Some((w, null))) => {
                 // the kept features are of the 2N batch, so a guided run reuses them as they are
                 let both = Tensor::concat(&[x.clone(), x.clone()], 0)?;
@@ -109,7 +120,8 @@ impl Denoiser for NetDenoiser<'_> {
             (labels, _) => self
                 .net
                 .forward_deep(x, &vec![t; n], labels.as_deref(), skip, deep),
-        }
+        }?;
+        Ok((out.to_dtype(DType::F32)?, features))
     }
 
     fn levels(&self) -> usize {

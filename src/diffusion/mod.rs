@@ -16,7 +16,8 @@ pub use denoiser::{guide, Denoiser, Guided, NetDenoiser};
 pub use loss::{Network, Weighting};
 pub use process::{Level, Marginals, Objective, Output, Process, Sde};
 pub use sampler::{
-    default_sampler, OnStep, SampleOptions, SampleOutput, Sampler, Spacing, Step, DEFAULT_SAMPLER_STEPS,
+    default_sampler, OnStep, SampleOptions, SampleOutput, Sampler, Spacing, Start, Step,
+    DEFAULT_SAMPLER_STEPS,
 };
 pub use schedule::{AlphaBars, BetaSchedule};
 pub use skip::{join_depths, skip_intervals, skip_levels, SkipInterval, SkipPlan};

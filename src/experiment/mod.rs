@@ -2,6 +2,7 @@
 //! report and PNG plots (`wgdiff experiment ...`), and the header, report and plan they share.
 
 pub mod adaptive_skip;
+pub mod compare;
 pub mod compression;
 pub mod ladder;
 pub mod ladder_report;

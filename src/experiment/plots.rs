@@ -2,7 +2,7 @@
 //! system fonts are needed): labelled curves (FID against speed-up or time), k(t) schedules, bars.
 
 use crate::diffusion::skip_levels;
-use crate::plot_font::{plot_error, render_png, FONT};
+use crate::plot_font::{plot_error, png_bytes, render_png, FONT};
 use crate::Result;
 use plotters::prelude::*;
 use std::path::Path;
@@ -34,22 +34,27 @@ pub struct Axes<'a> {
 /// speed-up for each c, the speed-run's FID against training time).
 pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, true)).collect();
-    labelled_points(path, axes, &drawn, false)
+    crate::fsio::write_atomic(path, &labelled_points(path, axes, &drawn, false)?)
 }
 
 /// Labelled points coloured by series, unconnected (settings with no order: the compression
 /// experiment's FID against size and time).
 pub fn scatter(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, false)).collect();
-    labelled_points(path, axes, &drawn, false)
+    crate::fsio::write_atomic(path, &labelled_points(path, axes, &drawn, false)?)
 }
 
 /// Labelled points coloured by series, each series joined by a line when its flag says so,
 /// on axes fitted to the points (the skip search's c-family curve beside its searched and
 /// caching points, which crowd a corner of axes from zero).
 pub fn curves_and_points(path: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<()> {
+    crate::fsio::write_atomic(path, &curves_and_points_png(path, axes, series)?)
+}
+
+/// [`curves_and_points`]'s PNG bytes, written nowhere; `name` names the plot in errors.
+pub fn curves_and_points_png(name: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<Vec<u8>> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|(s, line)| (s, *line)).collect();
-    labelled_points(path, axes, &drawn, true)
+    labelled_points(name, axes, &drawn, true)
 }
 
 /// A range around `values` with a margin.
@@ -63,8 +68,9 @@ fn fitted(values: impl Iterator<Item = f64> + Clone) -> std::ops::Range<f64> {
     (min - pad)..(max + pad)
 }
 
-/// `fit`: axes around the points; else from zero (x a little below) to past the largest.
-fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: bool) -> Result<()> {
+/// The plot's PNG bytes. `fit`: axes around the points; else from zero (x a little below) to
+/// past the largest.
+fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: bool) -> Result<Vec<u8>> {
     let points = series.iter().flat_map(|(s, _)| &s.points);
     let (x_range, y_range) = if fit {
         (fitted(points.clone().map(|p| p.0)), fitted(points.map(|p| p.1)))
@@ -74,7 +80,7 @@ fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: boo
         (-pad..(x_max * 1.1 + pad), 0.0..(y_max * 1.1))
     };
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
-    render_png(path, (900, 600), |root| {
+    png_bytes(path, (900, 600), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(axes.caption, (FONT, 20))
             .margin(15)

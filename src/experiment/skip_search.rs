@@ -231,6 +231,7 @@ pub async fn measure_proxy(gpu: &Gpu, sampling: Sampling<'_>, request: &SampleRe
         sampling.model,
         sampling.process,
         &unskipped,
+        None,
         Some(&mut on_step),
     )
     .await?;

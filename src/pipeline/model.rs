@@ -38,7 +38,7 @@ impl Sampling<'_> {
         request: &SampleRequest,
         on_step: Option<&'s mut OnStep<'s>>,
     ) -> Result<(Tensor, usize)> {
-        sample_net(gpu, self.net, self.model, self.process, request, on_step).await
+        sample_net(gpu, self.net, self.model, self.process, request, None, on_step).await
     }
 
     /// Draws `request.count` images in batches of at most `batch` ([`SampleRequest::chunks`]),

@@ -6,7 +6,7 @@ use crate::diffusion::{
 };
 use crate::models::ModelConfig;
 use crate::run_state::{check_finite_nonnegative, TrainState};
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 /// The largest classifier-free guidance scale a request may ask for: far past it every
 /// pixel saturates.
@@ -25,6 +25,7 @@ pub struct SampleRequest {
     cache: Option<FeatureCache>,
     class: Option<u32>,
     guidance: f32,
+    precision: DType,
 }
 
 impl SampleRequest {
@@ -43,6 +44,7 @@ impl SampleRequest {
             cache: None,
             class: None,
             guidance: 1.0,
+            precision: DType::F32,
         }
     }
 
@@ -88,6 +90,11 @@ impl SampleRequest {
     /// Classifier-free guidance scale w (1 = plain conditional).
     pub fn guidance(&self) -> f32 {
         self.guidance
+    }
+
+    /// The dtype the network runs in (f16 needs the adapter's SHADER_F16).
+    pub fn precision(&self) -> DType {
+        self.precision
     }
 
     /// This request split into requests of at most `batch` images (batch 0 counts as 1), the
@@ -150,6 +157,7 @@ pub struct SampleRequestBuilder<'a> {
     cache: Option<FeatureCache>,
     class: Option<u32>,
     guidance: f32,
+    precision: DType,
 }
 
 impl<'a> SampleRequestBuilder<'a> {
@@ -221,6 +229,12 @@ impl<'a> SampleRequestBuilder<'a> {
         self
     }
 
+    /// Run the network in f16 (activations; float weights cast at use) or f32 (the default).
+    pub fn precision(mut self, precision: DType) -> Self {
+        self.precision = precision;
+        self
+    }
+
     /// The request, every value checked against the model, naming the value and the fix.
     /// Steps, when not given, are decided here and only here: [`DEFAULT_SAMPLER_STEPS`] for
     /// the default sampler, else the named sampler's own default
@@ -279,6 +293,7 @@ impl<'a> SampleRequestBuilder<'a> {
             cache: self.cache,
             class: self.class,
             guidance: self.guidance,
+            precision: self.precision,
         })
     }
 }

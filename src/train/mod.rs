@@ -633,6 +633,7 @@ impl Trainer {
             &self.state.process,
             &request,
             None,
+            None,
         )
         .await?;
         Ok(images)

@@ -153,7 +153,7 @@ fn denoise_view_records_every_step_and_scrubs_through_them() {
     h.step();
     h.state_mut().denoise.current = 2;
     h.step();
-    mask_changing(&mut h, &["step time", "network evaluations"]);
+    mask_changing(&mut h, &["step time", "network evaluations", "ms per step"]);
     h.snapshot("denoise_view");
 }
 
@@ -182,6 +182,120 @@ fn denoise_view_exports_pngs_and_gifs() {
     );
     for name in ["step_0000_xt.png", "step_0002_x0.png", "xt.gif", "x0.gif"] {
         let path = frames.join(name);
+        assert!(image::open(&path).is_ok(), "{} decodes", path.display());
+    }
+}
+
+/// The values of every recorded step's x_t of a trajectory.
+fn step_values(frames: &[wgdiff::app::Frame]) -> Vec<Vec<f32>> {
+    frames.iter().map(|f| f.x.to_vec().unwrap()).collect()
+}
+
+/// The largest absolute difference between two steps' values.
+fn largest_gap(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn step_debugger_branches_from_a_paused_step_and_differs_from_the_run_only_after_it() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("branches");
+    let mut h = harness(gpu, View::Denoise, &out);
+    step_until(&mut h, 60, "the checkpoint's description", |app| {
+        app.denoise.model.is_some()
+    });
+    {
+        // deterministic DDIM: the same settings give the same steps
+        let s = &mut h.state_mut().denoise.settings;
+        s.sampler = "ddim".into();
+        s.steps = 6;
+        s.count = 4;
+        s.seed = 5;
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 120, "the whole run", |app| {
+        app.denoise.frames.len() == 6 && !app.denoise.is_running()
+    });
+    let whole = step_values(&h.state().denoise.frames);
+    // The same run paused after step 3.
+    h.state_mut().denoise.settings.pause_after = Some(3);
+    h.step();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 120, "the pause after step 3", |app| {
+        !app.denoise.is_running()
+            && matches!(&app.denoise.message, Some(Ok(m)) if m.starts_with("paused after step 3"))
+    });
+    assert_eq!(h.state().denoise.frames.len(), 3, "no step after the pause");
+    assert_eq!(h.state().denoise.current, 2, "the timeline shows the paused step");
+    // Branch 1 keeps the run's settings for the 3 steps left: it ends as the whole run did.
+    assert_eq!(h.state().denoise.branches.settings.steps, 3);
+    h.get_by_label("Branch from step 3").click();
+    step_until(&mut h, 120, "branch 1", |app| {
+        app.denoise
+            .branches
+            .list
+            .first()
+            .is_some_and(|b| b.seconds.is_some())
+    });
+    let first = step_values(&h.state().denoise.branches.list[0].frames);
+    assert_eq!(first.len(), 6);
+    for (step, (a, b)) in whole.iter().zip(&first).enumerate() {
+        let gap = largest_gap(a, b);
+        assert!(
+            gap < 1e-4,
+            "branch 1 with the run's settings: step {} differs by {gap}",
+            step + 1
+        );
+    }
+    // Branch 2 from the same step skipping deep levels (c = 3): the same first 3 steps, then its own.
+    h.get_by_label_contains("run: ddim").click();
+    h.step();
+    assert_eq!(
+        h.state().denoise.branches.shown_index(),
+        None,
+        "the run is shown again"
+    );
+    h.state_mut().denoise.current = 2;
+    h.state_mut().denoise.branches.settings.skip_exponent = 3.0;
+    h.step();
+    h.get_by_label("Branch from step 3").click();
+    step_until(&mut h, 120, "branch 2", |app| {
+        app.denoise
+            .branches
+            .list
+            .get(1)
+            .is_some_and(|b| b.seconds.is_some())
+    });
+    let app = h.state();
+    let second = &app.denoise.branches.list[1];
+    assert_eq!((second.from, second.frames.len()), (2, 6));
+    assert_eq!(
+        app.denoise.branches.shown_index(),
+        Some(1),
+        "a new branch is shown"
+    );
+    assert_eq!(app.denoise.shown_frames().len(), 6);
+    let second = step_values(&second.frames);
+    for step in 0..6 {
+        let gap = largest_gap(&whole[step], &second[step]);
+        match step < 3 {
+            true => assert_eq!(gap, 0.0, "step {} is the run's", step + 1),
+            false => assert!(gap > 0.01, "step {} skips levels: gap {gap}", step + 1),
+        }
+    }
+    // Any branch can be exported: branch 2 to its own folder.
+    let exports: Vec<_> = h.query_all_by_label("Export").collect();
+    assert_eq!(exports.len(), 3, "the run and two branches");
+    exports[2].click();
+    step_until(
+        &mut h,
+        60,
+        "the export of branch 2",
+        |app| matches!(&app.denoise.message, Some(Ok(m)) if m.starts_with("exported")),
+    );
+    for name in ["step_0000_xt.png", "step_0005_x0.png", "xt.gif"] {
+        let path = out.join("frames").join("branch-2").join(name);
         assert!(image::open(&path).is_ok(), "{} decodes", path.display());
     }
 }

@@ -248,6 +248,7 @@ fn skip_schedule_reaches_the_network_and_the_callback() {
         cache: None,
         on_step: Some(&mut on_step),
         clip_x0: None,
+        ..Default::default()
     };
     let ddim = Sampler::Ddim {
         eta: 0.0,

@@ -375,3 +375,162 @@ fn header() -> Header {
         wall_seconds: 1.0,
     }
 }
+
+#[test]
+fn a_comparison_times_every_variant_on_one_seed_and_marks_the_pareto_front() {
+    use wgdiff::compress::{compress_checkpoint, CompressPlan, QuantizePlan};
+    use wgdiff::diffusion::Sampler;
+    use wgdiff::experiment::compare::{self, Event, Variant};
+    use wgdiff::ops::WeightBits;
+    use wgdiff::pipeline::SampleRequest;
+    use wgdiff::DType;
+    let gpu = gpu();
+    let path = tiny_checkpoint(
+        "compare",
+        TrainConfig {
+            preset: "tiny".into(),
+            steps: 1,
+            batch: 4,
+            ..TrainConfig::default()
+        },
+    );
+    let origin = path.display().to_string();
+    let float = wgdiff::checkpoint::Checkpoint::load(&path).unwrap();
+    let int8 = CompressPlan {
+        prune: None,
+        quantize: Some(QuantizePlan {
+            bits: WeightBits::Int8,
+            per_channel: true,
+        }),
+        seed: 0,
+    };
+    let int8 = compress_checkpoint(gpu, &float, &origin, &int8).unwrap().0;
+    let state = TrainedModel::from_checkpoint(gpu, &float, &origin, None)
+        .unwrap()
+        .state;
+    let request = |sampler: &str, steps: usize, precision: DType| {
+        SampleRequest::for_state(&state)
+            .sampler(sampler.parse::<Sampler>().unwrap())
+            .steps(Some(steps))
+            .precision(precision)
+            .build()
+            .unwrap()
+    };
+    let variant =
+        |label: &str, checkpoint: &wgdiff::checkpoint::Checkpoint, request: SampleRequest| Variant {
+            label: label.into(),
+            checkpoint: checkpoint.clone(),
+            origin: origin.clone(),
+            skip_type: None,
+            request,
+        };
+    let variants = [
+        variant("ddpm 4", &float, request("ddpm", 4, DType::F32)),
+        variant("ddim 2", &float, request("ddim", 2, DType::F32)),
+        variant("ddpm 4 int8", &int8, request("ddpm", 4, DType::F32)),
+        variant("ddim 2 f16", &float, request("ddim", 2, DType::F16)),
+    ];
+    let plan = compare::Plan {
+        images: 2,
+        rounds: 2,
+        fid_samples: 4,
+        batch: 4,
+        seed: 3,
+    };
+    let tracker = pooled_pixel_tracker();
+    let (mut steps, mut last_x, mut progress, mut row_events) =
+        (vec![0; 4], vec![Vec::new(); 4], Vec::new(), 0);
+    let rows = pollster::block_on(compare::run(
+        gpu,
+        &variants,
+        &plan,
+        Some(&tracker),
+        &mut |event| {
+            match event {
+                Event::Step {
+                    variant,
+                    step,
+                    seconds,
+                } => {
+                    assert!(seconds >= 0.0);
+                    steps[variant] += 1;
+                    last_x[variant] = step.x.to_vec()?;
+                }
+                Event::Progress { done, total, .. } => progress.push((done, total)),
+                Event::Row { .. } => row_events += 1,
+            }
+            Ok(())
+        },
+    ))
+    .unwrap();
+    assert_eq!(steps, [4, 2, 4, 2], "every step of each recorded run is reported");
+    assert_eq!(row_events, 8, "every row once timed and once scored");
+    assert!(progress.windows(2).all(|w| w[0].0 <= w[1].0), "{progress:?}");
+    assert_eq!(
+        progress.first(),
+        Some(&(0, 4 * 4)),
+        "3 rounds and the FID of 4 variants"
+    );
+    let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["ddpm 4", "ddim 2", "ddpm 4 int8", "ddim 2 f16"]);
+    for (row, want) in rows.iter().zip([4, 2, 4, 2]) {
+        assert_eq!((row.steps, row.evaluations), (want, want), "{row:?}");
+        assert!(row.ms_per_step > 0.0 && row.ms_per_image > 0.0, "{row:?}");
+        assert!(
+            row.peak_bytes > 0 && row.fid.is_some_and(f64::is_finite),
+            "{row:?}"
+        );
+    }
+    assert_eq!(rows[0].model_bytes, rows[1].model_bytes, "one model");
+    assert!(
+        rows[2].model_bytes < rows[0].model_bytes,
+        "int8 weights are smaller: {} vs {}",
+        rows[2].model_bytes,
+        rows[0].model_bytes
+    );
+    // The f16 run follows the f32 run of the same settings closely, but not bit for bit.
+    let gap = last_x[1]
+        .iter()
+        .zip(&last_x[3])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(gap > 0.0 && gap < 0.1, "f16 against f32: largest gap {gap}");
+    // The front: a row is on it exactly when no other is as fast and as good and better in one.
+    for (i, row) in rows.iter().enumerate() {
+        let dominated = rows.iter().enumerate().any(|(j, o)| {
+            let (t, f, to, fo) = (row.ms_per_image, row.fid.unwrap(), o.ms_per_image, o.fid.unwrap());
+            j != i && to <= t && fo <= f && (to < t || fo < f)
+        });
+        assert_eq!(row.pareto, !dominated, "{row:?}");
+    }
+    let md = compare::markdown(&rows, &plan, "lavapipe");
+    assert!(
+        md.contains("| ddpm 4 int8 |") && md.contains("Pareto front"),
+        "{md}"
+    );
+    let png = compare::plot_png(&rows, std::path::Path::new("compare.png")).unwrap();
+    assert!(image::load_from_memory(&png).is_ok(), "the plot is a PNG");
+}
+
+#[test]
+fn the_pareto_front_keeps_what_no_other_variant_beats_in_time_and_fid() {
+    use wgdiff::experiment::compare::{mark_pareto, Row};
+    let row = |ms: f64, fid: Option<f64>| Row {
+        ms_per_image: ms,
+        fid,
+        ..Row::default()
+    };
+    let mut rows = [
+        row(10.0, Some(50.0)),
+        row(20.0, Some(40.0)),
+        row(25.0, Some(45.0)),
+        row(10.0, Some(60.0)),
+    ];
+    mark_pareto(&mut rows);
+    let front: Vec<bool> = rows.iter().map(|r| r.pareto).collect();
+    assert_eq!(front, [true, true, false, false]);
+    // without FID only time ranks
+    let mut rows = [row(10.0, None), row(5.0, None)];
+    mark_pareto(&mut rows);
+    assert_eq!([rows[0].pareto, rows[1].pareto], [false, true]);
+}

@@ -19,7 +19,7 @@
 use crate::common::gpu;
 use crate::exact::{check_moments, gaussian, two_modes, Allowance, Exact};
 use std::time::Instant;
-use wgdiff::diffusion::{BetaSchedule, Objective, Process, SampleOptions, Sampler, Spacing};
+use wgdiff::diffusion::{BetaSchedule, Objective, Process, SampleOptions, Sampler, Spacing, Start, Step};
 use wgdiff::ops::random::Rng;
 use wgdiff::Tensor;
 
@@ -223,4 +223,177 @@ fn annealed_langevin_on_ncsn_levels() {
             cov: 0.02,
         },
     );
+}
+
+/// Runs `sampler` for `steps` steps and stops after step `pause` (0-based): the state there.
+fn paused_state(process: &Process, sampler: Sampler, steps: usize, pause: usize, exact: &Exact) -> Start {
+    let mut state = None;
+    let mut on_step = |step: &Step| -> wgdiff::Result<()> {
+        if step.index < pause {
+            return Ok(());
+        }
+        let t = step
+            .resume_t
+            .expect("a step before the last has a time to resume at");
+        state = Some(Start { x: step.x.clone(), t });
+        Err(wgdiff::Error::Cancelled)
+    };
+    let options = SampleOptions {
+        steps: Some(steps),
+        on_step: Some(&mut on_step),
+        ..Default::default()
+    };
+    let stopped = sampler.run(process, exact, gpu(), &[N, 2], &mut Rng::new(11), options);
+    assert!(matches!(stopped, Err(wgdiff::Error::Cancelled)));
+    state.expect("the run reached the pause")
+}
+
+/// Samples on from `start` with `sampler` for `steps` steps.
+fn branch(
+    process: &Process,
+    sampler: Sampler,
+    steps: usize,
+    start: &Start,
+    exact: &Exact,
+) -> (Tensor, usize) {
+    let options = SampleOptions {
+        steps: Some(steps),
+        start: Some(start.clone()),
+        ..Default::default()
+    };
+    let out = sampler
+        .run(process, exact, gpu(), &[N, 2], &mut Rng::new(12), options)
+        .unwrap();
+    (out.samples, out.evaluations)
+}
+
+#[test]
+fn a_branch_from_a_paused_run_samples_the_data_with_any_sampler_for_the_steps_left() {
+    // Paused half-way, each branch walks only the rest of the time span: its evaluations are
+    // its own steps, and the moments still match the data (a branch that restarted from noise
+    // at the pause's time, or walked the whole span again, would miss them by far).
+    let vp = vp(Objective::Eps);
+    let ddim = Sampler::Ddim {
+        eta: 0.0,
+        spacing: Spacing::Quadratic,
+    };
+    let allowance = Allowance {
+        mean: 0.012,
+        cov: 0.035,
+    };
+    for (name, data) in [("gaussian", gaussian()), ("two modes", two_modes())] {
+        let exact = Exact::new(&vp, data.clone());
+        let start = paused_state(&vp, ddim, 200, 99, &exact);
+        assert!(
+            start.t > 10.0 && start.t < 990.0,
+            "half-way (quadratic): t = {}",
+            start.t
+        );
+        let dpm = Sampler::DpmSolverPp {
+            spacing: Spacing::LogSnr,
+        };
+        let pc = Sampler::Pc {
+            snr: 0.16,
+            corrector_steps: 1,
+        };
+        for (sampler, steps, evaluations) in [(dpm, 25, 25), (Sampler::Ddpm, 100, 100), (pc, 60, 120)] {
+            let (samples, evals) = branch(&vp, sampler, steps, &start, &exact);
+            assert_eq!(evals, evaluations, "{sampler}: evaluations of the branch");
+            check_moments(&format!("ddim -> {sampler} ({name})"), &samples, &data, allowance);
+        }
+    }
+    // NCSN: annealed Langevin paused after level 3 runs on over the 6 levels left.
+    let ncsn = Process::Ncsn {
+        sigma_max: 20.0,
+        sigma_min: 0.01,
+        levels: 10,
+    };
+    let ald = Sampler::Ald {
+        steps_per_level: 100,
+        step_size: 3e-4,
+    };
+    let data = gaussian();
+    let exact = Exact::new(&ncsn, data.clone());
+    let start = paused_state(&ncsn, ald, 10, 3, &exact);
+    assert_eq!(start.t, 4.0, "the next level");
+    let wrong = SampleOptions {
+        steps: Some(10),
+        start: Some(start.clone()),
+        ..Default::default()
+    };
+    let refused = ald.run(&ncsn, &exact, gpu(), &[N, 2], &mut Rng::new(1), wrong);
+    let message = refused
+        .err()
+        .expect("10 levels from level 4 are refused")
+        .to_string();
+    assert!(message.contains("6 of the NCSN process's 10"), "{message}");
+    let (samples, evals) = branch(&ncsn, ald, 6, &start, &exact);
+    assert_eq!(evals, 600);
+    check_moments(
+        "ald paused at level 4 -> ald",
+        &samples,
+        &data,
+        Allowance {
+            mean: 0.004,
+            cov: 0.02,
+        },
+    );
+}
+
+#[test]
+fn a_deterministic_branch_with_the_run_s_own_settings_ends_where_the_run_ends() {
+    let process = vp(Objective::Eps);
+    let exact = Exact::new(&process, two_modes());
+    let ddim = Sampler::Ddim {
+        eta: 0.0,
+        spacing: Spacing::Uniform,
+    };
+    let whole = SampleOptions {
+        steps: Some(40),
+        ..Default::default()
+    };
+    let original = ddim
+        .run(&process, &exact, gpu(), &[N, 2], &mut Rng::new(11), whole)
+        .unwrap()
+        .samples
+        .to_vec()
+        .unwrap();
+    let start = paused_state(&process, ddim, 40, 19, &exact);
+    let resumed = branch(&process, ddim, 20, &start, &exact).0.to_vec().unwrap();
+    let gap = original
+        .iter()
+        .zip(&resumed)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    eprintln!("largest gap between the run and its resumed second half: {gap}");
+    // (the resumed grid rounds its 20 timesteps from the pause on, the run its 40 from T-1:
+    // they differ by at most one timestep)
+    assert!(gap < 0.005, "the resumed run drifts from the original by {gap}");
+}
+
+#[test]
+fn a_start_of_the_wrong_shape_or_time_is_refused_by_name() {
+    let process = vp(Objective::Eps);
+    let exact = Exact::new(&process, gaussian());
+    let x = Tensor::zeros(gpu(), &[4, 2], wgdiff::DType::F32).unwrap();
+    for (start, says) in [
+        (
+            Start {
+                x: x.clone(),
+                t: 500.0,
+            },
+            "the run draws [8, 2]",
+        ),
+        (Start { x, t: 5000.0 }, "outside the vp process's time span"),
+    ] {
+        let shape = if says.contains("outside") { [4, 2] } else { [8, 2] };
+        let options = SampleOptions {
+            steps: Some(5),
+            start: Some(start),
+            ..Default::default()
+        };
+        let refused = Sampler::Ddpm.run(&process, &exact, gpu(), &shape, &mut Rng::new(1), options);
+        let message = refused.err().expect("refused").to_string();
+        assert!(message.contains(says), "{message}");
+    }
 }

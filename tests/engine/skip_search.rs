@@ -296,6 +296,7 @@ fn draw(
         cache,
         on_step: None,
         clip_x0: Some(1.0),
+        ..Default::default()
     };
     let out = Sampler::Ddpm
         .run(
@@ -403,6 +404,7 @@ fn kept_features_are_reused_exactly_m_minus_one_times_by_counted_dispatches() {
             cache: Some(cache),
             on_step: None,
             clip_x0: Some(1.0),
+            ..Default::default()
         };
         let out = ddim()
             .run(
@@ -489,6 +491,7 @@ fn bad_schedules_and_cache_settings_are_refused_with_the_fix() {
             cache,
             on_step: None,
             clip_x0: None,
+            ..Default::default()
         };
         match sampler.run(
             &Process::ddpm(),

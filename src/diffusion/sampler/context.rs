@@ -2,7 +2,7 @@
 //! through the deep-feature cache when one is on), conversions to eps / x0 / score, Gaussian
 //! noise, and the per-step callback.
 
-use super::{OnStep, Step};
+use super::{OnStep, Start, Step};
 use crate::diffusion::deep_cache::{CacheState, FeatureCache};
 use crate::diffusion::denoiser::Denoiser;
 use crate::diffusion::process::{combine, Level, Marginals};
@@ -23,6 +23,8 @@ pub(super) struct Context<'a, 'b> {
     /// samplers (DDPM, DDIM, DPM-Solver++).
     pub clip_x0: Option<f32>,
     on_step: Option<&'a mut OnStep<'b>>,
+    /// The state the run begins from instead of pure noise (taken by [`Context::initial`]).
+    start: Option<Start>,
     rng: &'a mut Rng,
     gpu: &'a Gpu,
     shape: &'a [usize],
@@ -33,7 +35,7 @@ impl<'a, 'b> Context<'a, 'b> {
         marginals: Marginals,
         denoiser: &'a dyn Denoiser,
         (skip, cache): (SkipPlan, Option<FeatureCache>),
-        on_step: Option<&'a mut OnStep<'b>>,
+        (start, on_step): (Option<Start>, Option<&'a mut OnStep<'b>>),
         rng: &'a mut Rng,
         gpu: &'a Gpu,
         shape: &'a [usize],
@@ -47,6 +49,7 @@ impl<'a, 'b> Context<'a, 'b> {
             evaluations: 0,
             clip_x0: None,
             on_step,
+            start,
             rng,
             gpu,
             shape,
@@ -110,6 +113,19 @@ impl<'a, 'b> Context<'a, 'b> {
         self.marginals.score(&raw, x, level)
     }
 
+    /// The network time of the first call: the start's, or `from_noise` for a run from noise.
+    pub fn first_time(&self, from_noise: f64) -> f64 {
+        self.start.as_ref().map_or(from_noise, |s| s.t)
+    }
+
+    /// The state the run begins from: the start's, or noise of std `prior_std`.
+    pub fn initial(&mut self, prior_std: f64) -> Result<Tensor> {
+        match self.start.take() {
+            Some(start) => Ok(start.x),
+            None => self.noise(prior_std),
+        }
+    }
+
     /// Standard normal noise of the sample shape, times `std`.
     pub fn noise(&mut self, std: f64) -> Result<Tensor> {
         self.rng.normal(self.gpu, self.shape, 0.0, std as f32, DType::F32)
@@ -126,10 +142,17 @@ impl<'a, 'b> Context<'a, 'b> {
         combine(x, 1.0 / alpha, score, std * std / alpha)
     }
 
-    /// Reports step `index`, whose network call was at `t`, to the callback, after the
-    /// device has run the step (awaited, so a watched run's step times are real and, in a
-    /// browser, the page's event loop runs between steps: there every step is awaited).
-    pub async fn report(&mut self, index: usize, t: f64, x: &Tensor, x0: Option<&Tensor>) -> Result<()> {
+    /// Reports step `index`, whose network call was at `t` and whose state `x` a run would
+    /// resume from at `resume_t`, to the callback, after the device has run the step (awaited,
+    /// so a watched run's step times are real and, in a browser, the page's event loop runs
+    /// between steps: there every step is awaited).
+    pub async fn report(
+        &mut self,
+        index: usize,
+        (t, resume_t): (f64, Option<f64>),
+        x: &Tensor,
+        x0: Option<&Tensor>,
+    ) -> Result<()> {
         let skip = self.skip_at(t);
         self.step = index + 1;
         if self.on_step.is_none() && !crate::gpu::IN_BROWSER {
@@ -145,6 +168,7 @@ impl<'a, 'b> Context<'a, 'b> {
             skip,
             x,
             x0,
+            resume_t,
         })
     }
 }

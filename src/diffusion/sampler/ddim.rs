@@ -24,12 +24,13 @@ pub(super) async fn run(
         .alpha_bars()
         .cloned()
         .ok_or_else(|| Error::Diffusion("ddim/ddpm need a VP process".into()))?;
+    let from = ctx.first_time(alpha_bars.last()).round();
     let times = distinct_integers(
-        &vp_times(&alpha_bars, spacing, steps),
-        alpha_bars.steps(),
+        &vp_times(&alpha_bars, spacing, steps, from),
+        from as usize + 1,
         "ddim/ddpm",
     )?;
-    let mut x = ctx.noise(1.0)?;
+    let mut x = ctx.initial(1.0)?;
     for (i, &t) in times.iter().enumerate() {
         let (eps, x0) = ctx.eps_and_x0(&x, t)?;
         let ab = alpha_bars.alpha_bar(t);
@@ -39,7 +40,8 @@ pub(super) async fn run(
         if var > 0.0 {
             x = x.add(&ctx.noise(var.sqrt())?)?;
         }
-        ctx.report(i, t, &x, Some(&x0)).await?;
+        ctx.report(i, (t, times.get(i + 1).copied()), &x, Some(&x0))
+            .await?;
     }
     Ok(x)
 }

@@ -10,20 +10,20 @@ use crate::{Error, Result, Tensor};
 /// `lower_order_final`), which is more stable for very few steps.
 const LOWER_ORDER_FINAL_BELOW: usize = 15;
 
-/// `steps` network evaluations from T-1 to timestep 0 (not evaluated there).
+/// `steps` network evaluations from T-1 (or the start's time) to timestep 0 (not evaluated there).
 pub(super) async fn run(ctx: &mut Context<'_, '_>, steps: usize, spacing: Spacing) -> Result<Tensor> {
     let alpha_bars = ctx
         .marginals
         .alpha_bars()
         .cloned()
         .ok_or_else(|| Error::Diffusion("dpm-solver++ needs a VP process".into()))?;
-    let times = vp_times(&alpha_bars, spacing, steps + 1);
+    let times = vp_times(&alpha_bars, spacing, steps + 1, ctx.first_time(alpha_bars.last()));
     let level = |t: f64| {
         let ab = alpha_bars.alpha_bar(t);
         let (alpha, std) = (ab.sqrt(), (1.0 - ab).sqrt());
         (alpha, std, (alpha / std).ln())
     };
-    let mut x = ctx.noise(1.0)?;
+    let mut x = ctx.initial(1.0)?;
     let mut previous: Option<(Tensor, f64)> = None; // x0 of the last step and its h
     for i in 0..steps {
         let (t, t_next) = (times[i], times[i + 1]);
@@ -41,7 +41,8 @@ pub(super) async fn run(ctx: &mut Context<'_, '_>, steps: usize, spacing: Spacin
         };
         // x_next = (std_next / std) x - alpha_next (e^{-h} - 1) D
         x = combine(&x, std_next / std, &d, -alpha_next * (-h).exp_m1())?;
-        ctx.report(i, t, &x, Some(&x0)).await?;
+        let resume_t = (i + 1 < steps).then_some(t_next);
+        ctx.report(i, (t, resume_t), &x, Some(&x0)).await?;
         previous = Some((x0, h));
     }
     Ok(x)

@@ -7,7 +7,8 @@ use crate::diffusion::process::combine;
 use crate::{Error, Result, Tensor};
 
 /// NCSN: its own levels (`levels` must match them); VE: `levels` geometric stds from std(1)
-/// to std(eps). Starts from N(0, sigma_max² I); the very last step adds no noise.
+/// to std(eps) (from the start's std when there is one). Starts from N(0, sigma_max² I) or the
+/// start; the very last step adds no noise.
 pub(super) async fn run(
     ctx: &mut Context<'_, '_>,
     levels: usize,
@@ -21,7 +22,7 @@ pub(super) async fn run(
     }
     let schedule = level_schedule(ctx, levels)?;
     let sigma_min = schedule.last().map_or(1.0, |&(_, s)| s);
-    let mut x = ctx.noise(schedule[0].1)?;
+    let mut x = ctx.initial(schedule[0].1)?;
     for (i, &(t, sigma)) in schedule.iter().enumerate() {
         let a = step_size * sigma * sigma / (sigma_min * sigma_min);
         let mut x0 = None;
@@ -35,29 +36,37 @@ pub(super) async fn run(
                 x = x.add(&ctx.noise(a.sqrt())?)?;
             }
         }
-        ctx.report(i, t, &x, x0.as_ref()).await?;
+        let resume_t = schedule.get(i + 1).map(|&(next, _)| next);
+        ctx.report(i, (t, resume_t), &x, x0.as_ref()).await?;
     }
     Ok(x)
 }
 
-/// (network time, sigma) of every level, largest sigma first.
+/// (network time, sigma) of every level, largest sigma first (from the start's level on, for
+/// a run that does not begin from noise).
 fn level_schedule(ctx: &Context, levels: usize) -> Result<Vec<(f64, f64)>> {
     if let Some(sigmas) = ctx.marginals.sigmas() {
-        if levels != sigmas.len() {
+        let first = (ctx.first_time(0.0).round() as usize).min(sigmas.len() - 1);
+        let remaining = sigmas.len() - first;
+        if levels != remaining {
             return Err(Error::Diffusion(format!(
-                "ald: the NCSN process has {} trained levels; run all of them (steps = {}), not {levels}",
+                "ald: {remaining} of the NCSN process's {} trained levels lie ahead; run all of them (steps = {remaining}), not {levels}",
                 sigmas.len(),
-                sigmas.len()
             )));
         }
-        return Ok(sigmas.iter().enumerate().map(|(i, &s)| (i as f64, s)).collect());
+        return Ok(sigmas
+            .iter()
+            .enumerate()
+            .skip(first)
+            .map(|(i, &s)| (i as f64, s))
+            .collect());
     }
     let sde = ctx
         .marginals
         .sde()
         .ok_or_else(|| Error::Diffusion("ald needs a VE or NCSN process".into()))?;
     let (hi, lo) = (
-        ctx.marginals.level(sde.start as f32).std,
+        ctx.marginals.level(ctx.first_time(sde.start) as f32).std,
         ctx.marginals.level(sde.end as f32).std,
     );
     linspace(hi.ln(), lo.ln(), levels)

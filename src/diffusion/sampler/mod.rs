@@ -12,7 +12,7 @@ mod timesteps;
 
 use super::deep_cache::{CacheCounts, FeatureCache};
 use super::denoiser::Denoiser;
-use super::process::Process;
+use super::process::{Marginals, Process};
 use super::skip::SkipPlan;
 use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
@@ -81,6 +81,17 @@ pub struct SampleOptions<'a> {
     /// [-1, 1]: `Some(1.0)`, as DDPM's sampler does); eps is recomputed from the clamped x0.
     /// Score-based samplers ignore it.
     pub clip_x0: Option<f32>,
+    /// Begin from this state instead of pure noise (a branch of an earlier run; see [`Start`]).
+    pub start: Option<Start>,
+}
+
+/// A state to sample on from: `x` (the sample shape) where the sampler's first network call is
+/// at network time `t` (an earlier run's [`Step::resume_t`]); the sampler walks its own grid of
+/// `steps` from `t` to the end of the process's time span, as it would from pure noise.
+#[derive(Clone)]
+pub struct Start {
+    pub x: Tensor,
+    pub t: f64,
 }
 
 /// The per-step callback; an error stops sampling.
@@ -97,6 +108,9 @@ pub struct Step<'a> {
     pub x: &'a Tensor,
     /// The predicted clean data when the sampler knows it (all but RK45).
     pub x0: Option<&'a Tensor>,
+    /// Where a run resumed from `x` would make its first network call ([`Start::t`]); None
+    /// after the last step (nothing remains).
+    pub resume_t: Option<f64>,
 }
 
 /// Samples and the number of network evaluations they took.
@@ -209,11 +223,14 @@ impl Sampler {
             cache.check(denoiser.levels())?;
         }
         let marginals = process.marginals()?;
+        if let Some(start) = &options.start {
+            check_start(start, process, &marginals, shape)?;
+        }
         let mut ctx = Context::new(
             marginals,
             denoiser,
             (options.skip, options.cache),
-            options.on_step,
+            (options.start, options.on_step),
             rng,
             gpu,
             shape,
@@ -253,6 +270,28 @@ impl Sampler {
     ) -> Result<SampleOutput> {
         pollster::block_on(self.run_async(process, denoiser, gpu, shape, rng, options))
     }
+}
+
+/// Errors unless `start` holds a state of the sample `shape` at a time inside `process`'s span.
+fn check_start(start: &Start, process: &Process, marginals: &Marginals, shape: &[usize]) -> Result<()> {
+    if start.x.shape() != shape {
+        return Err(Error::shape(
+            "sampler start",
+            format!(
+                "the state to sample on from is {:?}, the run draws {shape:?}",
+                start.x.shape()
+            ),
+        ));
+    }
+    let normalized = marginals.normalized_time(start.t as f32);
+    if !start.t.is_finite() || !(0.0..=1.0).contains(&normalized) {
+        return Err(Error::Diffusion(format!(
+            "a run cannot start at network time {} (outside the {} process's time span)",
+            start.t,
+            process.name()
+        )));
+    }
+    Ok(())
 }
 
 /// Every sampler with its default settings, in `NAMES` order.

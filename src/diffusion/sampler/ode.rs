@@ -2,7 +2,7 @@
 //! Heun's method or adaptive Dormand–Prince RK45 (error control as scipy's `solve_ivp`).
 
 use super::context::Context;
-use super::sde::reverse_sde;
+use super::sde::{resume_time, reverse_sde};
 use super::timesteps::linspace;
 use crate::diffusion::process::{combine, Sde};
 use crate::{Error, Result, Tensor};
@@ -21,8 +21,8 @@ fn velocity(ctx: &mut Context<'_, '_>, sde: &Sde, x: &Tensor, t: f64) -> Result<
 pub(super) async fn heun(ctx: &mut Context<'_, '_>, steps: usize) -> Result<Tensor> {
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "ode-heun")?;
-    let times = linspace(sde.start, sde.end, steps + 1);
-    let mut x = ctx.noise(sde.prior_std())?;
+    let times = linspace(ctx.first_time(sde.start), sde.end, steps + 1);
+    let mut x = ctx.initial(sde.prior_std())?;
     for i in 0..steps {
         let (t, t_next) = (times[i], times[i + 1]);
         let h = t_next - t;
@@ -34,7 +34,8 @@ pub(super) async fn heun(ctx: &mut Context<'_, '_>, steps: usize) -> Result<Tens
             None
         };
         x = x.add(&combine(&d1, 0.5 * h, &d2, 0.5 * h)?)?;
-        ctx.report(i, t, &x, x0.as_ref()).await?;
+        ctx.report(i, (t, resume_time(&times, i)), &x, x0.as_ref())
+            .await?;
     }
     Ok(x)
 }
@@ -77,7 +78,7 @@ const E: [f64; 7] = [
     -1.0 / 40.0,
 ];
 
-/// Adaptive RK45 from pure noise to the end time. The first step is 1/`steps` of the range;
+/// Adaptive RK45 from pure noise (or the start) to the end time. The first step is 1/`steps` of the range;
 /// a step is accepted when the RMS of err / (atol + rtol max(|x|, |x_new|)) is at most 1,
 /// and the next step is scaled by 0.9 err^(-1/5) within [0.2, 10]. The error norm is the
 /// one value read back per attempt. Evaluations: 6 per attempt + 1 (first-same-as-last).
@@ -89,9 +90,10 @@ pub(super) async fn rk45(ctx: &mut Context<'_, '_>, steps: usize, rtol: f64, ato
     }
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "ode-rk45")?;
-    let span = sde.start - sde.end;
-    let mut x = ctx.noise(sde.prior_std())?;
-    let (mut t, mut h) = (sde.start, span / steps as f64);
+    let start = ctx.first_time(sde.start);
+    let span = start - sde.end;
+    let mut x = ctx.initial(sde.prior_std())?;
+    let (mut t, mut h) = (start, span / steps as f64);
     let mut k1 = velocity(ctx, &sde, &x, t)?.0;
     let mut accepted = 0;
     for _ in 0..MAX_RK45_ATTEMPTS {
@@ -128,7 +130,8 @@ pub(super) async fn rk45(ctx: &mut Context<'_, '_>, steps: usize, rtol: f64, ato
             (0.9 * norm.powf(-0.2)).clamp(0.2, 10.0)
         };
         if norm <= 1.0 {
-            ctx.report(accepted, t, &x_new, None).await?;
+            ctx.report(accepted, (t, (!last).then_some(t_new)), &x_new, None)
+                .await?;
             accepted += 1;
             (x, t, k1) = (x_new, t_new, k7);
             if last {

@@ -18,8 +18,8 @@ pub(super) fn reverse_sde<'m>(marginals: &'m Marginals, sampler: &str) -> Result
 pub(super) async fn euler_maruyama(ctx: &mut Context<'_, '_>, steps: usize) -> Result<Tensor> {
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "euler-maruyama")?;
-    let times = linspace(sde.start, sde.end, steps + 1);
-    let mut x = ctx.noise(sde.prior_std())?;
+    let times = linspace(ctx.first_time(sde.start), sde.end, steps + 1);
+    let mut x = ctx.initial(sde.prior_std())?;
     for i in 0..steps {
         let (t, dt) = (times[i], times[i] - times[i + 1]);
         let score = ctx.score(&x, t)?;
@@ -35,7 +35,8 @@ pub(super) async fn euler_maruyama(ctx: &mut Context<'_, '_>, steps: usize) -> R
         } else {
             mean
         };
-        ctx.report(i, t, &x, x0.as_ref()).await?;
+        ctx.report(i, (t, resume_time(&times, i)), &x, x0.as_ref())
+            .await?;
     }
     Ok(x)
 }
@@ -56,8 +57,8 @@ pub(super) async fn predictor_corrector(
     }
     let marginals = ctx.marginals.clone();
     let sde = reverse_sde(&marginals, "pc")?;
-    let times = linspace(sde.start, sde.end, steps + 1);
-    let mut x = ctx.noise(sde.prior_std())?;
+    let times = linspace(ctx.first_time(sde.start), sde.end, steps + 1);
+    let mut x = ctx.initial(sde.prior_std())?;
     for i in 0..steps {
         let (t, t_next) = (times[i], times[i + 1]);
         let (f, _) = sde.coefficients(t);
@@ -85,9 +86,16 @@ pub(super) async fn predictor_corrector(
         } else {
             mean
         };
-        ctx.report(i, t, &x, x0.as_ref()).await?;
+        ctx.report(i, (t, resume_time(&times, i)), &x, x0.as_ref())
+            .await?;
     }
     Ok(x)
+}
+
+/// Where a run resumes after step `i` of a grid of `times` (steps + 1 points): the next step's
+/// time, None after the last step.
+pub(super) fn resume_time(times: &[f64], i: usize) -> Option<f64> {
+    (i + 2 < times.len()).then(|| times[i + 1])
 }
 
 /// Mean over the batch of each example's L2 norm, as a [1] tensor.

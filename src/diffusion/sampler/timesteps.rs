@@ -33,9 +33,9 @@ impl std::str::FromStr for Spacing {
     }
 }
 
-/// `points` fractional timesteps from T-1 down to 0.
-pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize) -> Vec<f64> {
-    let last = alpha_bars.last();
+/// `points` fractional timesteps from `from` (T-1 for a run from noise) down to 0.
+pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, from: f64) -> Vec<f64> {
+    let last = from;
     // lambda = log(alpha/std) = (log ab - log(1 - ab)) / 2
     let lambda = |tau: f64| {
         let log_ab = alpha_bars.log_alpha_bar(tau);
@@ -57,12 +57,13 @@ pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize) 
 }
 
 /// `times` (decreasing, in [0, T-1]) rounded to distinct integers, still decreasing and
-/// still spanning T-1 .. 0 where they did; needs at most T of them.
+/// still spanning their first .. 0 where they did; needs at most `steps` (first + 1) of them.
 pub(super) fn distinct_integers(times: &[f64], steps: usize, sampler: &str) -> Result<Vec<f64>> {
     let n = times.len();
     if n > steps {
         return Err(Error::Diffusion(format!(
-            "{sampler}: {n} steps but the process has only {steps} timesteps"
+            "{sampler}: {n} steps but only {steps} timesteps lie between {} and 0",
+            steps.saturating_sub(1)
         )));
     }
     // increasing order: push up past duplicates, then pull down below T-1
