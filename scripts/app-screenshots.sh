@@ -5,6 +5,8 @@
 #   docs/app-train.png     the train view with a live loss curve (the default recipe)
 #   docs/app-profile.png   the profile view with the per-op table and the roofline
 #   docs/app-skip.png      the skip view with the shipped searched schedule over k(t)
+#   docs/app-compare.png   the compare view: DDPM 20 steps against DDIM 10 on one seed
+#   docs/app-paused.png    the denoise view paused after step 12 of 20, the step debugger below
 #   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
 # and, last, one round of `wgdiff bench app` (the train view against `wgdiff train`).
 # Usage: scripts/app-screenshots.sh [OUT_DIR]   (default docs; CI runs it into a temp folder)
@@ -40,6 +42,11 @@ $bin gui --view train --set sample-every=3 --autorun --out "${TMPDIR:-/tmp}/wgdi
 echo "== skip view: the shipped searched schedule over k(t), FLOPs per skip depth"
 $bin gui --view skip --set schedule=assets/schedules/mnist-small-skip-zero-ddpm20-budget10.json \
   --screenshot "$out/app-skip.png"
+echo "== compare view: DDPM 20 steps against DDIM 10, MNIST-FID over 50 images each"
+$bin gui --view compare --set fid-samples=50 --autorun --screenshot "$out/app-compare.png"
+echo "== denoise view paused after step 12 of 20 (the step debugger)"
+$bin gui --view denoise --set steps=20 --set pause-after=12 --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-paused" \
+  --screenshot "$out/app-paused.png"
 echo "== profile view: a training step of mnist-small, its roofline"
 $bin gui --view profile --autorun --screenshot "$out/app-profile.png"
 echo "== the app's training job against the CLI's: wgdiff bench app (one round of 12 steps)"

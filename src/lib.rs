@@ -14,7 +14,6 @@ pub mod diffusion;
 pub mod distributed;
 pub mod error;
 pub mod eval;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod experiment;
 pub mod features;
 pub mod fnv;

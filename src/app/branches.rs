@@ -175,6 +175,7 @@ impl Branches {
             skip_exponent: b.skip_exponent,
             cache_interval: b.cache_interval,
             cache_depth: b.cache_depth,
+            precision: b.precision,
             pause_after: None,
             ..branched.clone()
         };
@@ -301,6 +302,6 @@ fn times(frames: &[Frame], seconds: Option<f64>) -> String {
     };
     match seconds {
         Some(seconds) => format!("{steps} steps, {seconds:.2} s ({mean_ms:.0} ms per step)"),
-        None => format!("{steps} steps so far ({mean_ms:.0} ms per step)"),
+        None => format!("{steps} steps recorded ({mean_ms:.0} ms per step)"),
     }
 }

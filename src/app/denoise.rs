@@ -11,7 +11,7 @@ use crate::data::grid_columns;
 use crate::diffusion::{FeatureCache, Sampler, SkipPlan, Start, Step};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::pipeline::{sample_net, SampleRequest, TrainedModel};
-use crate::{Gpu, Result, Tensor};
+use crate::{DType, Gpu, Result, Tensor};
 use eframe::egui;
 use std::path::PathBuf;
 use web_time::Instant;
@@ -80,6 +80,8 @@ pub struct DenoiseSettings {
     pub cache_depth: Option<usize>,
     /// Stop after this step (1-based) to branch from it; None: run every step.
     pub pause_after: Option<usize>,
+    /// The dtype the network runs in (f16 needs the adapter's SHADER_F16; a page has none).
+    pub precision: DType,
 }
 
 impl DenoiseSettings {
@@ -92,6 +94,7 @@ impl DenoiseSettings {
             .seed(self.seed)
             .skip(SkipPlan::Exponent(self.skip_exponent))
             .cache(self.cache(model.net.levels()))
+            .precision(self.precision)
             .class(self.class);
         // a guidance set for a conditional model does not carry over to an unconditional one
         if let (Some(guidance), Some(_)) = (self.guidance, model.state.model.classes()) {
@@ -121,11 +124,14 @@ impl DenoiseSettings {
                 text += &format!(", d = {d}");
             }
         }
+        if self.precision == DType::F16 {
+            text += ", f16";
+        }
         text
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 11] = [
+    pub const KEYS: [&'static str; 12] = [
         "checkpoint",
         "sampler",
         "steps",
@@ -137,6 +143,7 @@ impl DenoiseSettings {
         "cache-interval",
         "cache-depth",
         "pause-after",
+        "precision",
     ];
 
     /// Sets `key` (one of [`Self::KEYS`]) from its text.
@@ -156,6 +163,17 @@ impl DenoiseSettings {
             "cache-interval" => self.cache_interval = parse_setting(key, value)?,
             "cache-depth" => self.cache_depth = Some(parse_setting(key, value)?),
             "pause-after" => self.pause_after = Some(parse_setting(key, value)?),
+            "precision" => {
+                self.precision = match value {
+                    "f32" => DType::F32,
+                    "f16" => DType::F16,
+                    _ => {
+                        return Err(crate::Error::Config(format!(
+                            "setting `precision`: `{value}` is not f32 or f16"
+                        )))
+                    }
+                }
+            }
             _ => return Err(super::unknown_setting("denoise", key, &Self::KEYS)),
         }
         Ok(())
@@ -237,6 +255,7 @@ impl DenoiseView {
             cache_interval: 1,
             cache_depth: None,
             pause_after: None,
+            precision: DType::F32,
         };
         DenoiseView {
             settings: settings.clone(),
@@ -524,7 +543,10 @@ impl DenoiseView {
         ui.strong("Step debugger");
         let model = self.model.as_ref();
         let settings = &mut self.branches.settings;
-        ui.push_id("branch settings", |ui| sampling_controls(ui, settings, model));
+        let f16 = shared.gpu.has_f16();
+        ui.push_id("branch settings", |ui| {
+            sampling_controls(ui, settings, model, f16)
+        });
         let step = self.current + 1;
         let branchable = self
             .shown_frames()
@@ -605,7 +627,7 @@ impl DenoiseView {
             );
             s.pause_after = pause.then_some(step);
         });
-        sampling_controls(ui, s, model);
+        sampling_controls(ui, s, model, shared.gpu.has_f16());
         let levels = model.map_or(1, |m| m.levels);
         ui.add_enabled_ui(levels > 1, |ui| {
             egui::ComboBox::from_label("skip type")
@@ -764,9 +786,15 @@ impl DenoiseView {
     }
 }
 
-/// The controls of what a run does per step (the run's and a branch's): sampler, steps,
-/// guidance (conditional models), skip exponent and deep-feature cache (U-Nets).
-pub(super) fn sampling_controls(ui: &mut egui::Ui, s: &mut DenoiseSettings, model: Option<&ModelInfo>) {
+/// The controls of what a run does per step (the run's, a branch's, a compared variant's):
+/// sampler, steps, guidance (conditional models), precision (`f16`: the adapter has
+/// SHADER_F16), skip exponent and deep-feature cache (U-Nets).
+pub(super) fn sampling_controls(
+    ui: &mut egui::Ui,
+    s: &mut DenoiseSettings,
+    model: Option<&ModelInfo>,
+    f16: bool,
+) {
     let process = model.map(|m| m.process.clone());
     ui.horizontal(|ui| {
         egui::ComboBox::from_label("sampler")
@@ -802,6 +830,16 @@ pub(super) fn sampling_controls(ui: &mut egui::Ui, s: &mut DenoiseSettings, mode
             }
             None => {}
         }
+        ui.add_enabled_ui(f16, |ui| {
+            egui::ComboBox::from_label("precision")
+                .selected_text(if s.precision == DType::F16 { "f16" } else { "f32" })
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut s.precision, DType::F32, "f32");
+                    ui.selectable_value(&mut s.precision, DType::F16, "f16");
+                })
+                .response
+                .on_disabled_hover_text("this adapter has no SHADER_F16");
+        });
     });
     let levels = model.map_or(1, |m| m.levels);
     ui.add_enabled_ui(levels > 1, |ui| {

@@ -2,6 +2,7 @@
 //! eframe on the engine's own wgpu device; every view schedules the library's async calls.
 
 mod branches;
+mod compare;
 mod denoise;
 mod device;
 mod export;
@@ -66,6 +67,7 @@ const FRAMES_ANNOUNCED_EVERY_S: f64 = 2.0;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
     Denoise,
+    Compare,
     Skip,
     Train,
     Profile,
@@ -74,8 +76,9 @@ pub enum View {
 
 impl View {
     /// Every view with its name (tab title and `--view` value).
-    pub const ALL: [(View, &'static str); 5] = [
+    pub const ALL: [(View, &'static str); 6] = [
         (View::Denoise, "denoise"),
+        (View::Compare, "compare"),
         (View::Skip, "skip"),
         (View::Train, "train"),
         (View::Profile, "profile"),
@@ -116,7 +119,8 @@ pub struct AppOptions {
     pub view: View,
     /// Settings of the first view (`key`, `value`), as a page address's query or
     /// `wgdiff gui --set key=value` give them: the denoise view's [`DenoiseSettings::KEYS`],
-    /// the train view's [`TrainSettings::KEYS`].
+    /// the compare view's plan (`seed`, `images`, `rounds`, `fid-samples`), the train view's
+    /// [`TrainSettings::KEYS`].
     pub settings: Vec<(String, String)>,
     /// Start that view's job (sampling, training, profiling, measuring) at once; a denoise
     /// run then saves its samples (`<out>/frames/samples.png`, a download in the page).
@@ -128,7 +132,8 @@ pub struct AppOptions {
     /// Close the app once the `autorun` job has ended (benchmarks and scripts).
     pub exit_when_done: bool,
     /// Save a screenshot here, then close: after `screenshot_after` seconds, once the view
-    /// shows its result (denoise: 60% of the steps or a pause, train: 6 steps and a sample grid, profile:
+    /// shows its result (denoise: 60% of the steps or a pause, compare: every variant's figures,
+    /// train: 6 steps and a sample grid, profile:
     /// the profile; at most 15 minutes).
     pub screenshot: Option<PathBuf>,
     pub screenshot_after: f64,
@@ -170,6 +175,7 @@ pub struct WgdiffApp {
     shared: Shared,
     pub view: View,
     pub denoise: denoise::DenoiseView,
+    pub compare: compare::CompareView,
     pub skip: skip::SkipView,
     pub train: train::TrainView,
     pub profile: profile::ProfileView,
@@ -204,9 +210,11 @@ impl WgdiffApp {
             },
         }));
         let shared = Shared { gpu, render, options };
+        let denoise = denoise::DenoiseView::new(&shared);
         let mut app = WgdiffApp {
             view: shared.options.view,
-            denoise: denoise::DenoiseView::new(&shared),
+            compare: compare::CompareView::new(&shared, &denoise.settings),
+            denoise,
             skip: skip::SkipView::default(),
             train: train::TrainView::new(&shared),
             profile: profile::ProfileView::new(&shared),
@@ -222,9 +230,10 @@ impl WgdiffApp {
                 View::Denoise => app.denoise.settings.set(key, value)?,
                 View::Train => app.train.settings.set(key, value)?,
                 View::Skip => app.skip.set(key, value)?,
+                View::Compare => app.compare.set(key, value)?,
                 view => {
                     return Err(Error::Config(format!(
-                        "the {} view takes no settings (got `{key}`); the denoise, skip and train views do",
+                        "the {} view takes no settings (got `{key}`); the denoise, compare, skip and train views do",
                         view.name()
                     )))
                 }
@@ -243,6 +252,7 @@ impl WgdiffApp {
                     app.denoise.run(ctx, &app.shared);
                 }
                 View::Skip => app.skip.measure(ctx, &app.shared),
+                View::Compare => app.compare.run(ctx, &app.shared),
                 View::Train => app.train.start(ctx, &app.shared, false),
                 View::Profile => app.profile.run(ctx, &app.shared),
                 View::Device => {}
@@ -255,7 +265,7 @@ impl WgdiffApp {
     pub fn activity(&self) -> Activity {
         if self.train.is_running() {
             Activity::Training
-        } else if self.denoise.is_running() {
+        } else if self.denoise.is_running() || self.compare.is_running() {
             Activity::Sampling
         } else if self.profile.is_running() {
             Activity::Profiling
@@ -307,6 +317,7 @@ impl WgdiffApp {
             View::Train => self.train.losses.len() >= 6 && self.train.has_grid(),
             View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
             View::Skip => self.skip.settled(),
+            View::Compare => !self.compare.is_running() && self.compare.scored(),
             View::Device => true,
         };
         let after = self.shared.options.screenshot_after;
@@ -385,6 +396,7 @@ impl eframe::App for WgdiffApp {
         self.clock.begin();
         let ctx = ui.ctx().clone();
         self.denoise.poll(&ctx, &self.shared);
+        self.compare.poll(&self.shared);
         self.skip.poll(&self.shared);
         self.train.poll(&ctx, &self.shared);
         self.profile.poll();
@@ -398,6 +410,7 @@ impl eframe::App for WgdiffApp {
         egui::CentralPanel::default().frame(central).show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| match self.view {
                 View::Denoise => self.denoise.ui(ui, &self.shared),
+                View::Compare => self.compare.ui(ui, &self.shared, self.denoise.model.as_ref()),
                 View::Skip => self.skip.ui(ui, &self.shared, &self.denoise),
                 View::Train => self.train.ui(ui, &self.shared),
                 View::Profile => self.profile.ui(ui, &self.shared),
@@ -407,9 +420,13 @@ impl eframe::App for WgdiffApp {
         self.screenshot(&ctx);
         let activity = self.activity();
         self.exit_when_done(&ctx, activity);
-        if activity != Activity::Idle {
+        match activity {
+            Activity::Idle => {}
+            // A profiled step has the device to itself (its figures are `wgdiff profile`'s):
+            // the app draws again when the job ends.
+            Activity::Profiling => {}
             // Keep drawing while jobs run, so progress shows and frame times are measured.
-            ctx.request_repaint_after(BUSY_REDRAW);
+            _ => ctx.request_repaint_after(BUSY_REDRAW),
         }
         let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
         self.clock.end(activity, previous_frame_ms);
@@ -418,6 +435,7 @@ impl eframe::App for WgdiffApp {
 
     fn on_exit(&mut self) {
         self.denoise.cancel();
+        self.compare.cancel();
         self.skip.cancel();
         self.train.stop();
         self.profile.cancel();

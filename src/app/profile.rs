@@ -12,6 +12,9 @@ use eframe::egui;
 use egui_plot::{Legend, Line, PlotPoints, Points};
 use std::path::PathBuf;
 
+/// Below this share of the step's wall time in op times the view says where the rest went.
+const COVERED_SHARE: f64 = 0.9;
+
 /// What one profiled step runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
@@ -116,15 +119,29 @@ impl ProfileView {
         for event in self.job.as_mut().map(Job::poll).unwrap_or_default() {
             match event {
                 Event::Message(ProfileMessage::Done(profile, ceilings)) => {
+                    // the op times miss what ran between them on the device and the host
+                    let why = match profile.op_share_of_wall() {
+                        Some(share) if share < COVERED_SHARE => {
+                            " (the rest: the host recording and submitting, and the app's frames drawn on the same device)"
+                        }
+                        _ => "",
+                    };
                     self.message = Some(Ok(format!(
-                        "{} dispatches, {:.1} ms of device time; ceilings: {:.1} GFLOP/s ({}), {:.1} GB/s ({})",
-                        profile.records.len(),
-                        profile.op_ns() * 1e-6,
+                        "{}{why}; ceilings: {:.1} GFLOP/s ({}), {:.1} GB/s ({})",
+                        profile.time_line(),
                         ceilings.gflops,
                         ceilings.matmul,
                         ceilings.gbytes_per_s,
                         ceilings.copy
                     )));
+                    let done = serde_json::json!({
+                        "status": "done",
+                        "wall_ms": profile.wall_ns.map(|w| w * 1e-6),
+                        "op_ms": profile.op_ns() * 1e-6,
+                        "roof_gflops": ceilings.gflops,
+                        "rows": profile.rows(),
+                    });
+                    platform::announce("profile", &done.to_string());
                     self.profile = Some(profile);
                     self.ceilings = Some(ceilings);
                 }

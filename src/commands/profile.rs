@@ -53,16 +53,7 @@ pub fn run(
     ));
     let profiles = pollster::block_on(wgdiff::profile::run(&gpu, workload, model, steps))?;
     for (i, p) in profiles.iter().enumerate() {
-        let wall_ms = p.wall_ns.unwrap_or(0.0) * 1e-6;
-        let ops_ms = p.op_ns() * 1e-6;
-        log(format!(
-            "step {}: wall {wall_ms:.3} ms (synced before and after); sum of op times {ops_ms:.3} ms ({:.0}% of wall); \
-             first op start to last op end {:.3} ms; {} dispatches",
-            i + 1,
-            100.0 * ops_ms / wall_ms.max(f64::MIN_POSITIVE),
-            p.span_ns() * 1e-6,
-            p.records.len()
-        ));
+        log(format!("step {}: {}", i + 1, p.time_line()));
     }
     let total = profiles
         .into_iter()

@@ -1,7 +1,6 @@
 //! Sampling settings compared on one seed: up to four variants (a model, compressed or not, and
 //! its sampler, steps, guidance, skip, cache, precision) timed in turn, scored, Pareto-ranked.
 
-use super::plots::{curves_and_points_png, Axes, Series};
 use super::round_robin::{sample_in_turn, Contender, Rounds};
 use crate::checkpoint::Checkpoint;
 use crate::diffusion::Step;
@@ -216,7 +215,7 @@ pub async fn run(
         return Err(e);
     }
     for (row, features) in rows.iter_mut().zip(&generated) {
-        row.fid = Some(features.scores(fid.features.as_ref(), &fid.reference)?.fid);
+        row.fid = Some(features.fid(fid.features.as_ref(), &fid.reference.stats)?);
     }
     mark_pareto(&mut rows);
     for (variant, row) in rows.iter().enumerate() {
@@ -289,8 +288,11 @@ pub fn markdown(rows: &[Row], plan: &Plan, device: &str) -> String {
 }
 
 /// The plot of MNIST-FID against ms per image, every variant labelled, the Pareto front joined
-/// by a line, as PNG bytes (`name` names it in errors). Rows without FID are left out.
+/// by a line, as PNG bytes (`name` names it in errors). Rows without FID are left out. (Native:
+/// plotters draws text only there; a page exports the plot it shows.)
+#[cfg(not(target_arch = "wasm32"))]
 pub fn plot_png(rows: &[Row], name: &std::path::Path) -> Result<Vec<u8>> {
+    use super::plots::{curves_and_points_png, Axes, Series};
     let scored: Vec<&Row> = rows.iter().filter(|r| r.fid.is_some()).collect();
     if scored.is_empty() {
         return Err(Error::Config(

@@ -1,21 +1,32 @@
 //! Experiments that regenerate a published study's tables end to end: the runs, their Markdown
 //! report and PNG plots (`wgdiff experiment ...`), and the header, report and plan they share.
 
+// (a page runs comparisons; the other experiments and the PNG plots are native)
+#[cfg(not(target_arch = "wasm32"))]
 pub mod adaptive_skip;
 pub mod compare;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod compression;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod ladder;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod ladder_report;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod plots;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod report;
 pub mod round_robin;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod skip_search;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod skip_search_report;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod speedrun;
 
-use crate::{Error, Result};
+use crate::Result;
 use serde::Serialize;
 use std::path::Path;
+#[cfg(not(target_arch = "wasm32"))]
 use std::time::{Instant, SystemTime};
 
 /// When, where and by what command a report was made, and how long its experiment took: the
@@ -35,6 +46,7 @@ pub struct Header {
 impl Header {
     /// The header of a report made now by this process, of an experiment that ran on `device`
     /// from `started`.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn new(device: String, started: Instant) -> Header {
         Header {
             date: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
@@ -88,17 +100,18 @@ pub trait ExperimentPlan: Sized {
 
 /// Writes a report's `<stem>.md` (`markdown`) and `<stem>.json` (`report` serialised) into
 /// `out`, creating the folder, each file atomically; the experiments' plots go beside them.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn write_text_report(
     out: &Path,
     stem: &str,
     markdown: &str,
     report: &impl Serialize,
 ) -> Result<()> {
-    std::fs::create_dir_all(out).map_err(|e| Error::Io {
+    std::fs::create_dir_all(out).map_err(|e| crate::Error::Io {
         what: format!("creating the output folder {}", out.display()),
         reason: e.to_string(),
     })?;
-    let json = serde_json::to_string_pretty(report).map_err(|e| Error::Io {
+    let json = serde_json::to_string_pretty(report).map_err(|e| crate::Error::Io {
         what: format!("the {stem} report as JSON"),
         reason: e.to_string(),
     })?;

@@ -458,6 +458,11 @@ impl Gpu {
             .set_deferring(pacing.is_some() && IN_BROWSER, &self.queue);
     }
 
+    /// The pacing in force ([`Gpu::set_pacing`]; None: batching freely).
+    pub fn pacing(&self) -> Option<Pacing> {
+        self.pacer.lock().unwrap().pacing()
+    }
+
     /// Submits the slices a paced job in a page kept for later ([`Gpu::set_pacing`]), keeping
     /// [`DEFERRED_IN_FLIGHT`] on the device and waiting (asynchronously) for the oldest before
     /// submitting the next, so a frame the page submits meanwhile queues behind only those;

@@ -109,6 +109,11 @@ impl Pacer {
         }
     }
 
+    /// The pacing in force (None: batching freely).
+    pub(super) fn pacing(&self) -> Option<Pacing> {
+        self.pacing
+    }
+
     /// Paces from now on with `pacing` (None: batch freely); what was learned is kept.
     pub(super) fn set(&mut self, pacing: Option<Pacing>) {
         self.pacing = pacing;

@@ -319,11 +319,13 @@ impl PipelineCache {
     }
 
     /// The keys of the compiled pipelines.
+    #[cfg(not(target_arch = "wasm32"))] // (the autotuner's measurements are native)
     pub(crate) fn keys(&self) -> std::collections::HashSet<String> {
         self.kernels.lock().unwrap().keys().cloned().collect()
     }
 
     /// Drops every pipeline whose key is not in `keep` (a later use compiles it again).
+    #[cfg(not(target_arch = "wasm32"))] // (the autotuner's measurements are native)
     pub(crate) fn retain(&self, keep: &std::collections::HashSet<String>) {
         self.kernels.lock().unwrap().retain(|k, _| keep.contains(k));
     }

@@ -1,7 +1,7 @@
 //! Per-dispatch profiler: device timestamps before and after every dispatch (inside a pass,
 //! or a pass per dispatch; without timestamps, a sync and the wall clock), summarised per op.
 
-use super::{Gpu, Kernel};
+use super::{Gpu, Kernel, Pacing};
 use crate::{Error, Result};
 use futures_channel::oneshot;
 use serde::Serialize;
@@ -117,7 +117,9 @@ impl Profiler<'_> {
     }
 
     /// Starts recording every dispatch from here on (work recorded earlier is submitted
-    /// first and not profiled; natively the device is also waited for).
+    /// first and not profiled; natively the device is also waited for). Pacing
+    /// ([`Gpu::set_pacing`], a UI's share of the device) is off until `stop`, so a profiled
+    /// step runs in the dispatches and submissions it runs in without a UI (`wgdiff profile`'s).
     pub fn start(&self) -> Result<()> {
         let timing = self.timing();
         if timing == Timing::Cpu && !super::host::CPU_TIMING {
@@ -127,15 +129,17 @@ impl Profiler<'_> {
             ));
         }
         let gpu = self.gpu;
-        let mut batch = gpu.batch.lock().unwrap();
-        if batch.profile.is_some() {
+        if self.is_on() {
             return Err(Error::Profiler(
                 "the profiler is already running; call stop() first".into(),
             ));
         }
+        let paused = gpu.pacing();
+        gpu.set_pacing(None);
+        let mut batch = gpu.batch.lock().unwrap();
         batch.flush(&gpu.device, &gpu.queue);
         super::host::wait_all(&gpu.device);
-        batch.profile = Some(Recording::new(&gpu.device, &gpu.queue, timing));
+        batch.profile = Some(Recording::new(&gpu.device, &gpu.queue, timing, paused));
         Ok(())
     }
 
@@ -150,6 +154,7 @@ impl Profiler<'_> {
         let recording = recording
             .ok_or_else(|| Error::Profiler("stop() was called but the profiler was not started".into()))?;
         super::host::wait_all(&gpu.device);
+        gpu.set_pacing(recording.paused_pacing);
         let wall_ns = super::host::wall_ns(recording.started);
         gpu.take_errors()?;
         recording.finish(wall_ns).await
@@ -218,12 +223,19 @@ pub(super) struct Recording {
     /// First readback failure seen while draining; reported by `stop`.
     failure: Option<String>,
     started: Instant,
+    /// The pacing `start` turned off, restored by `stop`.
+    paused_pacing: Option<Pacing>,
 }
 
 const QUERIES: u32 = 2 * super::MAX_DISPATCHES;
 
 impl Recording {
-    fn new(device: &wgpu::Device, queue: &wgpu::Queue, timing: Timing) -> Recording {
+    fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        timing: Timing,
+        paused_pacing: Option<Pacing>,
+    ) -> Recording {
         let queries = (timing != Timing::Cpu).then(|| Queries {
             set: device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("wgdiff profiler"),
@@ -246,6 +258,7 @@ impl Recording {
             records: Vec::new(),
             failure: None,
             started: Instant::now(),
+            paused_pacing,
         }
     }
 
@@ -418,6 +431,31 @@ impl Profile {
             .map(|r| r.start_ns + r.duration_ns)
             .fold(f64::NEG_INFINITY, f64::max);
         (last - first).max(0.0)
+    }
+
+    /// The summed op time as a share of the wall time (0 to 1; None without a wall time).
+    pub fn op_share_of_wall(&self) -> Option<f64> {
+        self.wall_ns.filter(|w| *w > 0.0).map(|wall| self.op_ns() / wall)
+    }
+
+    /// One line on where the step's time went: its wall time (synced before and after), the
+    /// sum of its op times and their share of the wall, first op start to last op end, and
+    /// the dispatches (what `wgdiff profile` prints per step and the app's profile view shows).
+    pub fn time_line(&self) -> String {
+        let ops_ms = self.op_ns() * 1e-6;
+        let wall = match (self.wall_ns, self.op_share_of_wall()) {
+            (Some(wall), Some(share)) => format!(
+                "wall {:.3} ms (synced before and after); sum of op times {ops_ms:.3} ms ({:.0}% of wall)",
+                wall * 1e-6,
+                share * 100.0
+            ),
+            _ => format!("sum of op times {ops_ms:.3} ms (no wall time here)"),
+        };
+        format!(
+            "{wall}; first op start to last op end {:.3} ms; {} dispatches",
+            self.span_ns() * 1e-6,
+            self.records.len()
+        )
     }
 
     /// Appends a later profile (records in order; wall times add up).

@@ -186,6 +186,21 @@ fn denoise_view_exports_pngs_and_gifs() {
     }
 }
 
+/// With `WGDIFF_APP_SCREENSHOTS=DIR` set, saves the harness's window as `DIR/<name>.png` (the
+/// docs' pictures of views that need clicks to reach, such as the step debugger's branches).
+fn save_screenshot(harness: &mut Harness<WgdiffApp>, name: &str) {
+    let Ok(dir) = std::env::var("WGDIFF_APP_SCREENSHOTS") else {
+        return;
+    };
+    let path = Path::new(&dir).join(format!("{name}.png"));
+    harness
+        .render()
+        .expect("the window renders")
+        .save(&path)
+        .expect("the screenshot saves");
+    eprintln!("screenshot: {}", path.display());
+}
+
 /// The values of every recorded step's x_t of a trajectory.
 fn step_values(frames: &[wgdiff::app::Frame]) -> Vec<Vec<f32>> {
     frames.iter().map(|f| f.x.to_vec().unwrap()).collect()
@@ -284,6 +299,10 @@ fn step_debugger_branches_from_a_paused_step_and_differs_from_the_run_only_after
             false => assert!(gap > 0.01, "step {} skips levels: gap {gap}", step + 1),
         }
     }
+    h.state_mut().denoise.current = 3;
+    h.step();
+    h.step();
+    save_screenshot(&mut h, "app-step-debugger");
     // Any branch can be exported: branch 2 to its own folder.
     let exports: Vec<_> = h.query_all_by_label("Export").collect();
     assert_eq!(exports.len(), 3, "the run and two branches");
@@ -298,6 +317,87 @@ fn step_debugger_branches_from_a_paused_step_and_differs_from_the_run_only_after
         let path = out.join("frames").join("branch-2").join(name);
         assert!(image::open(&path).is_ok(), "{} decodes", path.display());
     }
+}
+
+#[test]
+fn compare_view_fills_the_table_of_every_variant_on_one_seed_and_exports_it() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("compare");
+    // a third variant: the shipped model's weights as int8
+    let int8 = out.join("int8.safetensors");
+    let float = Checkpoint::load(&shipped_model()).unwrap();
+    let plan = wgdiff::compress::CompressPlan {
+        prune: None,
+        quantize: Some(wgdiff::compress::QuantizePlan {
+            bits: wgdiff::ops::WeightBits::Int8,
+            per_channel: true,
+        }),
+        seed: 0,
+    };
+    let compressed = wgdiff::compress::compress_checkpoint(gpu, &float, "shipped", &plan)
+        .unwrap()
+        .0;
+    std::fs::write(&int8, compressed.to_bytes().unwrap()).unwrap();
+    let mut h = harness(gpu, View::Compare, &out);
+    {
+        let c = &mut h.state_mut().compare;
+        c.plan.images = 2;
+        c.plan.rounds = 1;
+        c.plan.fid_samples = 4;
+        c.plan.batch = 4;
+        c.variants[0].steps = 3;
+        c.variants[1].steps = 2;
+    }
+    h.step();
+    h.get_by_label("Add variant").click();
+    h.step();
+    h.state_mut().compare.variants[2].checkpoint = int8.display().to_string();
+    h.step();
+    h.get_by_label("Compare").click();
+    step_until(&mut h, 300, "the comparison", |app| {
+        if let Some(Err(e)) = &app.compare.message {
+            panic!("the comparison failed: {e}");
+        }
+        app.compare.scored() && !app.compare.is_running()
+    });
+    let app = h.state();
+    let rows = app.compare.rows().unwrap();
+    assert_eq!(rows.len(), 3);
+    let steps: Vec<usize> = app.compare.recorded.iter().map(|r| r.frames.len()).collect();
+    assert_eq!(steps, [3, 2, 2], "every step of each variant is recorded");
+    assert!(rows
+        .iter()
+        .all(|r| r.ms_per_image > 0.0 && r.peak_bytes > 0 && r.fid.is_some()));
+    assert!(
+        rows[2].model_bytes < rows[1].model_bytes,
+        "int8 weights are smaller"
+    );
+    assert!(rows.iter().any(|r| r.pareto));
+    assert!(
+        h.query_all_by_label_contains("Pareto front").count() >= 2,
+        "the table and the plot show"
+    );
+    // The shared timeline moves every variant together.
+    h.state_mut().compare.position = 0.0;
+    h.step();
+    h.step();
+    let at = |h: &Harness<WgdiffApp>, text: &str| h.query_all_by_label_contains(text).count();
+    assert_eq!(
+        (at(&h, "step 1 of 3"), at(&h, "step 1 of 2")),
+        (1, 2),
+        "every variant at its first step"
+    );
+    h.get_by_label("Export table + plot").click();
+    step_until(
+        &mut h,
+        60,
+        "the export",
+        |app| matches!(&app.compare.message, Some(Ok(m)) if m.starts_with("exported")),
+    );
+    let dir = out.join("compare");
+    let md = std::fs::read_to_string(dir.join("compare.md")).unwrap();
+    assert!(md.contains("int8") && md.contains("| MNIST-FID |"), "{md}");
+    assert!(image::open(dir.join("compare.png")).is_ok(), "the plot decodes");
 }
 
 #[test]
@@ -627,6 +727,35 @@ fn profile_view_fills_a_sortable_table_and_the_roofline() {
     );
     let ceilings = app.profile.ceilings.as_ref().unwrap();
     assert!(ceilings.gflops > 0.0 && ceilings.gbytes_per_s > 0.0);
+    // The app profiles the step `wgdiff profile` profiles: the same ops in the same dispatches
+    // with the same work (pacing, the UI's share of the device, is off while the profiler runs).
+    let cli = pollster::block_on(wgdiff::profile::profile_training_step(
+        gpu,
+        &wgdiff::models::preset("tiny").unwrap(),
+        2,
+    ))
+    .unwrap();
+    let work = |rows: Vec<wgdiff::gpu::OpRow>| -> Vec<(String, String, usize, String)> {
+        let mut rows: Vec<_> = rows
+            .into_iter()
+            .map(|r| (r.op, r.kernel, r.calls, format!("{:.6}", r.gflop)))
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(
+        work(rows.clone()),
+        work(cli.rows()),
+        "the app's profile and the CLI's"
+    );
+    assert!(
+        app.profile
+            .message
+            .as_ref()
+            .is_some_and(|m| m.as_ref().is_ok_and(|m| m.contains("% of wall"))),
+        "the view says what share of the step's wall time the op times cover: {:?}",
+        app.profile.message
+    );
     h.get_by_label("calls").click();
     h.step();
     assert_eq!(h.state().profile.sort, wgdiff::app::SortBy::Calls);

@@ -1,6 +1,7 @@
 // The wgdiff page end to end in headless Chromium on WebGPU (SwiftShader): a 20-step denoise
 // of the shipped model (completion, step timings, a canvas that is not blank, the same images
-// as native `wgdiff sample`, frames that keep coming), a short training run (the loss falls, the
+// as native `wgdiff sample`, frames that keep coming), the compare view (two variants recorded,
+// timed and scored), a short training run (the loss falls, the
 // downloaded checkpoint samples natively), the train view at its defaults (MNIST-FID plotted
 // live reaches FID_TARGET within 10 minutes of training, frames that keep coming), and the
 // explanation a browser without WebGPU gets.
@@ -156,7 +157,19 @@ try {
   if (mean > MEAN_TOLERANCE || far > FAR_SHARE)
     fail(`the page's samples differ from native: mean ${(mean * 255).toFixed(2)}/255 (allowed ${MEAN_TOLERANCE * 255}), ${(far * 100).toFixed(2)}% far pixels (allowed ${FAR_SHARE * 100}%)`);
 
-  // 3. Training in the page: the loss falls, the checkpoint downloads and samples natively.
+  // 3. The compare view: both variants recorded, timed and scored (MNIST-FID fetched from the site).
+  const compare = new URLSearchParams({ view: "compare", autorun: "1", images: "4", rounds: "1", "fid-samples": "8" });
+  await page.goto(site + "?" + compare);
+  const compared = await announcement(page, "compare", `it.status === "done"`, 15 * MINUTES);
+  await page.waitForTimeout(1500); // the table and the plot drawn
+  await page.screenshot({ path: path.join(SHOTS, "web-compare.png") });
+  const rows = compared.rows ?? [];
+  log(`compare: ${rows.map((r) => `${r.label}: ${r.ms_per_image.toFixed(0)} ms per image, MNIST-FID ${r.fid?.toFixed(1)}`).join("; ")}; ${compared.seconds.toFixed(0)} s`);
+  if (rows.length !== 2 || !rows.every((r) => r.ms_per_image > 0 && Number.isFinite(r.fid) && r.peak_bytes > 0))
+    fail(`the compare view's rows are incomplete: ${JSON.stringify(rows)}`);
+  figures.compare = rows;
+
+  // 4. Training in the page: the loss falls, the checkpoint downloads and samples natively.
   const train = new URLSearchParams({ view: "train", autorun: "1", preset: "tiny", steps: "20",
     batch: "8", lr: "0.003", warmup: "10", "max-minutes": "0", "sample-every": "0",
     "checkpoint-every": "0", "fid-share": "0" }); // (20 steps would score no live MNIST-FID)
@@ -177,7 +190,7 @@ try {
   execFileSync(WGDIFF, ["sample", "--checkpoint", checkpoint, "--steps", "4", "--count", "4",
     "--out", path.join(SHOTS, "page-checkpoint-samples.png")], { stdio: "inherit" });
 
-  // 4. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
+  // 5. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
   // training (the run's own clock: scoring included, loading not), while frames keep coming.
   await page.goto(site + "?view=train&autorun=1");
   const reached = await announcement(page, "train",
@@ -196,7 +209,7 @@ try {
   await browser.close();
 }
 
-// 4. A browser without WebGPU gets the explanation, not the app.
+// 6. A browser without WebGPU gets the explanation, not the app.
 const plain = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, "--disable-features=WebGPU"] });
 try {
   const page = await plain.newPage({ viewport: { width: 1000, height: 500 } });
