@@ -513,15 +513,7 @@ async fn compare_job(
                 seconds,
             } => job.send(CompareMessage::Step {
                 variant,
-                frame: Frame {
-                    index: step.index,
-                    t: step.t,
-                    skip: step.skip,
-                    x: step.x.clone(),
-                    x0: step.x0.cloned(),
-                    resume_t: step.resume_t,
-                    seconds,
-                },
+                frame: Frame::of_step(step, step.index, seconds),
             }),
             compare::Event::Progress { done, total, what } => job.send(CompareMessage::Progress {
                 done,

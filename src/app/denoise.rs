@@ -196,6 +196,22 @@ pub struct Frame {
     pub seconds: f64,
 }
 
+impl Frame {
+    /// The sampler's `step` recorded (its tensors stay on the device), numbered `index` in its
+    /// trajectory, after `seconds` of wall time.
+    pub(super) fn of_step(step: &Step, index: usize, seconds: f64) -> Frame {
+        Frame {
+            index,
+            t: step.t,
+            skip: step.skip,
+            x: step.x.clone(),
+            x0: step.x0.cloned(),
+            resume_t: step.resume_t,
+            seconds,
+        }
+    }
+}
+
 /// What a sampling job reports.
 pub enum DenoiseMessage {
     Loaded(Box<ModelInfo>),
@@ -896,15 +912,11 @@ pub(super) async fn sample_job(
     let mut on_step = |step: &Step| -> Result<()> {
         let seconds = last.elapsed().as_secs_f64();
         last = Instant::now();
-        job.send(DenoiseMessage::Frame(Frame {
-            index: first_index + step.index,
-            t: step.t,
-            skip: step.skip,
-            x: step.x.clone(),
-            x0: step.x0.cloned(),
-            resume_t: step.resume_t,
+        job.send(DenoiseMessage::Frame(Frame::of_step(
+            step,
+            first_index + step.index,
             seconds,
-        }));
+        )));
         let done = first_index + step.index + 1;
         if settings.pause_after == Some(done) && step.resume_t.is_some() {
             job.send(DenoiseMessage::Paused(done));
