@@ -7,6 +7,7 @@
 #   docs/app-skip.png      the skip view with the shipped searched schedule over k(t)
 #   docs/app-compare.png   the compare view: DDPM 20 steps against DDIM 10 on one seed
 #   docs/app-paused.png    the denoise view paused after step 12 of 20, the step debugger below
+#   docs/app-experiments.png the experiments view after the compression experiment at a toy size
 #   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
 # and, last, one round of `wgdiff bench app` (the train view against `wgdiff train`).
 # Usage: scripts/app-screenshots.sh [OUT_DIR]   (default docs; CI runs it into a temp folder)
@@ -47,6 +48,9 @@ $bin gui --view compare --set fid-samples=50 --autorun --screenshot "$out/app-co
 echo "== denoise view paused after step 12 of 20 (the step debugger)"
 $bin gui --view denoise --set steps=20 --set pause-after=12 --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-paused" \
   --screenshot "$out/app-paused.png"
+echo "== experiments view: the compression experiment at a toy size (8 images per MNIST-FID, 2 steps)"
+$bin gui --view experiments --set experiment=compression --set samples=8 --set steps=2 \
+  --set out="${TMPDIR:-/tmp}/wgdiff-app-experiment" --autorun --screenshot "$out/app-experiments.png"
 echo "== profile view: a training step of mnist-small, its roofline"
 $bin gui --view profile --autorun --screenshot "$out/app-profile.png"
 echo "== the app's training job against the CLI's: wgdiff bench app (one round of 12 steps)"

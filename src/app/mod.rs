@@ -1,10 +1,12 @@
-//! The wgdiff app (egui): denoise (with a step debugger), skip-schedule, train, profile and device views, drawn by
-//! eframe on the engine's own wgpu device; every view schedules the library's async calls.
+//! The wgdiff app (egui): denoise (with a step debugger), compare, skip-schedule, train, profile,
+//! experiments and device views, drawn by eframe on the engine's own wgpu device.
 
 mod branches;
 mod compare;
 mod denoise;
 mod device;
+#[cfg(not(target_arch = "wasm32"))]
+mod experiments;
 mod export;
 mod frame_clock;
 mod grid_texture;
@@ -71,17 +73,19 @@ pub enum View {
     Skip,
     Train,
     Profile,
+    Experiments,
     Device,
 }
 
 impl View {
     /// Every view with its name (tab title and `--view` value).
-    pub const ALL: [(View, &'static str); 6] = [
+    pub const ALL: [(View, &'static str); 7] = [
         (View::Denoise, "denoise"),
         (View::Compare, "compare"),
         (View::Skip, "skip"),
         (View::Train, "train"),
         (View::Profile, "profile"),
+        (View::Experiments, "experiments"),
         (View::Device, "device"),
     ];
 
@@ -179,6 +183,8 @@ pub struct WgdiffApp {
     pub skip: skip::SkipView,
     pub train: train::TrainView,
     pub profile: profile::ProfileView,
+    #[cfg(not(target_arch = "wasm32"))]
+    pub experiments: experiments::ExperimentsView,
     pub device: device::DeviceView,
     pub clock: FrameClock,
     screenshot_taken: bool,
@@ -218,6 +224,8 @@ impl WgdiffApp {
             skip: skip::SkipView::default(),
             train: train::TrainView::new(&shared),
             profile: profile::ProfileView::new(&shared),
+            #[cfg(not(target_arch = "wasm32"))]
+            experiments: experiments::ExperimentsView::default(),
             device: device::DeviceView::default(),
             // (the page announces its frame times instead of writing a log)
             clock: FrameClock::new(shared.options.frame_log.is_some() || platform::IN_PAGE),
@@ -231,9 +239,11 @@ impl WgdiffApp {
                 View::Train => app.train.settings.set(key, value)?,
                 View::Skip => app.skip.set(key, value)?,
                 View::Compare => app.compare.set(key, value)?,
+                #[cfg(not(target_arch = "wasm32"))]
+                View::Experiments => app.experiments.set(key, value)?,
                 view => {
                     return Err(Error::Config(format!(
-                        "the {} view takes no settings (got `{key}`); the denoise, compare, skip and train views do",
+                        "the {} view takes no settings (got `{key}`); the denoise, compare, skip, train and experiments views do",
                         view.name()
                     )))
                 }
@@ -255,6 +265,10 @@ impl WgdiffApp {
                 View::Compare => app.compare.run(ctx, &app.shared),
                 View::Train => app.train.start(ctx, &app.shared, false),
                 View::Profile => app.profile.run(ctx, &app.shared),
+                #[cfg(not(target_arch = "wasm32"))]
+                View::Experiments => app.experiments.start(ctx, &app.shared),
+                #[cfg(target_arch = "wasm32")]
+                View::Experiments => {}
                 View::Device => {}
             }
         }
@@ -269,11 +283,19 @@ impl WgdiffApp {
             Activity::Sampling
         } else if self.profile.is_running() {
             Activity::Profiling
-        } else if self.skip.is_running() {
+        } else if self.skip.is_running() || self.experiments_running() {
             Activity::Measuring
         } else {
             Activity::Idle
         }
+    }
+
+    /// Whether an experiment runs (never in a page, which has none).
+    fn experiments_running(&self) -> bool {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.experiments.is_running();
+        #[cfg(target_arch = "wasm32")]
+        return false;
     }
 
     fn tabs(&mut self, ui: &mut egui::Ui) {
@@ -318,6 +340,10 @@ impl WgdiffApp {
             View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
             View::Skip => self.skip.settled(),
             View::Compare => !self.compare.is_running() && self.compare.scored(),
+            #[cfg(not(target_arch = "wasm32"))]
+            View::Experiments => self.experiments.done(),
+            #[cfg(target_arch = "wasm32")]
+            View::Experiments => true,
             View::Device => true,
         };
         let after = self.shared.options.screenshot_after;
@@ -400,6 +426,8 @@ impl eframe::App for WgdiffApp {
         self.skip.poll(&self.shared);
         self.train.poll(&ctx, &self.shared);
         self.profile.poll();
+        #[cfg(not(target_arch = "wasm32"))]
+        self.experiments.poll();
         self.device.poll();
         egui::Panel::top("tabs").show(ui, |ui| self.tabs(ui));
         egui::Panel::bottom("status").show(ui, |ui| self.status(ui));
@@ -414,6 +442,10 @@ impl eframe::App for WgdiffApp {
                 View::Skip => self.skip.ui(ui, &self.shared, &self.denoise),
                 View::Train => self.train.ui(ui, &self.shared),
                 View::Profile => self.profile.ui(ui, &self.shared),
+                #[cfg(not(target_arch = "wasm32"))]
+                View::Experiments => self.experiments.ui(ui, &self.shared),
+                #[cfg(target_arch = "wasm32")]
+                View::Experiments => experiments_in_page(ui),
                 View::Device => self.device.ui(ui, &self.shared),
             });
         });
@@ -439,8 +471,20 @@ impl eframe::App for WgdiffApp {
         self.skip.cancel();
         self.train.stop();
         self.profile.cancel();
+        #[cfg(not(target_arch = "wasm32"))]
+        self.experiments.cancel();
         self.write_logs();
     }
+}
+
+/// The experiments view in a page: what it would need, and where to run them instead.
+#[cfg(target_arch = "wasm32")]
+fn experiments_in_page(ui: &mut egui::Ui) {
+    ui.label(
+        "The experiments (adaptive-skip, compression, ladder, skip-search, speedrun) read and write files \
+         and need more memory than a page has: run them in the desktop app (`wgdiff gui --view experiments`) \
+         or with `wgdiff experiment`. The compare view runs here.",
+    );
 }
 
 /// A setting's value parsed from its text, or an error naming the setting.

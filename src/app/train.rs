@@ -642,7 +642,7 @@ impl TrainView {
 }
 
 /// Seconds as h:mm:ss.
-fn clock(seconds: f64) -> String {
+pub(super) fn clock(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }

@@ -70,6 +70,25 @@ impl MnistFid {
         Self::load(gpu, classifier, images, cache, progress).await
     }
 
+    /// [`shipped`](Self::shipped) from the files in `assets/models/` (relative to the working
+    /// folder).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn shipped_files(gpu: &Gpu) -> Result<MnistFid> {
+        let read = |path: &str| {
+            std::fs::read(path).map_err(|e| {
+                Error::Config(format!(
+                    "MNIST-FID needs {path} ({e}): it ships in assets/models/, so run wgdiff from the repository \
+                     folder"
+                ))
+            })
+        };
+        Self::shipped(
+            gpu,
+            &read(SHIPPED_MNIST_CLASSIFIER)?,
+            &read(SHIPPED_MNIST_TEST_STATS)?,
+        )
+    }
+
     /// MNIST-FID as training and the experiments score it: the shipped classifier (the bytes
     /// of [`SHIPPED_MNIST_CLASSIFIER`]) against its statistics of the 10,000 MNIST test images
     /// (the bytes of [`SHIPPED_MNIST_TEST_STATS`]; FID only, no KID rows). Bytes, so a page

@@ -175,7 +175,10 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
         args.samples,
         args.batch,
         net.as_ref(),
-        |done| bar.set_position(done as u64),
+        |done| {
+            bar.set_position(done as u64);
+            Ok(())
+        },
     ))?;
     bar.finish();
     let scores = generated.scores(net.as_ref(), &reference)?;

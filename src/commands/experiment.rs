@@ -8,17 +8,14 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::ProgressBar;
 use pollster::block_on;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
-use wgdiff::classifier::{MnistFid, SHIPPED_MNIST_CLASSIFIER};
+use wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER;
 use wgdiff::eval::DEFAULT_STATS_CACHE;
-use wgdiff::experiment::adaptive_skip::{self, skip_model_path, Plan, SkipModel, SKIP_MODELS};
-use wgdiff::experiment::ladder::{self, Progress, RUNGS};
-use wgdiff::experiment::ladder_report;
-use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
-use wgdiff::experiment::{compression, skip_search, speedrun, ExperimentPlan, ExperimentReport, Header};
+use wgdiff::experiment::lab::{self, Event, Kind, Setup};
+use wgdiff::experiment::{compression, skip_search};
 use wgdiff::gpu::describe;
-use wgdiff::pipeline::{TrainedModel, DEFAULT_CHECKPOINT};
+use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 use wgdiff::Gpu;
 
 /// `wgdiff experiment ...`
@@ -240,430 +237,139 @@ pub struct AdaptiveSkipArgs {
 }
 
 pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
-    match command {
-        ExperimentCommand::AdaptiveSkip(args) => adaptive_skip_run(gpu, args),
-        ExperimentCommand::Speedrun(args) => speedrun_run(gpu, args),
-        ExperimentCommand::Compression(args) => compression_run(gpu, args),
-        ExperimentCommand::Ladder(args) => ladder_run(gpu, args),
-        ExperimentCommand::SkipSearch(args) => skip_search_run(gpu, args),
-    }
-}
-
-/// One experiment under way: the device it runs on and when it started.
-struct ExperimentRun {
-    device: String,
-    started: Instant,
-}
-
-impl ExperimentRun {
-    /// The report's header: made now, with the seconds since the start.
-    fn header(&self) -> Header {
-        Header::new(self.device.clone(), self.started)
-    }
-
-    /// Prints `line` above the bar, or on its own with the seconds since the start when the bar
-    /// is hidden (output to a file).
-    fn bar_line(&self, bar: &ProgressBar, line: String) {
-        if bar.is_hidden() {
-            eprintln!("[{:5.0} s] {line}", self.started.elapsed().as_secs_f64());
-        } else {
-            bar.println(line);
+    let setup = match command {
+        ExperimentCommand::AdaptiveSkip(a) => {
+            let mut setup = Setup::new(Kind::AdaptiveSkip, a.quick);
+            set(&mut setup, "samples", a.samples)?;
+            set(&mut setup, "batch", a.batch)?;
+            set(&mut setup, "steps", a.steps)?;
+            set(&mut setup, "seed", Some(a.seed))?;
+            set(&mut setup, "train-steps", a.train_steps)?;
+            set(&mut setup, "baseline", Some(a.baseline.display()))?;
+            set(&mut setup, "models", a.models.as_ref().map(|m| m.display()))?;
+            set(&mut setup, "classifier", Some(a.classifier.display()))?;
+            set(&mut setup, "cache", Some(a.cache.display()))?;
+            set(&mut setup, "out", Some(a.out.display()))?;
+            setup
         }
-    }
-}
-
-/// The scaffold of every experiment: prints the device and starts the clock, runs `body` (which
-/// measures and builds the report with [`ExperimentRun::header`]), then writes the report's files
-/// into `out`, says which and prints its Markdown.
-fn run_experiment<R: ExperimentReport>(
-    gpu: &Gpu,
-    out: &Path,
-    body: impl FnOnce(&ExperimentRun) -> Result<R>,
-) -> Result<()> {
-    let run = ExperimentRun {
-        device: describe(&gpu.info),
-        started: Instant::now(),
+        ExperimentCommand::Speedrun(a) => {
+            let mut setup = Setup::new(Kind::Speedrun, a.quick);
+            set(&mut setup, "budget", a.budget)?;
+            set(&mut setup, "out", Some(a.out.display()))?;
+            setup
+        }
+        ExperimentCommand::Compression(a) => {
+            let mut setup = Setup::new(Kind::Compression, a.quick);
+            set(&mut setup, "samples", a.samples)?;
+            set(&mut setup, "steps", a.steps)?;
+            set(&mut setup, "unet", Some(a.unet.display()))?;
+            set(&mut setup, "scorenet", Some(a.scorenet.display()))?;
+            set(&mut setup, "out", Some(a.out.display()))?;
+            setup
+        }
+        ExperimentCommand::Ladder(a) => {
+            let mut setup = Setup::new(Kind::Ladder, a.quick);
+            set(&mut setup, "train-seconds", a.train_seconds)?;
+            set(&mut setup, "reps", a.reps)?;
+            set(&mut setup, "out", Some(a.out.display()))?;
+            setup
+        }
+        ExperimentCommand::SkipSearch(a) => {
+            let mut setup = Setup::new(Kind::SkipSearch, a.quick);
+            set(&mut setup, "samples", a.samples)?;
+            set(&mut setup, "batch", a.batch)?;
+            set(&mut setup, "steps", a.steps)?;
+            set(&mut setup, "seed", Some(a.seed))?;
+            let budgets = a
+                .budget
+                .map(|b| b.iter().map(f64::to_string).collect::<Vec<_>>().join(","));
+            set(&mut setup, "budget", budgets)?;
+            set(&mut setup, "sampler", a.sampler)?;
+            set(&mut setup, "confirmations", a.confirmations)?;
+            set(&mut setup, "model", Some(a.model.display()))?;
+            set(&mut setup, "classifier", Some(a.classifier.display()))?;
+            set(&mut setup, "cache", Some(a.cache.display()))?;
+            set(&mut setup, "out", Some(a.out.display()))?;
+            setup
+        }
     };
-    eprintln!("device: {}", run.device);
-    let report = body(&run)?;
-    let written = report
-        .write_files(out)
-        .with_context(|| format!("writing the report into {}", out.display()))?;
-    eprintln!("wrote {}", written.join(", "));
-    println!("{}", report.markdown());
+    eprintln!("device: {}", describe(&gpu.info));
+    let command = std::iter::once("wgdiff".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut terminal = Terminal::new();
+    let finished = block_on(lab::run(gpu, &setup, &command, &mut |event| {
+        terminal.show(event);
+        Ok(())
+    }));
+    terminal.bar.finish_and_clear();
+    let finished = finished.with_context(|| format!("experiment {}", setup.kind().name()))?;
+    eprintln!("wrote {}", finished.written.join(", "));
+    println!("{}", finished.markdown);
     Ok(())
 }
 
-/// A progress bar over the training seconds of runs that take turns (the speed-run's recipes,
-/// the ladder's ablation rows), each counted up to the budget of one.
-struct TrainingBar {
+/// Sets flag `key` of `setup` to `value` when the flag was given.
+fn set(setup: &mut Setup, key: &str, value: Option<impl std::fmt::Display>) -> Result<()> {
+    match value {
+        Some(value) => Ok(setup.set(key, &value.to_string())?),
+        None => Ok(()),
+    }
+}
+
+/// An experiment's events on a terminal: a progress bar per phase, notes and finished rows as
+/// lines above it (or, when stderr is not a terminal, as lines with the seconds since the start
+/// and the progress every few seconds).
+struct Terminal {
     bar: ProgressBar,
-    budget: f64,
-    /// The seconds each run has trained so far, in the order they first reported.
-    trained: Vec<(String, f64)>,
+    unit: &'static str,
+    started: Instant,
+    last_line: Instant,
 }
 
-impl TrainingBar {
-    fn new(runs: usize, budget: f64) -> TrainingBar {
-        TrainingBar {
-            bar: progress_bar((budget * runs as f64).ceil() as usize, "training seconds"),
-            budget,
-            trained: Vec::new(),
+impl Terminal {
+    fn new() -> Terminal {
+        Terminal {
+            bar: ProgressBar::hidden(),
+            unit: "",
+            started: Instant::now(),
+            last_line: Instant::now(),
         }
     }
 
-    /// `name` has trained `seconds` in all: moves the bar and names the run.
-    fn trained(&mut self, name: &str, seconds: f64) {
-        match self.trained.iter_mut().find(|(n, _)| n == name) {
-            Some(entry) => entry.1 = seconds,
-            None => self.trained.push((name.to_string(), seconds)),
+    fn line(&mut self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("[{:5.0} s] {line}", self.started.elapsed().as_secs_f64());
+            self.last_line = Instant::now();
+        } else {
+            self.bar.println(line);
         }
-        let done: f64 = self.trained.iter().map(|(_, s)| s.min(self.budget)).sum();
-        self.bar.set_position(done as u64);
-        self.bar.set_message(name.to_string());
     }
-}
 
-fn ladder_run(gpu: &Gpu, args: LadderArgs) -> Result<()> {
-    let mut plan = ladder::Plan::choose(args.quick);
-    plan.train_seconds = args.train_seconds.unwrap_or(plan.train_seconds);
-    plan.ladder_reps = args.reps.unwrap_or(plan.ladder_reps);
-    plan.validate()?;
-    let arms = ladder::arms(&plan)?;
-    run_experiment(gpu, &args.out, |run| {
-        let bar = progress_bar(RUNGS.len() * plan.ladder_reps, "ConvNeXt steps");
-        let rungs = block_on(ladder::run_ladder(gpu, &RUNGS, &plan, |event| match event {
-            Progress::WarmingUp(rung) => run.bar_line(&bar, format!("ladder: warm-up step of {rung}")),
-            Progress::RungStep {
-                rung,
+    fn show(&mut self, event: Event) {
+        match event {
+            Event::Note(note) => self.line(&note),
+            Event::Progress {
                 done,
                 total,
-                ms,
+                unit,
+                what,
             } => {
-                bar.set_position(done as u64);
-                bar.set_message(rung.to_string());
-                if bar.is_hidden() {
-                    run.bar_line(&bar, format!("ladder: step {done}/{total} {rung}: {ms:.0} ms"));
+                if unit != self.unit {
+                    self.bar.finish_and_clear();
+                    self.bar = progress_bar(total, unit);
+                    self.unit = unit;
+                }
+                self.bar.set_length(total as u64);
+                self.bar.set_position(done as u64);
+                self.bar.set_message(what.clone());
+                if self.bar.is_hidden() && self.last_line.elapsed().as_secs_f64() > 10.0 {
+                    self.line(&format!("{done}/{total} {unit}: {what}"));
                 }
             }
-            Progress::Trained { .. } | Progress::Scored { .. } => {}
-        }))?;
-        bar.finish_and_clear();
-
-        let tracker = super::shipped_mnist_fid(gpu)?;
-        let mut training = TrainingBar::new(arms.len(), plan.train_seconds);
-        let rows = block_on(ladder::run_ablation(
-            gpu,
-            &arms,
-            &plan,
-            &tracker,
-            |event| match event {
-                Progress::WarmingUp(row) => {
-                    run.bar_line(&training.bar, format!("ablation: warm-up step of {row}"))
-                }
-                Progress::Trained { row, seconds } => {
-                    training.trained(row, seconds);
-                    if training.bar.is_hidden() {
-                        let line = format!(
-                            "ablation: {row}: {seconds:.1} s of {:.0} s trained",
-                            plan.train_seconds
-                        );
-                        run.bar_line(&training.bar, line);
-                    }
-                }
-                Progress::Scored { row, fid } => {
-                    run.bar_line(&training.bar, format!("ablation: {row}: MNIST-FID {fid:.1}"))
-                }
-                Progress::RungStep { .. } => {}
-            },
-        ))?;
-        training.bar.finish_and_clear();
-        Ok(ladder_report::Report {
-            header: run.header(),
-            plan,
-            rungs,
-            rows,
-        })
-    })
-}
-
-fn compression_run(gpu: &Gpu, args: CompressionArgs) -> Result<()> {
-    let mut plan = compression::Plan::choose(args.quick);
-    plan.samples = args.samples.unwrap_or(plan.samples);
-    plan.steps = args.steps.unwrap_or(plan.steps);
-    run_experiment(gpu, &args.out, |run| {
-        let read = |path: &PathBuf| {
-            wgdiff::checkpoint::Checkpoint::load(path).with_context(|| format!("reading {}", path.display()))
-        };
-        let (unet, scorenet) = (read(&args.unet)?, read(&args.scorenet)?);
-        let subjects = [
-            compression::Subject {
-                label: "DDPM U-Net",
-                checkpoint: &unet,
-                origin: args.unet.display().to_string(),
-                published: &compression::PUBLISHED_DDPM,
-            },
-            compression::Subject {
-                label: "NCSN ScoreNet",
-                checkpoint: &scorenet,
-                origin: args.scorenet.display().to_string(),
-                published: &compression::PUBLISHED_NCSN,
-            },
-        ];
-        let tracker = super::shipped_mnist_fid(gpu)?;
-        let rows_total = subjects.len() * (compression::settings().len() + 1);
-        let bar = progress_bar(rows_total, "rows");
-        let rows = block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
-            if bar.is_hidden() {
-                eprintln!("{row}");
-            }
-            bar.set_message(row.to_string());
-            bar.inc(1);
-        }))?;
-        bar.finish_and_clear();
-        Ok(compression::Report {
-            header: run.header(),
-            plan,
-            rows,
-        })
-    })
-}
-
-fn speedrun_run(gpu: &Gpu, args: SpeedrunArgs) -> Result<()> {
-    let mut plan = speedrun::Plan::choose(args.quick);
-    plan.budget_seconds = args.budget.unwrap_or(plan.budget_seconds);
-    let recipes = speedrun::recipes();
-    run_experiment(gpu, &args.out, |run| {
-        let tracker = super::shipped_mnist_fid(gpu)?;
-        let mut training = TrainingBar::new(recipes.len(), plan.budget_seconds);
-        let curves = block_on(speedrun::run(
-            gpu,
-            &recipes,
-            &plan,
-            &tracker,
-            |recipe, seconds, point| {
-                if let Some(p) = point {
-                    let line = format!(
-                        "{recipe}: {:.0} s of training, step {}, mean loss {:.4}, MNIST-FID {:.1}",
-                        p.train_seconds, p.step, p.loss, p.fid
-                    );
-                    if training.bar.is_hidden() {
-                        eprintln!("{line}");
-                    } else {
-                        training.bar.println(line);
-                    }
-                }
-                training.trained(recipe, seconds);
-            },
-        ))?;
-        training.bar.finish_and_clear();
-        Ok(speedrun::Report {
-            header: run.header(),
-            plan,
-            curves,
-        })
-    })
-}
-
-fn adaptive_skip_run(gpu: &Gpu, args: AdaptiveSkipArgs) -> Result<()> {
-    let mut plan = Plan::choose(args.quick);
-    plan.samples = args.samples.unwrap_or(plan.samples);
-    plan.batch = args.batch.unwrap_or(plan.batch);
-    plan.steps = args.steps.unwrap_or(plan.steps);
-    plan.seed = args.seed;
-    let models_dir = args.models.clone().unwrap_or_else(|| {
-        PathBuf::from(if args.quick {
-            "assets/models"
-        } else {
-            "runs/adaptive-skip/models"
-        })
-    });
-    let train_steps = args.train_steps.unwrap_or(if args.quick { 300 } else { 3000 });
-    run_experiment(gpu, &args.out, |run| {
-        let mut models = vec![SkipModel {
-            label: BASELINE_LABEL.into(),
-            path: args.baseline.display().to_string(),
-            model: TrainedModel::load(gpu, &args.baseline)
-                .with_context(|| format!("loading the baseline {}", args.baseline.display()))?,
-        }];
-        for (label, skip_type, scheme, suffix) in SKIP_MODELS {
-            let path = skip_model_path(&models_dir, &args.baseline, suffix);
-            if !path.exists() {
-                eprintln!(
-                    "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({train_steps} steps)",
-                    path.display(),
-                    args.baseline.display()
-                );
-                let bar = progress_bar(train_steps, "fine-tuning steps");
-                block_on(adaptive_skip::fine_tune(
-                    gpu,
-                    &args.baseline,
-                    (skip_type, scheme),
-                    train_steps,
-                    &path,
-                    |step, loss| {
-                        bar.set_position(step as u64);
-                        bar.set_message(format!("loss {loss:.4}"));
-                    },
-                ))?;
-                bar.finish_and_clear();
-            }
-            let model = TrainedModel::load(gpu, &path)
-                .with_context(|| format!("loading {label} from {}", path.display()))?;
-            models.push(SkipModel {
-                label: label.into(),
-                path: path.display().to_string(),
-                model,
-            });
+            Event::Row { cells, .. } => self.line(&cells.join(" | ")),
+            Event::Point { .. } => {}
         }
-        for m in &models {
-            m.skip_type()?;
-        }
-
-        let MnistFid {
-            classifier,
-            reference,
-            ..
-        } = super::mnist_fid(gpu, &args.classifier, "mnist", None, &args.cache)?;
-
-        let arms = adaptive_skip::arms(&models, &plan);
-        eprintln!(
-            "{} arms x {} samples in batches of {} (round-robin, so every arm sees the same machine load)",
-            arms.len(),
-            plan.samples,
-            plan.batch
-        );
-        let bar = progress_bar(arms.len() * plan.samples.div_ceil(plan.batch), "batches");
-        let results = block_on(adaptive_skip::run(
-            gpu,
-            &models,
-            &arms,
-            &plan,
-            &classifier,
-            &reference,
-            |done, _, label| {
-                bar.set_position(done as u64);
-                bar.set_message(label.to_string());
-            },
-        ))?;
-        bar.finish_and_clear();
-
-        Ok(Report {
-            header: run.header(),
-            plan,
-            metric: "MNIST-FID".into(),
-            reference: format!("{} {} images", reference.source.images, reference.source.dataset),
-            models: models.iter().map(ModelInfo::of).collect::<wgdiff::Result<_>>()?,
-            arms: results,
-        })
-    })
-}
-
-fn skip_search_run(gpu: &Gpu, args: SkipSearchArgs) -> Result<()> {
-    use wgdiff::experiment::skip_search::{Bench, Origin, SearchEvent};
-    let mut plan = skip_search::Plan::choose(args.quick);
-    plan.samples = args.samples.unwrap_or(plan.samples);
-    plan.batch = args.batch.unwrap_or(plan.batch);
-    plan.steps = args.steps.unwrap_or(plan.steps);
-    plan.budgets = args.budget.clone().unwrap_or(plan.budgets);
-    plan.confirmations = args.confirmations.unwrap_or(plan.confirmations);
-    plan.seed = args.seed;
-    if let Some(name) = &args.sampler {
-        plan.sampler = name.parse()?;
     }
-    plan.validate()?;
-    run_experiment(gpu, &args.out, |run| {
-        let model = TrainedModel::load(gpu, &args.model)
-            .with_context(|| format!("loading the model to search on, {}", args.model.display()))?;
-        let levels = model.net.levels();
-        if levels < 2 {
-            anyhow::bail!(
-                "{} has no levels to skip (a {}); the search needs a U-Net",
-                args.model.display(),
-                model.state.model.kind_name()
-            );
-        }
-        let MnistFid {
-            classifier,
-            reference,
-            ..
-        } = super::mnist_fid(gpu, &args.classifier, "mnist", None, &args.cache)?;
-        let bench = Bench {
-            sampling: model.sampling(),
-            features: &classifier,
-            reference: &reference,
-        };
-        let bar = progress_bar(plan.samples, "images");
-        let mut on_event = |event: SearchEvent| {
-            match event {
-            SearchEvent::Phase(what) => run.bar_line(&bar, what.to_string()),
-            SearchEvent::Sampling { what, done, total } => {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-                bar.set_message(what.to_string());
-            }
-            SearchEvent::Confirmed(a) => run.bar_line(
-                &bar,
-                format!(
-                    "budget {}: proxy budget {:.2e} -> [{}], predicted {:.0} ms per run, MNIST-FID {:.2} ({})",
-                    a.budget,
-                    a.proxy_budget,
-                    wgdiff::diffusion::join_depths(&a.skips),
-                    a.predicted_ms,
-                    a.fid,
-                    if a.accepted { "within budget" } else { "over budget" }
-                ),
-            ),
-            SearchEvent::Batch { done, total, arm } => {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-                bar.set_message(arm.to_string());
-            }
-        }
-        };
-        let (fid0, costs, proxy, searched, arms) = block_on(async {
-            on_event(SearchEvent::Phase("timing one network call at every skip depth"));
-            let probe = bench.request(&plan, Default::default(), None)?;
-            let costs =
-                skip_search::measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;
-            on_event(SearchEvent::Phase(
-                "measuring the proxy (x_0 difference per step and depth)",
-            ));
-            let proxy = skip_search::measure_proxy(gpu, bench.sampling, &probe).await?;
-            let zeros = vec![0; plan.steps];
-            let fid0 = bench
-                .fid(gpu, &plan, &zeros, "unskipped", &mut on_event)
-                .await?
-                .fid;
-            on_event(SearchEvent::Phase(&format!("unskipped MNIST-FID {fid0:.2}")));
-            let searched =
-                skip_search::search(gpu, &bench, &plan, (&costs, &proxy), fid0, &mut on_event).await?;
-            let arms = skip_search::arms(&plan, levels, &searched);
-            on_event(SearchEvent::Phase(&format!(
-                "{} arms x {} images in batches of {}, in turn",
-                arms.len(),
-                plan.samples,
-                plan.batch
-            )));
-            let results = skip_search::compare(gpu, &bench, &plan, &arms, &proxy, &mut on_event).await?;
-            Ok::<_, wgdiff::Error>((fid0, costs, proxy, searched, results))
-        })?;
-        bar.finish_and_clear();
-        let header = run.header();
-        Ok(wgdiff::experiment::skip_search_report::Report {
-            origin: Origin {
-                model: args.model.display().to_string(),
-                metric: "MNIST-FID".into(),
-                fid_unskipped: fid0,
-                date: header.date.clone(),
-            },
-            header,
-            plan,
-            levels,
-            costs_ms: costs,
-            proxy,
-            searched,
-            arms,
-        })
-    })
 }

@@ -1,5 +1,5 @@
-//! `wgdiff gui`: opens the app (denoise, skip-schedule, train, profile and device views) on
-//! the engine's device; flags choose the first view, start its job, log frame times.
+//! `wgdiff gui`: opens the app (denoise, compare, skip, train, profile, experiments and device
+//! views) on the engine's device; flags choose the first view, start its job, log frame times.
 
 use anyhow::Result;
 use clap::Args;
@@ -17,17 +17,21 @@ pub struct GuiArgs {
     /// Folder of the app's training runs (<out>/train/checkpoint.safetensors) and frame exports
     #[arg(long, default_value = "runs/app")]
     out: PathBuf,
-    /// View shown first: denoise, compare, skip, train, profile or device
+    /// View shown first: denoise, compare, skip, train, profile, experiments or device
     #[arg(long, default_value = "denoise", value_parser = parse_view)]
     view: View,
     /// A setting of the first view, KEY=VALUE, repeatable. denoise: checkpoint, sampler, steps,
     /// seed, count, class, guidance, skip-exponent, cache-interval, cache-depth, pause-after
     /// (stop after that step to branch from it), precision (f32, f16); compare: seed, images,
     /// rounds, fid-samples; train: preset, data, batch, lr, steps, seed, sample-every,
-    /// checkpoint-every, fid-every, out (e.g. --view train --set preset=tiny)
+    /// checkpoint-every, fid-every, out (e.g. --view train --set preset=tiny); experiments:
+    /// experiment (adaptive-skip, compression, ladder, skip-search, speedrun), quick (true,
+    /// false), then that experiment's own flags as `wgdiff experiment` takes them (e.g. --view
+    /// experiments --set experiment=compression --set samples=50 --set out=runs/c)
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     settings: Vec<(String, String)>,
-    /// Start the first view's job at once (sampling, comparing, measuring, training or profiling); a
+    /// Start the first view's job at once (sampling, comparing, measuring, training, profiling or
+    /// the experiment); a
     /// denoise run then saves its samples to <out>/frames/samples.png
     #[arg(long)]
     autorun: bool,
@@ -42,7 +46,8 @@ pub struct GuiArgs {
     exit_when_done: bool,
     /// Save a screenshot of the window to this PNG, then close: after --screenshot-after seconds
     /// once the view shows its result (denoise: 60% of the steps or a pause; compare: every
-    /// variant's figures; train: 6 steps and a sample grid; profile: the profile), at most 15
+    /// variant's figures; train: 6 steps and a sample grid; profile: the profile; experiments:
+    /// the report written), at most 15
     /// minutes later
     #[arg(long, value_name = "PNG")]
     screenshot: Option<PathBuf>,

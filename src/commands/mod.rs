@@ -17,7 +17,7 @@ pub mod sample;
 pub mod train;
 pub mod train_classifier;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
 use wgdiff::classifier::MnistFid;
 use wgdiff::gpu::DeviceSet;
@@ -135,20 +135,4 @@ pub fn mnist_fid(
         }
     );
     Ok(fid)
-}
-
-/// MNIST-FID as training and the experiments score it: the shipped classifier against its
-/// shipped statistics of the MNIST test split.
-pub fn shipped_mnist_fid(gpu: &Gpu) -> Result<wgdiff::train::FidTracker> {
-    use wgdiff::classifier::{SHIPPED_MNIST_CLASSIFIER, SHIPPED_MNIST_TEST_STATS};
-    let read = |path: &str| {
-        std::fs::read(path).with_context(|| {
-            format!(
-                "MNIST-FID needs {path}: it ships in assets/models/, so run wgdiff from the repository \
-                 folder (or train without it: --fid-share 0)"
-            )
-        })
-    };
-    let (classifier, stats) = (read(SHIPPED_MNIST_CLASSIFIER)?, read(SHIPPED_MNIST_TEST_STATS)?);
-    Ok(MnistFid::shipped(gpu, &classifier, &stats)?.into())
 }

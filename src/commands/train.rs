@@ -427,7 +427,11 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         f32_state as f64 / (1 << 20) as f64
     );
     let fid = match trainer.scores_mnist_fid() {
-        true => Some(super::shipped_mnist_fid(gpu)?),
+        true => Some(
+            wgdiff::classifier::MnistFid::shipped_files(gpu)
+                .context("scoring MNIST-FID during training (or train without it: --fid-share 0)")?
+                .into(),
+        ),
         false => None,
     };
     let mut run = TrainingRun::new(trainer, fid, Box::new(Folder(c.out.clone())))?;

@@ -187,7 +187,7 @@ pub async fn run(
     plan: &Plan,
     features: &dyn FeatureNet,
     reference: &Reference,
-    progress: impl FnMut(usize, usize, &str),
+    progress: impl FnMut(usize, usize, &str) -> Result<()>,
 ) -> Result<Vec<ArmResult>> {
     let rounds = Rounds {
         samples: plan.samples,
@@ -288,7 +288,7 @@ pub async fn fine_tune(
     (skip_type, scheme): (SkipType, SkipTraining),
     steps: usize,
     path: &Path,
-    mut progress: impl FnMut(usize, f32),
+    mut progress: impl FnMut(usize, f32) -> Result<()>,
 ) -> Result<()> {
     let config = TrainConfig {
         init: Some(baseline.to_path_buf()),
@@ -307,7 +307,7 @@ pub async fn fine_tune(
     let mut trainer = Trainer::new(gpu, config)?;
     while !trainer.finished() {
         let loss = trainer.step().await?;
-        progress(trainer.state.step, loss);
+        progress(trainer.state.step, loss)?;
     }
     trainer.save(path).await
 }

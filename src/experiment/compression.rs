@@ -214,7 +214,17 @@ pub struct Row {
     pub published: Option<(String, f64, f64, f64)>,
 }
 
-/// Measures every setting on every subject; `progress(row label)` as each row starts. Each
+/// What the measurement reports while it works.
+pub enum Progress<'a> {
+    /// A row (or a model's timing round) starts: "DDPM U-Net: int8".
+    Started(&'a str),
+    /// A row is measured: first without its time (`ms_per_image` 0), then again with it once
+    /// its model's rows are timed together.
+    Measured(&'a Row),
+}
+
+/// Measures every setting on every subject, telling `progress` what starts and what was
+/// measured (an error from it stops the run and is returned). Each
 /// row's model is alone on the device while it draws its FID samples (its peak memory is its
 /// own); the models are then built again side by side for the interleaved timing.
 pub async fn run(
@@ -222,14 +232,14 @@ pub async fn run(
     subjects: &[Subject<'_>],
     plan: &Plan,
     tracker: &FidTracker,
-    mut progress: impl FnMut(&str),
+    mut progress: impl FnMut(Progress) -> Result<()>,
 ) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for subject in subjects {
         warm_up(gpu, subject, plan).await?;
         let (mut files, mut evaluations) = (Vec::new(), Vec::new());
         for setting in settings() {
-            progress(&format!("{}: {}", subject.label, setting.name));
+            progress(Progress::Started(&format!("{}: {}", subject.label, setting.name)))?;
             let compressed = match &setting.plan {
                 Some(p) => compress_checkpoint(gpu, subject.checkpoint, &subject.origin, p)?.0,
                 None => crate::run_state::sampling_export(subject.checkpoint, &subject.origin)?,
@@ -251,11 +261,11 @@ pub async fn run(
                 plan.samples,
                 plan.batch,
                 features,
-                |_| {},
+                |_| Ok(()),
             )
             .await?;
             let peak_bytes = gpu.pool().stats().peak_held_bytes;
-            let fid = generated.scores(features, &tracker.reference)?.fid;
+            let fid = generated.fid(features, &tracker.reference.stats)?;
             let one = request.with_count(1)?;
             evaluations.push(model.sampling().sample(gpu, &one, None).await?.1);
             let published = setting.report_row.and_then(|label| {
@@ -276,9 +286,10 @@ pub async fn run(
                 fid,
                 published,
             });
+            progress(Progress::Measured(&rows[rows.len() - 1]))?;
             files.push(compressed);
         }
-        progress(&format!("{}: timing", subject.label));
+        progress(Progress::Started(&format!("{}: timing", subject.label)))?;
         let models = files
             .iter()
             .map(|f| TrainedModel::from_checkpoint(gpu, f, &subject.origin, None))
@@ -287,6 +298,7 @@ pub async fn run(
         let first = rows.len() - models.len();
         for ((row, s), evals) in rows[first..].iter_mut().zip(seconds).zip(&evaluations) {
             row.ms_per_image = 1e3 * s * *evals as f64;
+            progress(Progress::Measured(row))?;
         }
     }
     Ok(rows)

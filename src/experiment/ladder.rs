@@ -192,7 +192,7 @@ pub async fn run_ladder(
     gpu: &Gpu,
     rungs: &[Rung],
     plan: &Plan,
-    mut progress: impl FnMut(Progress),
+    mut progress: impl FnMut(Progress) -> Result<()>,
 ) -> Result<Vec<RungResult>> {
     plan.validate()?;
     let data = Arc::new("mnist".parse::<DataSource>()?.load(Split::Train)?);
@@ -227,7 +227,7 @@ pub async fn run_ladder(
     for round in 0..=plan.ladder_reps {
         for (rung, rung_times) in rungs.iter().zip(&mut times) {
             if round == 0 {
-                progress(Progress::WarmingUp(rung.name));
+                progress(Progress::WarmingUp(rung.name))?;
             }
             let x0 = batcher.next_batch().to_tensor(gpu)?;
             step += 1;
@@ -245,7 +245,7 @@ pub async fn run_ladder(
                     done,
                     total,
                     ms,
-                });
+                })?;
             }
         }
     }
@@ -462,12 +462,12 @@ pub async fn run_ablation(
     arms: &[Arm],
     plan: &Plan,
     tracker: &FidTracker,
-    mut progress: impl FnMut(Progress),
+    mut progress: impl FnMut(Progress) -> Result<()>,
 ) -> Result<Vec<AblationRow>> {
     plan.validate()?;
     let mut runs = Vec::with_capacity(arms.len());
     for arm in arms {
-        progress(Progress::WarmingUp(arm.name));
+        progress(Progress::WarmingUp(arm.name))?;
         gpu.finish().await?;
         let before = gpu.pool().stats().live_bytes;
         let mut trainer = Trainer::new(gpu, arm.config.clone())?;
@@ -510,7 +510,7 @@ pub async fn run_ablation(
                 progress(Progress::Trained {
                     row: run.arm.name,
                     seconds: run.trained_seconds(),
-                });
+                })?;
             }
         }
     }
@@ -522,7 +522,7 @@ pub async fn run_ablation(
         progress(Progress::Scored {
             row: run.arm.name,
             fid,
-        });
+        })?;
         let last = &run.losses[run.losses.len().saturating_sub(5)..];
         rows.push(AblationRow {
             name: run.arm.name.to_string(),

@@ -8,6 +8,8 @@ pub mod compare;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod compression;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod lab;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod ladder;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod ladder_report;
@@ -27,7 +29,7 @@ use crate::Result;
 use serde::Serialize;
 use std::path::Path;
 #[cfg(not(target_arch = "wasm32"))]
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 /// When, where and by what command a report was made, and how long its experiment took: the
 /// first fields of every report's JSON and the line under every report's title.
@@ -44,17 +46,14 @@ pub struct Header {
 }
 
 impl Header {
-    /// The header of a report made now by this process, of an experiment that ran on `device`
+    /// The header of a report made now by `command`, of an experiment that ran on `device`
     /// from `started`.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn new(device: String, started: Instant) -> Header {
+    pub fn new(device: String, command: String, started: web_time::Instant) -> Header {
         Header {
             date: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             device,
-            command: std::iter::once("wgdiff".to_string())
-                .chain(std::env::args().skip(1))
-                .collect::<Vec<_>>()
-                .join(" "),
+            command,
             wall_seconds: started.elapsed().as_secs_f64(),
         }
     }

@@ -48,7 +48,7 @@ pub async fn sample_in_turn(
     contenders: &[Contender<'_>],
     rounds: Rounds,
     features: &dyn FeatureNet,
-    mut progress: impl FnMut(usize, usize, &str),
+    mut progress: impl FnMut(usize, usize, &str) -> Result<()>,
 ) -> Result<Vec<GeneratedFeatures>> {
     rounds.check()?;
     let total = rounds.counts().count() * contenders.len();
@@ -56,7 +56,7 @@ pub async fn sample_in_turn(
         contenders.iter().map(|_| GeneratedFeatures::default()).collect();
     for (round, count) in rounds.counts().enumerate() {
         for (i, arm) in contenders.iter().enumerate() {
-            progress(round * contenders.len() + i, total, &arm.label);
+            progress(round * contenders.len() + i, total, &arm.label)?;
             let request = arm
                 .request
                 .with_count(count)?
@@ -66,7 +66,7 @@ pub async fn sample_in_turn(
                 .await?;
         }
     }
-    progress(total, total, "");
+    progress(total, total, "")?;
     Ok(generated)
 }
 

@@ -404,7 +404,7 @@ impl Bench<'_> {
         plan: &Plan,
         skips: &[usize],
         what: &str,
-        on_event: &mut impl FnMut(SearchEvent),
+        on_event: &mut impl FnMut(SearchEvent) -> Result<()>,
     ) -> Result<Scores> {
         let request = self.request(plan, SkipPlan::PerStep(skips.to_vec()), None)?;
         let generated = sample_features(
@@ -443,7 +443,7 @@ pub async fn search(
     plan: &Plan,
     (costs, proxy): (&[f64], &Proxy),
     fid0: f64,
-    on_event: &mut impl FnMut(SearchEvent),
+    on_event: &mut impl FnMut(SearchEvent) -> Result<()>,
 ) -> Result<Vec<Searched>> {
     let steps = proxy.errors.len();
     let mut confirmed: Vec<(Vec<usize>, f64)> = vec![(vec![0; steps], fid0)];
@@ -495,7 +495,7 @@ pub async fn search(
                 accepted: fid <= fid0 + budget,
                 skips,
             };
-            on_event(SearchEvent::Confirmed(&attempt));
+            on_event(SearchEvent::Confirmed(&attempt))?;
             let (accepted, first, error) = (attempt.accepted, attempts.is_empty(), attempt.proxy_error);
             attempts.push(attempt);
             if accepted && first {
@@ -634,7 +634,7 @@ pub async fn compare(
     plan: &Plan,
     arms: &[Arm],
     proxy: &Proxy,
-    on_event: &mut impl FnMut(SearchEvent),
+    on_event: &mut impl FnMut(SearchEvent) -> Result<()>,
 ) -> Result<Vec<ArmResult>> {
     let rounds = Rounds::from(plan);
     let net = bench.sampling.net;

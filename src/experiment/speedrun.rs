@@ -175,7 +175,7 @@ pub async fn run(
     recipes: &[Recipe],
     plan: &Plan,
     tracker: &FidTracker,
-    mut progress: impl FnMut(&str, f64, Option<&Point>),
+    mut progress: impl FnMut(&str, f64, Option<&Point>) -> Result<()>,
 ) -> Result<Vec<Curve>> {
     if plan.evals == 0 || !(plan.budget_seconds > 0.0 && plan.slice_seconds > 0.0) {
         return Err(Error::Config(
@@ -210,7 +210,7 @@ pub async fn run(
             while curve.points.len() < plan.evals && trainer.state.train_seconds < slice_end {
                 trainer.step().await?;
                 if trainer.state.train_seconds < plan.eval_time(curve.points.len() + 1) {
-                    progress(&curve.recipe, trainer.state.train_seconds, None);
+                    progress(&curve.recipe, trainer.state.train_seconds, None)?;
                 } else {
                     let losses = &trainer.state.losses[*losses_seen..];
                     let loss = losses.iter().map(|&l| l as f64).sum::<f64>() / losses.len() as f64;
@@ -223,7 +223,7 @@ pub async fn run(
                         loss,
                         fid,
                     });
-                    progress(&curve.recipe, trainer.state.train_seconds, curve.points.last());
+                    progress(&curve.recipe, trainer.state.train_seconds, curve.points.last())?;
                 }
             }
         }

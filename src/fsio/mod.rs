@@ -7,6 +7,8 @@ mod native;
 #[path = "web.rs"]
 mod native;
 
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::check_writable_dir;
 pub use native::{head, list_dir, open, read, read_if_exists, read_io, same_file, write_atomic};
 
 use crate::Result;

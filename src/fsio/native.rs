@@ -39,6 +39,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     written.map_err(io_error)
 }
 
+/// Creates the folder `dir` if needed and writes and removes a file in it, so work whose
+/// results go there fails at its start, not at its end, when it cannot write them.
+pub fn check_writable_dir(dir: &Path) -> Result<()> {
+    let probe = dir.join(format!(".wgdiff-write-check.{}", std::process::id()));
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b"wgdiff"))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| Error::Io {
+            what: format!(
+                "writing into {} (the results' folder; choose another)",
+                dir.display()
+            ),
+            reason: e.to_string(),
+        })
+}
+
 /// True when both paths name the same existing file (an output that would replace an input).
 pub fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {

@@ -77,7 +77,8 @@ impl GeneratedFeatures {
 }
 
 /// Draws `count` images in batches of at most `batch` (batch i seeded `request.seed + i`) and
-/// gathers their features; `progress(done)` after each batch.
+/// gathers their features; `progress(done)` after each batch (an error from it stops the
+/// sampling and is returned).
 pub async fn sample_features(
     gpu: &Gpu,
     sampling: Sampling<'_>,
@@ -85,13 +86,13 @@ pub async fn sample_features(
     count: usize,
     batch: usize,
     features: &dyn FeatureNet,
-    mut progress: impl FnMut(usize),
+    mut progress: impl FnMut(usize) -> Result<()>,
 ) -> Result<GeneratedFeatures> {
     let mut generated = GeneratedFeatures::default();
     let request = request.with_count(count)?;
     for part in request.chunks(batch) {
         generated.add_batch(gpu, sampling, &part, features).await?;
-        progress(generated.count);
+        progress(generated.count)?;
     }
     Ok(generated)
 }

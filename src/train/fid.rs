@@ -63,7 +63,7 @@ impl FidTracker {
             samples,
             c.batch,
             self.features.as_ref(),
-            |_| {},
+            |_| Ok(()),
         )
         .await?;
         generated.fid(self.features.as_ref(), &self.reference.stats)

@@ -74,6 +74,18 @@ fn harness_with(
 
 /// Steps the harness until `done` holds (panics after `secs` seconds).
 fn step_until(harness: &mut Harness<WgdiffApp>, secs: u64, what: &str, done: impl Fn(&WgdiffApp) -> bool) {
+    step_every(harness, 20, secs, what, done)
+}
+
+/// [`step_until`] with a frame every `ms` milliseconds: a long job gets the CPU the harness's
+/// frames would take (each renders the window on lavapipe, on the cores the job runs on).
+fn step_every(
+    harness: &mut Harness<WgdiffApp>,
+    ms: u64,
+    secs: u64,
+    what: &str,
+    done: impl Fn(&WgdiffApp) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !done(harness.state()) {
         assert!(
@@ -81,7 +93,7 @@ fn step_until(harness: &mut Harness<WgdiffApp>, secs: u64, what: &str, done: imp
             "timed out after {secs} s waiting for {what}"
         );
         harness.step();
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(ms));
     }
     harness.step();
 }
@@ -855,4 +867,185 @@ fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
         (settings.preset.as_str(), settings.batch, settings.sample_every),
         ("tiny", 4, 0)
     );
+}
+
+/// Every number in `text` as `#` and the report's header line (the command, date and wall
+/// time) dropped: what two runs of one experiment share whatever their timings.
+fn numbers_masked(text: &str) -> String {
+    let mut masked = String::with_capacity(text.len());
+    let mut in_number = false;
+    for c in text.chars() {
+        let numeric = c.is_ascii_digit() || (in_number && c == '.');
+        if numeric && !in_number {
+            masked.push('#');
+        } else if !numeric {
+            masked.push(c);
+        }
+        in_number = numeric;
+    }
+    masked
+        .lines()
+        .filter(|l| !l.contains("s in all."))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn experiments_view_fills_tables_and_plots_live_and_writes_the_reports_wgdiff_experiment_writes() {
+    let (gpu, _turn) = gpu();
+    // Kernels by fixed rules here and in the command (`--deterministic`): the same kernels in
+    // both, and no autotuning of the 24 models' new shapes (4.5 minutes on lavapipe).
+    struct Rules<'a>(&'a wgdiff::Gpu);
+    impl Drop for Rules<'_> {
+        fn drop(&mut self) {
+            self.0.set_deterministic(false);
+        }
+    }
+    gpu.set_deterministic(true);
+    let _rules = Rules(gpu);
+    let out = scratch("experiments");
+    let (app_out, cli_out, cancelled_out) = (out.join("app"), out.join("cli"), out.join("cancelled"));
+    let flags = [("samples", "4"), ("steps", "1")];
+    let mut settings = vec![
+        ("experiment".to_string(), "compression".to_string()),
+        ("quick".to_string(), "true".to_string()),
+        ("out".to_string(), app_out.display().to_string()),
+    ];
+    settings.extend(flags.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let options = AppOptions {
+        checkpoint: shipped_model(),
+        out: out.clone(),
+        view: View::Experiments,
+        settings,
+        ..AppOptions::default()
+    };
+    let mut h = harness_with(gpu, options, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    h.step();
+    assert_eq!(
+        h.query_all_by_label_contains("same as: wgdiff experiment compression --quick")
+            .count(),
+        1,
+        "the view shows the command it runs"
+    );
+    h.get_by_label("Start").click();
+    let started = Instant::now();
+    // Rows arrive while the experiment runs: the first model's rows before its timing.
+    step_every(&mut h, 500, 600, "the first rows", |app| {
+        if let Some(Err(e)) = &app.experiments.message {
+            panic!("the experiment failed: {e}");
+        }
+        app.experiments.tables.first().is_some_and(|t| t.rows.len() >= 3)
+    });
+    assert!(h.state().experiments.is_running(), "rows fill in before the end");
+    assert!(
+        h.state().experiments.plots.iter().any(|p| !p.series.is_empty()),
+        "the plot draws as rows arrive"
+    );
+    step_every(&mut h, 500, 900, "the report", |app| {
+        if let Some(Err(e)) = &app.experiments.message {
+            panic!("the experiment failed: {e}");
+        }
+        app.experiments.done()
+    });
+    let app = h.state();
+    let rows = &app.experiments.tables[0].rows;
+    assert_eq!(rows.len(), 24, "12 settings x 2 models");
+    assert!(
+        rows.iter().all(|(_, cells)| cells[4].parse::<f64>().is_ok()),
+        "every row got its time"
+    );
+    assert_eq!(
+        app.experiments.plots.len(),
+        2,
+        "MNIST-FID against size and against time"
+    );
+
+    eprintln!("the app's run: {:.0} s", started.elapsed().as_secs_f64());
+    // The same experiment from the command line, into its own folder.
+    let started = Instant::now();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_wgdiff"))
+        .args([
+            "--deterministic",
+            "experiment",
+            "compression",
+            "--quick",
+            "--samples",
+            "4",
+            "--steps",
+            "1",
+            "--out",
+        ])
+        .arg(&cli_out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    eprintln!("the command's run: {:.0} s", started.elapsed().as_secs_f64());
+    let files = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(files(&app_out), files(&cli_out), "the same files");
+    for png in ["fid-vs-size.png", "fid-vs-ms.png"] {
+        assert!(image::open(app_out.join(png)).is_ok(), "{png} decodes");
+    }
+    let json = |dir: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compression.json")).unwrap()).unwrap()
+    };
+    let (a, c) = (json(&app_out), json(&cli_out));
+    assert_eq!(a["plan"], c["plan"]);
+    let (a_rows, c_rows) = (a["rows"].as_array().unwrap(), c["rows"].as_array().unwrap());
+    assert_eq!(a_rows.len(), c_rows.len());
+    for (x, y) in a_rows.iter().zip(c_rows) {
+        for key in [
+            "model",
+            "setting",
+            "bytes",
+            "gzipped_bytes",
+            "packed_weights",
+            "published",
+        ] {
+            assert_eq!(x[key], y[key], "{key} of {}", x["setting"]);
+        }
+        // (the autotuner may pick other kernels in another process: sums in another order)
+        let (fa, fc) = (x["fid"].as_f64().unwrap(), y["fid"].as_f64().unwrap());
+        assert!(
+            (fa - fc).abs() <= 1e-4 * fc.abs(),
+            "MNIST-FID of {}: {fa} and {fc}",
+            x["setting"]
+        );
+    }
+    let md = |dir: &Path| numbers_masked(&std::fs::read_to_string(dir.join("compression.md")).unwrap());
+    assert_eq!(md(&app_out), md(&cli_out), "the same report but for its timings");
+    assert!(a["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("wgdiff experiment compression --quick"));
+
+    // Cancel stops a run and writes nothing.
+    h.state_mut().experiments.fields.retain(|(k, _)| *k != "out");
+    h.state_mut()
+        .experiments
+        .fields
+        .push(("out", cancelled_out.display().to_string()));
+    h.get_by_label("Start").click();
+    step_until(&mut h, 120, "the first event", |app| {
+        !app.experiments.tables.is_empty()
+    });
+    h.get_by_label("Cancel").click();
+    step_until(&mut h, 120, "the cancelled run's end", |app| {
+        !app.experiments.is_running()
+    });
+    assert!(
+        matches!(&h.state().experiments.message, Some(Ok(m)) if m.starts_with("cancelled")),
+        "{:?}",
+        h.state().experiments.message
+    );
+    assert!(!cancelled_out.join("compression.md").exists());
 }

@@ -87,6 +87,7 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
             assert_eq!(total, 2 * arms.len(), "two rounds (2 + 1 images) per arm");
             assert_eq!(done, calls);
             calls += 1;
+            Ok(())
         },
     ))
     .unwrap();
@@ -236,6 +237,7 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
                 order.push(recipe.to_string());
             }
             reported += usize::from(point.is_some());
+            Ok(())
         },
     ))
     .unwrap();
@@ -319,9 +321,13 @@ fn the_compression_experiment_measures_every_setting_of_both_models() {
         seed: 0,
     };
     let tracker = pooled_pixel_tracker();
-    let mut started = Vec::new();
-    let rows = pollster::block_on(compression::run(gpu, &subjects, &plan, &tracker, |row| {
-        started.push(row.to_string())
+    let (mut started, mut measured) = (Vec::new(), Vec::new());
+    let rows = pollster::block_on(compression::run(gpu, &subjects, &plan, &tracker, |event| {
+        match event {
+            compression::Progress::Started(what) => started.push(what.to_string()),
+            compression::Progress::Measured(row) => measured.push((row.setting.clone(), row.ms_per_image)),
+        }
+        Ok(())
     }))
     .unwrap();
     let settings = compression::settings();
@@ -331,6 +337,10 @@ fn the_compression_experiment_measures_every_setting_of_both_models() {
         2 * (settings.len() + 1),
         "each row and each timing is announced"
     );
+    // every row is reported when scored (no time yet), then again with its time
+    assert_eq!(measured.len(), 2 * rows.len());
+    let untimed = measured.iter().filter(|(_, ms)| *ms == 0.0).count();
+    assert_eq!(untimed, rows.len(), "{measured:?}");
     for (row, setting) in rows.iter().zip(settings.iter().cycle()) {
         assert_eq!(row.setting, setting.name);
         let quantised = setting.plan.as_ref().is_some_and(|p| p.quantize.is_some());

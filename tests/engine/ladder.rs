@@ -102,6 +102,7 @@ fn the_ladder_interleaves_its_rungs_and_rows_and_reports_medians_of_per_round_ra
         if let Progress::RungStep { rung, .. } = event {
             rung_order.push(rung.to_string());
         }
+        Ok(())
     }))
     .unwrap();
     let names: Vec<&str> = RUNGS.iter().map(|r| r.name).collect();
@@ -175,10 +176,13 @@ fn the_ladder_interleaves_its_rungs_and_rows_and_reports_medians_of_per_round_ra
     let arms = [all[0].clone(), all[2].clone(), all[6].clone()];
     let mut trained: Vec<String> = Vec::new();
     let mut scored = 0;
-    let rows = pollster::block_on(run_ablation(gpu, &arms, &plan, &tracker, |event| match event {
-        Progress::Trained { row, .. } => trained.push(row.to_string()),
-        Progress::Scored { .. } => scored += 1,
-        _ => {}
+    let rows = pollster::block_on(run_ablation(gpu, &arms, &plan, &tracker, |event| {
+        match event {
+            Progress::Trained { row, .. } => trained.push(row.to_string()),
+            Progress::Scored { .. } => scored += 1,
+            _ => {}
+        }
+        Ok(())
     }))
     .unwrap();
     assert_eq!(scored, arms.len());

@@ -164,7 +164,10 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
     };
     plan.validate().unwrap();
     let mut events = 0;
-    let mut on_event = |_: wgdiff::experiment::skip_search::SearchEvent| events += 1;
+    let mut on_event = |_: wgdiff::experiment::skip_search::SearchEvent| {
+        events += 1;
+        Ok(())
+    };
     let (costs, proxy, fid0, searched, results) = pollster::block_on(async {
         let probe = bench.request(&plan, SkipPlan::default(), None).unwrap();
         let costs = measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;

@@ -1,0 +1,447 @@
+//! The experiments view: starts `wgdiff experiment`'s runs (the library's `experiment::lab`) and
+//! shows their tables filling in, their plots drawing live, progress with ETA, and the report.
+
+use super::jobs::{is_running, Event, Job, JobContext};
+use super::train::clock;
+use super::Shared;
+use crate::experiment::lab::{self, Kind, LivePlot, Setup};
+use crate::{Gpu, Result};
+use eframe::egui;
+use egui_plot::{Legend, Line, PlotPoints, Points};
+use web_time::Instant;
+
+/// What an experiment's job reports: the library's events, then what it made.
+pub enum ExperimentMessage {
+    Event(lab::Event),
+    Finished(lab::Finished),
+}
+
+/// A table as its rows arrive.
+pub struct Table {
+    pub title: &'static str,
+    pub columns: &'static [&'static str],
+    /// (key, cells) in the order the rows first arrived.
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+/// A live plot: its axes and each series' points in arrival order.
+pub struct Plot {
+    pub axes: &'static LivePlot,
+    pub series: Vec<(String, Vec<[f64; 2]>)>,
+}
+
+/// The current phase's progress, and where and when the phase began (for its ETA).
+struct Phase {
+    done: usize,
+    total: usize,
+    unit: &'static str,
+    what: String,
+    began: (usize, Instant),
+}
+
+/// Notes kept for the log.
+const NOTES_KEPT: usize = 200;
+
+/// The experiments view's state.
+pub struct ExperimentsView {
+    pub kind: Kind,
+    pub quick: bool,
+    /// The experiment's flags as text (key, value), starting from its plan's values.
+    pub fields: Vec<(&'static str, String)>,
+    /// Flags set by `--set` (kept when the experiment or its size changes).
+    given: Vec<(String, String)>,
+    job: Option<Job<ExperimentMessage>>,
+    phase: Option<Phase>,
+    started: Option<Instant>,
+    pub notes: Vec<String>,
+    pub tables: Vec<Table>,
+    pub plots: Vec<Plot>,
+    pub finished: Option<lab::Finished>,
+    pub message: Option<std::result::Result<String, String>>,
+}
+
+impl Default for ExperimentsView {
+    fn default() -> ExperimentsView {
+        let mut view = ExperimentsView {
+            kind: Kind::Compression,
+            quick: true,
+            fields: Vec::new(),
+            given: Vec::new(),
+            job: None,
+            phase: None,
+            started: None,
+            notes: Vec::new(),
+            tables: Vec::new(),
+            plots: Vec::new(),
+            finished: None,
+            message: None,
+        };
+        view.reset_fields();
+        view
+    }
+}
+
+impl ExperimentsView {
+    /// Sets `experiment` (a name), `quick` (true or false) or one of the experiment's flags
+    /// (`--set samples=50`), as `wgdiff gui --set` and a page address give them.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        match key {
+            "experiment" => self.kind = Kind::parse(value)?,
+            "quick" => self.quick = super::parse_setting(key, value)?,
+            _ => {
+                // refused now, by name, if the experiment has no such flag or value
+                self.setup_with(&[(key, value)])?;
+                self.given.retain(|(k, _)| k != key);
+                self.given.push((key.into(), value.into()));
+            }
+        }
+        self.reset_fields();
+        Ok(())
+    }
+
+    /// The fields of the chosen experiment and size: the plan's values, with `--set` ones on top.
+    fn reset_fields(&mut self) {
+        let setup = Setup::new(self.kind, self.quick);
+        self.fields = setup
+            .keys()
+            .iter()
+            .map(|&key| {
+                let given = self.given.iter().find(|(k, _)| k == key);
+                (key, given.map_or_else(|| setup.get(key), |(_, v)| v.clone()))
+            })
+            .collect();
+    }
+
+    /// The chosen experiment with `changes` set where they differ from its plan.
+    fn setup_with(&self, changes: &[(&str, &str)]) -> Result<Setup> {
+        let mut setup = Setup::new(self.kind, self.quick);
+        let plan = setup.clone();
+        for &(key, value) in changes {
+            if plan.get(key) != value {
+                setup.set(key, value)?;
+            }
+        }
+        Ok(setup)
+    }
+
+    /// The setup the fields describe.
+    pub fn setup(&self) -> Result<Setup> {
+        let changes: Vec<(&str, &str)> = self.fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.setup_with(&changes)
+    }
+
+    pub fn is_running(&self) -> bool {
+        is_running(&self.job)
+    }
+
+    pub fn cancel(&self) {
+        if let Some(job) = &self.job {
+            job.cancel();
+        }
+    }
+
+    /// Whether the last experiment ended with its report written.
+    pub fn done(&self) -> bool {
+        self.finished.is_some() && !self.is_running()
+    }
+
+    /// Starts the experiment the fields describe.
+    pub fn start(&mut self, ctx: &egui::Context, shared: &Shared) {
+        if self.is_running() {
+            return;
+        }
+        let setup = match self.setup() {
+            Ok(setup) => setup,
+            Err(e) => {
+                self.message = Some(Err(e.to_string()));
+                return;
+            }
+        };
+        self.tables.clear();
+        self.plots.clear();
+        self.notes.clear();
+        self.finished = None;
+        self.message = None;
+        self.phase = None;
+        self.started = Some(Instant::now());
+        let gpu = shared.gpu.clone();
+        self.job = Some(Job::start(ctx, "experiment", move |job| {
+            experiment_job(gpu, setup, job)
+        }));
+    }
+
+    /// Takes the job's messages into the tables, plots and progress.
+    pub fn poll(&mut self) {
+        let events = self.job.as_mut().map(Job::poll).unwrap_or_default();
+        for event in events {
+            match event {
+                Event::Message(message) => self.take(message),
+                Event::Finished(Err(e)) => {
+                    self.phase = None;
+                    self.message = Some(Err(e));
+                }
+                Event::Finished(Ok(())) => {
+                    self.phase = None;
+                    let seconds = self.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+                    self.message = Some(Ok(match &self.finished {
+                        Some(f) => format!("done in {seconds:.0} s; wrote {}", f.written.join(", ")),
+                        None => format!("cancelled after {seconds:.0} s; no report written"),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, message: ExperimentMessage) {
+        let event = match message {
+            ExperimentMessage::Event(event) => event,
+            ExperimentMessage::Finished(finished) => {
+                self.finished = Some(finished);
+                return;
+            }
+        };
+        match event {
+            lab::Event::Note(note) => {
+                self.notes.push(note);
+                let over = self.notes.len().saturating_sub(NOTES_KEPT);
+                self.notes.drain(..over);
+            }
+            lab::Event::Progress {
+                done,
+                total,
+                unit,
+                what,
+            } => {
+                let began = match &self.phase {
+                    Some(p) if p.unit == unit && p.total == total && done >= p.began.0 => p.began,
+                    _ => (done, Instant::now()),
+                };
+                self.phase = Some(Phase {
+                    done,
+                    total,
+                    unit,
+                    what,
+                    began,
+                });
+            }
+            lab::Event::Row {
+                table,
+                columns,
+                key,
+                cells,
+            } => {
+                let index = match self.tables.iter().position(|t| t.title == table) {
+                    Some(i) => i,
+                    None => {
+                        self.tables.push(Table {
+                            title: table,
+                            columns,
+                            rows: Vec::new(),
+                        });
+                        self.tables.len() - 1
+                    }
+                };
+                let rows = &mut self.tables[index].rows;
+                match rows.iter_mut().find(|(k, _)| *k == key) {
+                    Some(row) => row.1 = cells,
+                    None => rows.push((key, cells)),
+                }
+            }
+            lab::Event::Point { plot, series, x, y } => {
+                let index = match self.plots.iter().position(|p| p.axes == plot) {
+                    Some(i) => i,
+                    None => {
+                        self.plots.push(Plot {
+                            axes: plot,
+                            series: Vec::new(),
+                        });
+                        self.plots.len() - 1
+                    }
+                };
+                let all = &mut self.plots[index].series;
+                match all.iter_mut().find(|(name, _)| *name == series) {
+                    Some((_, points)) => points.push([x, y]),
+                    None => all.push((series, vec![[x, y]])),
+                }
+            }
+        }
+    }
+
+    pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
+        let ctx = ui.ctx().clone();
+        ui.label(
+            "The experiments that reproduce the studies' tables, run by the same library code as \
+             `wgdiff experiment`: rows fill in and plots draw as they are measured, and the report files \
+             are the ones the command writes. Its work is not paced: its times are the command's, and the \
+             app draws between its submissions.",
+        );
+        let running = self.is_running();
+        ui.add_enabled_ui(!running, |ui| self.settings_ui(ui));
+        ui.horizontal(|ui| {
+            if ui.add_enabled(!running, egui::Button::new("Start")).clicked() {
+                self.start(&ctx, shared);
+            }
+            if ui.add_enabled(running, egui::Button::new("Cancel")).clicked() {
+                self.cancel();
+            }
+            if let (true, Some(s)) = (running, self.started) {
+                ui.label(format!("{} running", clock(s.elapsed().as_secs_f64())));
+            }
+        });
+        if let Some(p) = &self.phase {
+            let fraction = p.done as f32 / p.total.max(1) as f32;
+            let (since, at) = (
+                p.done.saturating_sub(p.began.0),
+                p.began.1.elapsed().as_secs_f64(),
+            );
+            let eta = match since {
+                0 => String::new(),
+                n => format!(
+                    ", about {} left",
+                    clock(at / n as f64 * p.total.saturating_sub(p.done) as f64)
+                ),
+            };
+            let text = format!("{} ({} of {} {}{eta})", p.what, p.done, p.total, p.unit);
+            ui.add(egui::ProgressBar::new(fraction).text(text));
+        }
+        super::message_label(ui, &self.message);
+        if !self.notes.is_empty() {
+            egui::CollapsingHeader::new(format!("log ({} lines)", self.notes.len()))
+                .default_open(true)
+                .show(ui, |ui| {
+                    for note in self.notes.iter().rev().take(6).rev() {
+                        ui.monospace(note);
+                    }
+                });
+        }
+        self.plots_ui(ui);
+        for table in &self.tables {
+            table_ui(ui, table);
+        }
+        if let Some(f) = &self.finished {
+            egui::CollapsingHeader::new("report (Markdown, as `wgdiff experiment` prints it)")
+                .default_open(false)
+                .show(ui, |ui| {
+                    ui.monospace(&f.markdown);
+                });
+        }
+    }
+
+    fn settings_ui(&mut self, ui: &mut egui::Ui) {
+        let (kind, quick) = (self.kind, self.quick);
+        ui.horizontal(|ui| {
+            egui::ComboBox::from_label("experiment")
+                .selected_text(self.kind.name())
+                .show_ui(ui, |ui| {
+                    for k in Kind::ALL {
+                        ui.selectable_value(&mut self.kind, k, k.name());
+                    }
+                });
+            ui.checkbox(&mut self.quick, "quick (sized for lavapipe)")
+                .on_hover_text("the experiment's --quick plan; off: the full plan for a real GPU");
+        });
+        if (kind, quick) != (self.kind, self.quick) {
+            self.reset_fields();
+        }
+        ui.label(self.kind.about());
+        egui::Grid::new("experiment flags").num_columns(4).show(ui, |ui| {
+            for (i, (key, value)) in self.fields.iter_mut().enumerate() {
+                let label = ui.label(format!("--{key}"));
+                ui.add_sized([320.0, 20.0], egui::TextEdit::singleline(value))
+                    .labelled_by(label.id);
+                if i % 2 == 1 {
+                    ui.end_row();
+                }
+            }
+        });
+        match self.setup() {
+            Ok(setup) => ui.monospace(format!("same as: {}", setup.command())),
+            Err(e) => ui.colored_label(egui::Color32::LIGHT_RED, e.to_string()),
+        };
+    }
+
+    fn plots_ui(&self, ui: &mut egui::Ui) {
+        if self.plots.is_empty() {
+            return;
+        }
+        ui.horizontal_wrapped(|ui| {
+            for p in &self.plots {
+                ui.vertical(|ui| {
+                    ui.strong(p.axes.title);
+                    super::plots::plot(p.axes.title)
+                        .width(420.0)
+                        .height(220.0)
+                        .x_axis_label(p.axes.x)
+                        .y_axis_label(p.axes.y)
+                        .legend(Legend::default())
+                        .show(ui, |plot| {
+                            for (name, points) in &p.series {
+                                if p.axes.joined {
+                                    let line = PlotPoints::from(points.clone());
+                                    plot.line(Line::new(name.as_str(), line));
+                                }
+                                let dots = PlotPoints::from(points.clone());
+                                plot.points(Points::new(name.as_str(), dots).radius(3.0));
+                            }
+                        });
+                });
+            }
+        });
+    }
+}
+
+/// A table with its title, striped.
+fn table_ui(ui: &mut egui::Ui, table: &Table) {
+    ui.strong(table.title);
+    egui::Grid::new(table.title).striped(true).show(ui, |ui| {
+        for c in table.columns {
+            ui.label(egui::RichText::new(*c).strong());
+        }
+        ui.end_row();
+        for (_, cells) in &table.rows {
+            for cell in cells {
+                ui.label(cell);
+            }
+            ui.end_row();
+        }
+    });
+    ui.add_space(6.0);
+}
+
+/// The device's pacing switched off until dropped, then put back: an experiment's work goes to
+/// the device in the command's submissions, so its times are the command's (paced, the
+/// compression experiment at a toy size took 4.5x the command's time on lavapipe), and the app's
+/// frames wait behind them.
+struct Unpaced<'a> {
+    gpu: &'a Gpu,
+    paced: Option<crate::gpu::Pacing>,
+}
+
+impl<'a> Unpaced<'a> {
+    fn new(gpu: &'a Gpu) -> Unpaced<'a> {
+        let paced = gpu.pacing();
+        gpu.set_pacing(None);
+        Unpaced { gpu, paced }
+    }
+}
+
+impl Drop for Unpaced<'_> {
+    fn drop(&mut self) {
+        self.gpu.set_pacing(self.paced);
+    }
+}
+
+/// Runs `setup` with the library's experiment runner, unpaced, sending its events; Cancel stops
+/// it at its next event.
+async fn experiment_job(gpu: Gpu, setup: Setup, job: JobContext<ExperimentMessage>) -> Result<()> {
+    let _unpaced = Unpaced::new(&gpu);
+    let command = format!("{} (from wgdiff gui)", setup.command());
+    let finished = lab::run(&gpu, &setup, &command, &mut |event| {
+        job.check()?;
+        job.send(ExperimentMessage::Event(event));
+        Ok(())
+    })
+    .await?;
+    job.send(ExperimentMessage::Finished(finished));
+    Ok(())
+}

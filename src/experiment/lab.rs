@@ -1,0 +1,1034 @@
+//! One entry to every experiment for the CLI and the app: which one and how much ([`Setup`]),
+//! run with its progress, table rows and plot points as [`Event`]s, its report files written.
+
+use super::adaptive_skip::{self, skip_model_path, SkipModel, SKIP_MODELS};
+use super::report::{ModelInfo, BASELINE_LABEL};
+use super::{compression, ladder, ladder_report, skip_search, skip_search_report, speedrun};
+use super::{ExperimentPlan, ExperimentReport, Header};
+use crate::checkpoint::Checkpoint;
+use crate::classifier::{MnistFid, SHIPPED_MNIST_CLASSIFIER};
+use crate::eval::DEFAULT_STATS_CACHE;
+use crate::pipeline::{TrainedModel, DEFAULT_CHECKPOINT};
+use crate::{Error, Gpu, Result};
+use std::path::{Path, PathBuf};
+use web_time::Instant;
+
+/// The experiments, in the order the app lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    AdaptiveSkip,
+    Compression,
+    Ladder,
+    SkipSearch,
+    Speedrun,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::AdaptiveSkip,
+        Kind::Compression,
+        Kind::Ladder,
+        Kind::SkipSearch,
+        Kind::Speedrun,
+    ];
+
+    /// The subcommand's name: `wgdiff experiment <name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::AdaptiveSkip => "adaptive-skip",
+            Kind::Compression => "compression",
+            Kind::Ladder => "ladder",
+            Kind::SkipSearch => "skip-search",
+            Kind::Speedrun => "speedrun",
+        }
+    }
+
+    /// What it reproduces, in a line.
+    pub fn about(self) -> &'static str {
+        match self {
+            Kind::AdaptiveSkip => {
+                "the adaptive U-Net paper (Giladi, Meir, Kavar, Elad), Tables 1-3: MNIST-FID and speed-up per skip \
+                 type and exponent c"
+            }
+            Kind::Compression => {
+                "the UMass MNIST report's compression tables: pruning and int8/int4 weights with size, ms per \
+                 image and MNIST-FID"
+            }
+            Kind::Ladder => {
+                "the speed ladders of the CUDA optimisations study (ConvNeXt step per rung) and the NYU \
+                 performance-preserving training study (one switch per row)"
+            }
+            Kind::SkipSearch => {
+                "per-step skip schedules searched under MNIST-FID budgets, and deep-feature caching, against \
+                 the k(t) family"
+            }
+            Kind::Speedrun => "MNIST-FID against training time for the candidate recipes behind `wgdiff train`'s default",
+        }
+    }
+
+    /// The experiment of `name` (`wgdiff experiment <name>`).
+    pub fn parse(name: &str) -> Result<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+            Error::Config(format!(
+                "no experiment {name:?}: the experiments are {}",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+/// The adaptive-skip experiment's models and plan.
+#[derive(Clone, Debug)]
+pub struct AdaptiveSkipSetup {
+    pub plan: adaptive_skip::Plan,
+    /// The model trained without skipping (Table 1's first row).
+    pub baseline: PathBuf,
+    /// Folder of the skip-trained models; a missing one is fine-tuned from the baseline there.
+    pub models: PathBuf,
+    /// Fine-tuning steps of a missing skip-trained model.
+    pub train_steps: usize,
+    pub classifier: PathBuf,
+    pub cache: PathBuf,
+}
+
+/// The compression experiment's models and plan.
+#[derive(Clone, Debug)]
+pub struct CompressionSetup {
+    pub plan: compression::Plan,
+    pub unet: PathBuf,
+    pub scorenet: PathBuf,
+}
+
+/// The skip-search experiment's model and plan.
+#[derive(Clone, Debug)]
+pub struct SkipSearchSetup {
+    pub plan: skip_search::Plan,
+    pub model: PathBuf,
+    pub classifier: PathBuf,
+    pub cache: PathBuf,
+}
+
+/// Which experiment, how much of it, and where its report goes.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    AdaptiveSkip(AdaptiveSkipSetup),
+    Compression(CompressionSetup),
+    Ladder(ladder::Plan),
+    SkipSearch(SkipSearchSetup),
+    Speedrun(speedrun::Plan),
+}
+
+/// An experiment to run: its plan, the folder its report goes to, and the flags that would make
+/// `wgdiff experiment` run the same (the report's command line when the app starts it).
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub plan: Plan,
+    pub out: PathBuf,
+    flags: Vec<String>,
+}
+
+impl Setup {
+    /// `kind`'s quick plan (`--quick`, sized for lavapipe) or its full one, with the CLI's
+    /// default models and output folder.
+    pub fn new(kind: Kind, quick: bool) -> Setup {
+        let plan = match kind {
+            Kind::AdaptiveSkip => Plan::AdaptiveSkip(AdaptiveSkipSetup {
+                plan: adaptive_skip::Plan::choose(quick),
+                baseline: DEFAULT_CHECKPOINT.into(),
+                models: match quick {
+                    true => "assets/models".into(),
+                    false => "runs/adaptive-skip/models".into(),
+                },
+                train_steps: if quick { 300 } else { 3000 },
+                classifier: SHIPPED_MNIST_CLASSIFIER.into(),
+                cache: DEFAULT_STATS_CACHE.into(),
+            }),
+            Kind::Compression => Plan::Compression(CompressionSetup {
+                plan: compression::Plan::choose(quick),
+                unet: DEFAULT_CHECKPOINT.into(),
+                scorenet: compression::SHIPPED_SCORENET.into(),
+            }),
+            Kind::Ladder => Plan::Ladder(ladder::Plan::choose(quick)),
+            Kind::SkipSearch => Plan::SkipSearch(SkipSearchSetup {
+                plan: skip_search::Plan::choose(quick),
+                model: skip_search::DEFAULT_SEARCH_MODEL.into(),
+                classifier: SHIPPED_MNIST_CLASSIFIER.into(),
+                cache: DEFAULT_STATS_CACHE.into(),
+            }),
+            Kind::Speedrun => Plan::Speedrun(speedrun::Plan::choose(quick)),
+        };
+        Setup {
+            plan,
+            out: PathBuf::from("runs").join(kind.name()),
+            flags: if quick { vec!["--quick".into()] } else { Vec::new() },
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self.plan {
+            Plan::AdaptiveSkip(_) => Kind::AdaptiveSkip,
+            Plan::Compression(_) => Kind::Compression,
+            Plan::Ladder(_) => Kind::Ladder,
+            Plan::SkipSearch(_) => Kind::SkipSearch,
+            Plan::Speedrun(_) => Kind::Speedrun,
+        }
+    }
+
+    /// The flags [`set`](Self::set) takes for this experiment: `wgdiff experiment <name>`'s own.
+    pub fn keys(&self) -> &'static [&'static str] {
+        match self.plan {
+            Plan::AdaptiveSkip(_) => &[
+                "samples",
+                "batch",
+                "steps",
+                "seed",
+                "train-steps",
+                "baseline",
+                "models",
+                "classifier",
+                "cache",
+                "out",
+            ],
+            Plan::Compression(_) => &["samples", "steps", "unet", "scorenet", "out"],
+            Plan::Ladder(_) => &["train-seconds", "reps", "out"],
+            Plan::SkipSearch(_) => &[
+                "samples",
+                "batch",
+                "steps",
+                "seed",
+                "budget",
+                "sampler",
+                "confirmations",
+                "model",
+                "classifier",
+                "cache",
+                "out",
+            ],
+            Plan::Speedrun(_) => &["budget", "out"],
+        }
+    }
+
+    /// Sets the flag `key` (as `wgdiff experiment <name> --<key> <value>` would); refuses a key
+    /// the experiment does not have or a value it cannot use, by name.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let kind = self.kind().name();
+        let bad = |what: &str| Error::Config(format!("experiment {kind}: --{key} {value:?} is not {what}"));
+        let count = || value.parse::<usize>().map_err(|_| bad("a whole number"));
+        let seconds = || match value.parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+            _ => Err(bad("a positive number of seconds")),
+        };
+        let seed = || value.parse::<u64>().map_err(|_| bad("a seed (a whole number)"));
+        let path = || PathBuf::from(value);
+        match (&mut self.plan, key) {
+            (_, "out") => self.out = path(),
+            (Plan::AdaptiveSkip(s), "samples") => s.plan.samples = count()?,
+            (Plan::AdaptiveSkip(s), "batch") => s.plan.batch = count()?,
+            (Plan::AdaptiveSkip(s), "steps") => s.plan.steps = count()?,
+            (Plan::AdaptiveSkip(s), "seed") => s.plan.seed = seed()?,
+            (Plan::AdaptiveSkip(s), "train-steps") => s.train_steps = count()?,
+            (Plan::AdaptiveSkip(s), "baseline") => s.baseline = path(),
+            (Plan::AdaptiveSkip(s), "models") => s.models = path(),
+            (Plan::AdaptiveSkip(s), "classifier") => s.classifier = path(),
+            (Plan::AdaptiveSkip(s), "cache") => s.cache = path(),
+            (Plan::SkipSearch(s), "classifier") => s.classifier = path(),
+            (Plan::SkipSearch(s), "cache") => s.cache = path(),
+            (Plan::Compression(s), "samples") => s.plan.samples = count()?,
+            (Plan::Compression(s), "steps") => s.plan.steps = count()?,
+            (Plan::Compression(s), "unet") => s.unet = path(),
+            (Plan::Compression(s), "scorenet") => s.scorenet = path(),
+            (Plan::Ladder(p), "train-seconds") => p.train_seconds = seconds()?,
+            (Plan::Ladder(p), "reps") => p.ladder_reps = count()?,
+            (Plan::SkipSearch(s), "samples") => s.plan.samples = count()?,
+            (Plan::SkipSearch(s), "batch") => s.plan.batch = count()?,
+            (Plan::SkipSearch(s), "steps") => s.plan.steps = count()?,
+            (Plan::SkipSearch(s), "seed") => s.plan.seed = seed()?,
+            (Plan::SkipSearch(s), "confirmations") => s.plan.confirmations = count()?,
+            (Plan::SkipSearch(s), "sampler") => s.plan.sampler = value.parse()?,
+            (Plan::SkipSearch(s), "model") => s.model = path(),
+            (Plan::SkipSearch(s), "budget") => {
+                s.plan.budgets = value
+                    .split(',')
+                    .map(|b| {
+                        b.trim()
+                            .parse::<f64>()
+                            .map_err(|_| bad("comma-separated MNIST-FID budgets"))
+                    })
+                    .collect::<Result<_>>()?
+            }
+            (Plan::Speedrun(p), "budget") => p.budget_seconds = seconds()?,
+            _ => {
+                return Err(Error::Config(format!(
+                    "experiment {kind} has no --{key}: its flags are --{}",
+                    self.keys().join(", --")
+                )))
+            }
+        }
+        self.flags.push(format!("--{key} {value}"));
+        Ok(())
+    }
+
+    /// The value of flag `key` (one of [`keys`](Self::keys)) as `set` takes it.
+    pub fn get(&self, key: &str) -> String {
+        let path = |p: &Path| p.display().to_string();
+        match (&self.plan, key) {
+            (_, "out") => path(&self.out),
+            (Plan::AdaptiveSkip(s), "samples") => s.plan.samples.to_string(),
+            (Plan::AdaptiveSkip(s), "batch") => s.plan.batch.to_string(),
+            (Plan::AdaptiveSkip(s), "steps") => s.plan.steps.to_string(),
+            (Plan::AdaptiveSkip(s), "seed") => s.plan.seed.to_string(),
+            (Plan::AdaptiveSkip(s), "train-steps") => s.train_steps.to_string(),
+            (Plan::AdaptiveSkip(s), "baseline") => path(&s.baseline),
+            (Plan::AdaptiveSkip(s), "models") => path(&s.models),
+            (Plan::AdaptiveSkip(s), "classifier") => path(&s.classifier),
+            (Plan::AdaptiveSkip(s), "cache") => path(&s.cache),
+            (Plan::Compression(s), "samples") => s.plan.samples.to_string(),
+            (Plan::Compression(s), "steps") => s.plan.steps.to_string(),
+            (Plan::Compression(s), "unet") => path(&s.unet),
+            (Plan::Compression(s), "scorenet") => path(&s.scorenet),
+            (Plan::Ladder(p), "train-seconds") => p.train_seconds.to_string(),
+            (Plan::Ladder(p), "reps") => p.ladder_reps.to_string(),
+            (Plan::SkipSearch(s), "samples") => s.plan.samples.to_string(),
+            (Plan::SkipSearch(s), "batch") => s.plan.batch.to_string(),
+            (Plan::SkipSearch(s), "steps") => s.plan.steps.to_string(),
+            (Plan::SkipSearch(s), "seed") => s.plan.seed.to_string(),
+            (Plan::SkipSearch(s), "confirmations") => s.plan.confirmations.to_string(),
+            (Plan::SkipSearch(s), "sampler") => s.plan.sampler.to_string(),
+            (Plan::SkipSearch(s), "model") => path(&s.model),
+            (Plan::SkipSearch(s), "classifier") => path(&s.classifier),
+            (Plan::SkipSearch(s), "cache") => path(&s.cache),
+            (Plan::SkipSearch(s), "budget") => s
+                .plan
+                .budgets
+                .iter()
+                .map(f64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            (Plan::Speedrun(p), "budget") => p.budget_seconds.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// The `wgdiff experiment` command that runs this setup.
+    pub fn command(&self) -> String {
+        std::iter::once(format!("wgdiff experiment {}", self.kind().name()))
+            .chain(self.flags.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Refuses a plan that cannot run, before any work.
+    pub fn validate(&self) -> Result<()> {
+        match &self.plan {
+            Plan::Ladder(p) => p.validate(),
+            Plan::SkipSearch(s) => s.plan.validate(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The axes of a plot an experiment draws live, and whether a series' points are joined in
+/// the order they come (a curve over time) or stand alone (one point per setting).
+#[derive(Debug, PartialEq, Eq)]
+pub struct LivePlot {
+    pub title: &'static str,
+    pub x: &'static str,
+    pub y: &'static str,
+    pub joined: bool,
+}
+
+/// What an experiment reports while it runs (owned, so a job can send it on as it is).
+pub enum Event {
+    /// A phase started or something worth a line happened.
+    Note(String),
+    /// `done` of `total` `unit` of the current phase; `what` is running.
+    Progress {
+        done: usize,
+        total: usize,
+        unit: &'static str,
+        what: String,
+    },
+    /// A row of one of the experiment's tables is measured; a row with a `key` seen before
+    /// replaces that row (a compression row gets its time once its model's rows are timed).
+    Row {
+        table: &'static str,
+        columns: &'static [&'static str],
+        key: String,
+        cells: Vec<String>,
+    },
+    /// A point of one of the experiment's plots, on the line of `series`.
+    Point {
+        plot: &'static LivePlot,
+        series: String,
+        x: f64,
+        y: f64,
+    },
+}
+
+/// Where events go; an error it returns (the app's Cancel) stops the experiment.
+pub type Sink<'a> = dyn FnMut(Event) -> Result<()> + 'a;
+
+/// What a finished experiment made.
+pub struct Finished {
+    /// The report's Markdown (what `wgdiff experiment` prints).
+    pub markdown: String,
+    /// The files written into the setup's folder.
+    pub written: Vec<String>,
+}
+
+/// Runs `setup` on `gpu`, telling `on_event` what happens, then writes its report files into
+/// `setup.out` (the report's header names `command` and the device). The same run for
+/// `wgdiff experiment` and the app.
+pub async fn run(gpu: &Gpu, setup: &Setup, command: &str, on_event: &mut Sink<'_>) -> Result<Finished> {
+    setup.validate()?;
+    crate::fsio::check_writable_dir(&setup.out)?;
+    let started = Instant::now();
+    let header = || Header::new(crate::gpu::describe(&gpu.info), command.to_string(), started);
+    let report: Box<dyn ExperimentReport> = match &setup.plan {
+        Plan::AdaptiveSkip(s) => Box::new(adaptive_skip_run(gpu, s, header, on_event).await?),
+        Plan::Compression(s) => Box::new(compression_run(gpu, s, header, on_event).await?),
+        Plan::Ladder(p) => Box::new(ladder_run(gpu, p, header, on_event).await?),
+        Plan::SkipSearch(s) => Box::new(skip_search_run(gpu, s, header, on_event).await?),
+        Plan::Speedrun(p) => Box::new(speedrun_run(gpu, p, header, on_event).await?),
+    };
+    let written = report.write_files(&setup.out)?;
+    Ok(Finished {
+        markdown: report.markdown(),
+        written,
+    })
+}
+
+/// MNIST-FID of the classifier in `classifier` against the MNIST test split (statistics cached
+/// in `cache`), with the reference's progress as events.
+async fn mnist_fid(gpu: &Gpu, classifier: &Path, cache: &Path, on_event: &mut Sink<'_>) -> Result<MnistFid> {
+    let mut failed = None;
+    let fid = MnistFid::of_test_split(gpu, classifier, "mnist", cache, &mut |done, total| {
+        if let Err(e) = on_event(Event::Progress {
+            done,
+            total,
+            unit: "reference images",
+            what: "MNIST-FID reference".into(),
+        }) {
+            failed.get_or_insert(e);
+        }
+    })
+    .await?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let source = &fid.reference.source;
+    on_event(Event::Note(format!(
+        "MNIST-FID reference: {} {} images",
+        source.images, source.dataset
+    )))?;
+    Ok(fid)
+}
+
+/// Progress over the training seconds of runs that take turns (the speed-run's recipes, the
+/// ladder's ablation rows), each counted up to the budget of one.
+struct TrainingSeconds {
+    budget: f64,
+    runs: usize,
+    trained: Vec<(String, f64)>,
+}
+
+impl TrainingSeconds {
+    fn new(runs: usize, budget: f64) -> TrainingSeconds {
+        TrainingSeconds {
+            budget,
+            runs,
+            trained: Vec::new(),
+        }
+    }
+
+    /// `name` has trained `seconds` in all: the progress event.
+    fn event(&mut self, name: &str, seconds: f64) -> Event {
+        match self.trained.iter_mut().find(|(n, _)| n == name) {
+            Some(entry) => entry.1 = seconds,
+            None => self.trained.push((name.to_string(), seconds)),
+        }
+        let done: f64 = self.trained.iter().map(|(_, s)| s.min(self.budget)).sum();
+        Event::Progress {
+            done: done as usize,
+            total: (self.budget * self.runs as f64).ceil() as usize,
+            unit: "training seconds",
+            what: name.to_string(),
+        }
+    }
+}
+
+const RUNG_STEPS: LivePlot = LivePlot {
+    title: "ConvNeXt training step per rung",
+    x: "round",
+    y: "ms per step",
+    joined: true,
+};
+const ABLATION: LivePlot = LivePlot {
+    title: "Ablation: MNIST-FID against ms per step",
+    x: "ms per training step",
+    y: "MNIST-FID",
+    joined: false,
+};
+
+async fn ladder_run(
+    gpu: &Gpu,
+    plan: &ladder::Plan,
+    header: impl Fn() -> Header,
+    on_event: &mut Sink<'_>,
+) -> Result<ladder_report::Report> {
+    use ladder::Progress;
+    let arms = ladder::arms(plan)?;
+    let rungs_count = ladder::RUNGS.len();
+    let rungs = ladder::run_ladder(gpu, &ladder::RUNGS, plan, |event| match event {
+        Progress::WarmingUp(rung) => on_event(Event::Note(format!("ladder: warm-up step of {rung}"))),
+        Progress::RungStep {
+            rung,
+            done,
+            total,
+            ms,
+        } => {
+            on_event(Event::Progress {
+                done,
+                total,
+                unit: "ConvNeXt steps",
+                what: rung.to_string(),
+            })?;
+            on_event(Event::Point {
+                plot: &RUNG_STEPS,
+                series: rung.to_string(),
+                x: ((done - 1) / rungs_count + 1) as f64,
+                y: ms,
+            })
+        }
+        Progress::Trained { .. } | Progress::Scored { .. } => Ok(()),
+    })
+    .await?;
+    for r in &rungs {
+        on_event(Event::Row {
+            table: "Table 1: a ConvNeXt DDPM training step, rung by rung",
+            columns: &["rung", "conv", "median ms", "speed-up vs first", "vs previous"],
+            key: r.name.clone(),
+            cells: vec![
+                r.name.clone(),
+                r.conv.clone(),
+                format!("{:.0}", r.median_ms),
+                format!("{:.2}x", r.speedup_vs_first),
+                format!("{:.2}x", r.speedup_vs_previous),
+            ],
+        })?;
+    }
+
+    let tracker = MnistFid::shipped_files(gpu)?.into();
+    let mut training = TrainingSeconds::new(arms.len(), plan.train_seconds);
+    let rows = ladder::run_ablation(gpu, &arms, plan, &tracker, |event| match event {
+        Progress::WarmingUp(row) => on_event(Event::Note(format!("ablation: warm-up step of {row}"))),
+        Progress::Trained { row, seconds } => on_event(training.event(row, seconds)),
+        Progress::Scored { row, fid } => {
+            on_event(Event::Note(format!("ablation: {row}: MNIST-FID {fid:.1}")))
+        }
+        Progress::RungStep { .. } => Ok(()),
+    })
+    .await?;
+    for r in &rows {
+        on_event(Event::Row {
+            table: "Table 2: the mnist-small U-Net, one switch per row",
+            columns: &["row", "steps", "median ms", "speed-up", "peak MiB", "MNIST-FID"],
+            key: r.name.clone(),
+            cells: vec![
+                r.name.clone(),
+                r.steps.to_string(),
+                format!("{:.0}", r.median_ms),
+                format!("{:.2}x", r.speedup),
+                format!("{:.1}", r.step_peak_bytes as f64 / (1 << 20) as f64),
+                format!("{:.1}", r.fid),
+            ],
+        })?;
+        on_event(Event::Point {
+            plot: &ABLATION,
+            series: r.name.clone(),
+            x: r.median_ms,
+            y: r.fid,
+        })?;
+    }
+    Ok(ladder_report::Report {
+        header: header(),
+        plan: plan.clone(),
+        rungs,
+        rows,
+    })
+}
+
+const FID_VS_SIZE: LivePlot = LivePlot {
+    title: "MNIST-FID against size",
+    x: "MB (sampling export)",
+    y: "MNIST-FID",
+    joined: false,
+};
+const FID_VS_MS: LivePlot = LivePlot {
+    title: "MNIST-FID against ms per image",
+    x: "ms per image",
+    y: "MNIST-FID",
+    joined: false,
+};
+
+async fn compression_run(
+    gpu: &Gpu,
+    setup: &CompressionSetup,
+    header: impl Fn() -> Header,
+    on_event: &mut Sink<'_>,
+) -> Result<compression::Report> {
+    use compression::Progress;
+    let read = |path: &PathBuf| Checkpoint::load(path);
+    let (unet, scorenet) = (read(&setup.unet)?, read(&setup.scorenet)?);
+    let subjects = [
+        compression::Subject {
+            label: "DDPM U-Net",
+            checkpoint: &unet,
+            origin: setup.unet.display().to_string(),
+            published: &compression::PUBLISHED_DDPM,
+        },
+        compression::Subject {
+            label: "NCSN ScoreNet",
+            checkpoint: &scorenet,
+            origin: setup.scorenet.display().to_string(),
+            published: &compression::PUBLISHED_NCSN,
+        },
+    ];
+    let tracker = MnistFid::shipped_files(gpu)?.into();
+    let total = subjects.len() * compression::settings().len();
+    let mut measured = 0;
+    let rows = compression::run(gpu, &subjects, &setup.plan, &tracker, |event| match event {
+        Progress::Started(what) => {
+            on_event(Event::Note(what.to_string()))?;
+            on_event(Event::Progress {
+                done: measured,
+                total,
+                unit: "rows",
+                what: what.to_string(),
+            })
+        }
+        Progress::Measured(row) => {
+            let timed = row.ms_per_image > 0.0;
+            if !timed {
+                measured += 1;
+            }
+            on_event(Event::Row {
+                table: "Compression: size, speed and MNIST-FID per setting",
+                columns: &[
+                    "model",
+                    "setting",
+                    "MB",
+                    "gzipped MB",
+                    "ms per image",
+                    "peak MiB",
+                    "MNIST-FID",
+                ],
+                key: format!("{}: {}", row.model, row.setting),
+                cells: vec![
+                    row.model.clone(),
+                    row.setting.clone(),
+                    format!("{:.2}", row.bytes as f64 / 1e6),
+                    format!("{:.2}", row.gzipped_bytes as f64 / 1e6),
+                    match timed {
+                        true => format!("{:.1}", row.ms_per_image),
+                        false => "timed with its model's rows".into(),
+                    },
+                    format!("{:.1}", row.peak_bytes as f64 / (1 << 20) as f64),
+                    format!("{:.1}", row.fid),
+                ],
+            })?;
+            let (plot, x) = match timed {
+                true => (&FID_VS_MS, row.ms_per_image),
+                false => (&FID_VS_SIZE, row.bytes as f64 / 1e6),
+            };
+            on_event(Event::Point {
+                plot,
+                series: row.model.clone(),
+                x,
+                y: row.fid,
+            })
+        }
+    })
+    .await?;
+    Ok(compression::Report {
+        header: header(),
+        plan: setup.plan.clone(),
+        rows,
+    })
+}
+
+const FID_VS_TRAINING: LivePlot = LivePlot {
+    title: "MNIST-FID against training time",
+    x: "training seconds",
+    y: "MNIST-FID",
+    joined: true,
+};
+
+async fn speedrun_run(
+    gpu: &Gpu,
+    plan: &speedrun::Plan,
+    header: impl Fn() -> Header,
+    on_event: &mut Sink<'_>,
+) -> Result<speedrun::Report> {
+    let recipes = speedrun::recipes();
+    let tracker = MnistFid::shipped_files(gpu)?.into();
+    let mut training = TrainingSeconds::new(recipes.len(), plan.budget_seconds);
+    let curves = speedrun::run(gpu, &recipes, plan, &tracker, |recipe, seconds, point| {
+        if let Some(p) = point {
+            on_event(Event::Note(format!(
+                "{recipe}: {:.0} s of training, step {}, mean loss {:.4}, MNIST-FID {:.1}",
+                p.train_seconds, p.step, p.loss, p.fid
+            )))?;
+            on_event(Event::Row {
+                table: "Evaluations: MNIST-FID during training",
+                columns: &["recipe", "training s", "step", "mean loss", "MNIST-FID"],
+                key: format!("{recipe} {}", p.step),
+                cells: vec![
+                    recipe.to_string(),
+                    format!("{:.0}", p.train_seconds),
+                    p.step.to_string(),
+                    format!("{:.4}", p.loss),
+                    format!("{:.1}", p.fid),
+                ],
+            })?;
+            on_event(Event::Point {
+                plot: &FID_VS_TRAINING,
+                series: recipe.to_string(),
+                x: p.train_seconds,
+                y: p.fid,
+            })?;
+        }
+        on_event(training.event(recipe, seconds))
+    })
+    .await?;
+    Ok(speedrun::Report {
+        header: header(),
+        plan: plan.clone(),
+        curves,
+    })
+}
+
+const FID_VS_SPEEDUP: LivePlot = LivePlot {
+    title: "MNIST-FID against sampling speed-up",
+    x: "speed-up (%)",
+    y: "MNIST-FID",
+    joined: true,
+};
+
+async fn adaptive_skip_run(
+    gpu: &Gpu,
+    setup: &AdaptiveSkipSetup,
+    header: impl Fn() -> Header,
+    on_event: &mut Sink<'_>,
+) -> Result<super::report::Report> {
+    let (baseline, plan) = (&setup.baseline, &setup.plan);
+    let mut models = vec![SkipModel {
+        label: BASELINE_LABEL.into(),
+        path: baseline.display().to_string(),
+        model: TrainedModel::load(gpu, baseline)?,
+    }];
+    for (label, skip_type, scheme, suffix) in SKIP_MODELS {
+        let path = skip_model_path(&setup.models, baseline, suffix);
+        if !path.exists() {
+            let what = format!(
+                "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({} steps)",
+                path.display(),
+                baseline.display(),
+                setup.train_steps
+            );
+            on_event(Event::Note(what.to_string()))?;
+            adaptive_skip::fine_tune(
+                gpu,
+                baseline,
+                (skip_type, scheme),
+                setup.train_steps,
+                &path,
+                |step, loss| {
+                    on_event(Event::Progress {
+                        done: step,
+                        total: setup.train_steps,
+                        unit: "fine-tuning steps",
+                        what: format!("{label}: loss {loss:.4}"),
+                    })
+                },
+            )
+            .await?;
+        }
+        models.push(SkipModel {
+            label: label.into(),
+            path: path.display().to_string(),
+            model: TrainedModel::load(gpu, &path)?,
+        });
+    }
+    for m in &models {
+        m.skip_type()?;
+    }
+    let MnistFid {
+        classifier,
+        reference,
+        ..
+    } = mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?;
+    let arms = adaptive_skip::arms(&models, plan);
+    on_event(Event::Note(format!(
+        "{} arms x {} samples in batches of {} (round-robin, so every arm sees the same machine load)",
+        arms.len(),
+        plan.samples,
+        plan.batch
+    )))?;
+    let results = adaptive_skip::run(
+        gpu,
+        &models,
+        &arms,
+        plan,
+        &classifier,
+        &reference,
+        |done, total, label| {
+            on_event(Event::Progress {
+                done,
+                total,
+                unit: "batches",
+                what: label.to_string(),
+            })
+        },
+    )
+    .await?;
+    for a in &results {
+        let sampler = match a.eta {
+            Some(eta) => format!("ddim eta {eta}"),
+            None => a.sampler.clone(),
+        };
+        let speedup = a.speedup_percent.map_or("-".into(), |s| format!("{s:.1}%"));
+        on_event(Event::Row {
+            table: "Arms: MNIST-FID and speed-up per model, exponent c and sampler",
+            columns: &["model", "c", "sampler", "steps", "speed-up", "MNIST-FID"],
+            key: format!("{} {} {sampler} {}", a.model, a.exponent, a.steps),
+            cells: vec![
+                a.model.clone(),
+                a.exponent.to_string(),
+                sampler,
+                a.steps.to_string(),
+                speedup,
+                format!("{:.1}", a.scores.fid),
+            ],
+        })?;
+        if let (None, Some(s), true) = (a.eta, a.speedup_percent, a.steps == plan.steps) {
+            on_event(Event::Point {
+                plot: &FID_VS_SPEEDUP,
+                series: a.model.clone(),
+                x: s,
+                y: a.scores.fid,
+            })?;
+        }
+    }
+    Ok(super::report::Report {
+        header: header(),
+        plan: plan.clone(),
+        metric: "MNIST-FID".into(),
+        reference: format!("{} {} images", reference.source.images, reference.source.dataset),
+        models: models.iter().map(ModelInfo::of).collect::<Result<_>>()?,
+        arms: results,
+    })
+}
+
+const SEARCHED: LivePlot = LivePlot {
+    title: "Searched schedules: MNIST-FID against predicted time",
+    x: "predicted ms per run",
+    y: "MNIST-FID",
+    joined: false,
+};
+const ARMS_TIME_VS_FID: LivePlot = LivePlot {
+    title: "Arms: MNIST-FID against ms per image",
+    x: "ms per image",
+    y: "MNIST-FID",
+    joined: false,
+};
+
+async fn skip_search_run(
+    gpu: &Gpu,
+    setup: &SkipSearchSetup,
+    header: impl Fn() -> Header,
+    on_event: &mut Sink<'_>,
+) -> Result<skip_search_report::Report> {
+    use skip_search::{Bench, Origin, SearchEvent};
+    let plan = &setup.plan;
+    let model = TrainedModel::load(gpu, &setup.model)?;
+    let levels = model.net.levels();
+    if levels < 2 {
+        return Err(Error::Config(format!(
+            "{} has no levels to skip (a {}); the search needs a U-Net",
+            setup.model.display(),
+            model.state.model.kind_name()
+        )));
+    }
+    let MnistFid {
+        classifier,
+        reference,
+        ..
+    } = mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?;
+    let bench = Bench {
+        sampling: model.sampling(),
+        features: &classifier,
+        reference: &reference,
+    };
+    let mut search_event = |event: SearchEvent| match event {
+        SearchEvent::Phase(what) => on_event(Event::Note(what.to_string())),
+        SearchEvent::Sampling { what, done, total } => on_event(Event::Progress {
+            done,
+            total,
+            unit: "images",
+            what: what.to_string(),
+        }),
+        SearchEvent::Confirmed(a) => {
+            let schedule = crate::diffusion::join_depths(&a.skips);
+            on_event(Event::Note(format!(
+                "budget {}: proxy budget {:.2e} -> [{schedule}], predicted {:.0} ms per run, MNIST-FID {:.2} ({})",
+                a.budget,
+                a.proxy_budget,
+                a.predicted_ms,
+                a.fid,
+                if a.accepted { "within budget" } else { "over budget" }
+            )))?;
+            on_event(Event::Row {
+                table: "Confirmations: schedules scored on the way to each budget",
+                columns: &[
+                    "budget",
+                    "proxy budget",
+                    "schedule",
+                    "predicted ms",
+                    "MNIST-FID",
+                    "within",
+                ],
+                key: format!("{} {:e}", a.budget, a.proxy_budget),
+                cells: vec![
+                    a.budget.to_string(),
+                    format!("{:.2e}", a.proxy_budget),
+                    schedule,
+                    format!("{:.0}", a.predicted_ms),
+                    format!("{:.2}", a.fid),
+                    if a.accepted { "yes" } else { "no" }.into(),
+                ],
+            })?;
+            on_event(Event::Point {
+                plot: &SEARCHED,
+                series: format!("budget {}", a.budget),
+                x: a.predicted_ms,
+                y: a.fid,
+            })
+        }
+        SearchEvent::Batch { done, total, arm } => on_event(Event::Progress {
+            done,
+            total,
+            unit: "batches",
+            what: arm.to_string(),
+        }),
+    };
+    search_event(SearchEvent::Phase("timing one network call at every skip depth"))?;
+    let probe = bench.request(plan, Default::default(), None)?;
+    let costs = skip_search::measure_depth_costs(gpu, bench.sampling, &probe, plan.cost_rounds).await?;
+    search_event(SearchEvent::Phase(
+        "measuring the proxy (x_0 difference per step and depth)",
+    ))?;
+    let proxy = skip_search::measure_proxy(gpu, bench.sampling, &probe).await?;
+    let zeros = vec![0; plan.steps];
+    let fid0 = bench
+        .fid(gpu, plan, &zeros, "unskipped", &mut search_event)
+        .await?
+        .fid;
+    search_event(SearchEvent::Phase(&format!("unskipped MNIST-FID {fid0:.2}")))?;
+    let searched = skip_search::search(gpu, &bench, plan, (&costs, &proxy), fid0, &mut search_event).await?;
+    let arms = skip_search::arms(plan, levels, &searched);
+    search_event(SearchEvent::Phase(&format!(
+        "{} arms x {} images in batches of {}, in turn",
+        arms.len(),
+        plan.samples,
+        plan.batch
+    )))?;
+    let arms = skip_search::compare(gpu, &bench, plan, &arms, &proxy, &mut search_event).await?;
+    for a in &arms {
+        on_event(Event::Row {
+            table: "Arms: time and MNIST-FID, taking turns",
+            columns: &["arm", "mean skip", "ms per image", "speed-up", "MNIST-FID"],
+            key: a.arm.label.clone(),
+            cells: vec![
+                a.arm.label.clone(),
+                format!("{:.2}", a.mean_skip),
+                format!("{:.1}", a.ms_per_image),
+                format!("{:.1}%", a.speedup_percent),
+                format!("{:.2}", a.scores.fid),
+            ],
+        })?;
+        on_event(Event::Point {
+            plot: &ARMS_TIME_VS_FID,
+            series: a.arm.label.clone(),
+            x: a.ms_per_image,
+            y: a.scores.fid,
+        })?;
+    }
+    let header = header();
+    Ok(skip_search_report::Report {
+        origin: Origin {
+            model: setup.model.display().to_string(),
+            metric: "MNIST-FID".into(),
+            fid_unskipped: fid0,
+            date: header.date.clone(),
+        },
+        header,
+        plan: plan.clone(),
+        levels,
+        costs_ms: costs,
+        proxy,
+        searched,
+        arms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_reads_back_what_was_set_and_the_command_names_it() {
+        for kind in Kind::ALL {
+            assert_eq!(Kind::parse(kind.name()).unwrap(), kind);
+            let mut setup = Setup::new(kind, true);
+            for &key in setup.keys() {
+                // each flag's value as the plan has it sets cleanly and reads back the same
+                let value = setup.get(key);
+                assert!(!value.is_empty(), "{} --{key}", kind.name());
+                setup.set(key, &value).unwrap();
+                assert_eq!(setup.get(key), value, "{} --{key}", kind.name());
+            }
+            assert!(setup
+                .command()
+                .starts_with(&format!("wgdiff experiment {} --quick", kind.name())));
+        }
+        let mut setup = Setup::new(Kind::Compression, false);
+        setup.set("samples", "50").unwrap();
+        assert_eq!(setup.command(), "wgdiff experiment compression --samples 50");
+    }
+
+    #[test]
+    fn a_flag_the_experiment_lacks_or_a_bad_value_is_refused_by_name() {
+        let mut setup = Setup::new(Kind::Ladder, true);
+        let err = setup.set("samples", "5").unwrap_err().to_string();
+        assert!(
+            err.contains("experiment ladder has no --samples") && err.contains("--train-seconds"),
+            "{err}"
+        );
+        let err = setup.set("train-seconds", "-3").unwrap_err().to_string();
+        assert!(
+            err.contains("--train-seconds \"-3\" is not a positive number of seconds"),
+            "{err}"
+        );
+        let err = Kind::parse("speed").unwrap_err().to_string();
+        assert!(
+            err.contains("adaptive-skip, compression, ladder, skip-search, speedrun"),
+            "{err}"
+        );
+        let mut search = Setup::new(Kind::SkipSearch, true);
+        assert!(search.set("budget", "5,x").is_err());
+        search.set("budget", "5,15").unwrap();
+        assert_eq!(search.get("budget"), "5,15");
+    }
+}
