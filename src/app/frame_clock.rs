@@ -74,6 +74,9 @@ pub struct FrameClock {
 const RECENT: usize = 240;
 
 impl FrameClock {
+    /// The first line of every frame log (`--frame-log`).
+    pub const CSV_HEADER: &'static str = "at_s,interval_ms,build_ms,previous_frame_ms,activity";
+
     pub fn new(logging: bool) -> FrameClock {
         FrameClock {
             opened: Instant::now(),
@@ -175,7 +178,7 @@ impl FrameClock {
     /// The log as CSV: `at_s,interval_ms,build_ms,previous_frame_ms,activity` (the last empty
     /// for the first frame).
     pub fn csv(&self) -> String {
-        let mut out = String::from("at_s,interval_ms,build_ms,previous_frame_ms,activity\n");
+        let mut out = format!("{}\n", Self::CSV_HEADER);
         for s in self.log.iter().flatten() {
             let previous = s.previous_frame_ms.map_or(String::new(), |ms| format!("{ms:.3}"));
             out += &format!(

@@ -123,7 +123,15 @@ impl TrainSettings {
             }
             "data" => self.data = value.to_string(),
             "batch" => self.batch = parse_setting(key, value)?,
-            "lr" => self.lr = parse_setting(key, value)?,
+            "lr" => {
+                let lr: f32 = parse_setting(key, value)?;
+                if !(lr > 0.0 && lr.is_finite()) {
+                    return Err(crate::Error::Config(format!(
+                        "setting `lr`: `{value}` is not a learning rate (a positive number, e.g. 4e-3)"
+                    )));
+                }
+                self.lr = lr;
+            }
             "warmup" => self.warmup = parse_setting(key, value)?,
             "steps" => self.steps = parse_setting(key, value)?,
             "seed" => self.seed = parse_setting(key, value)?,

@@ -291,12 +291,21 @@ fn print_rows(rows: &[wgdiff::bench::Measurement], json: bool) {
     }
 }
 
-fn parse_mnk(s: &str) -> Result<(usize, usize, usize)> {
+/// The sizes of shape `s` ("AxBxC"), each at least 1; `example` shows the form.
+fn parse_sizes(s: &str, example: &str) -> Result<Vec<usize>> {
     let parts: Vec<usize> = s
         .split('x')
         .map(|p| p.trim().parse::<usize>())
         .collect::<Result<_, _>>()
-        .with_context(|| format!("shape \"{s}\" should look like 1024x1024x1024 (MxNxK)"))?;
+        .with_context(|| format!("shape \"{s}\" should look like {example}"))?;
+    if parts.contains(&0) {
+        anyhow::bail!("shape \"{s}\" has a size of 0: every size is at least 1 (e.g. {example})");
+    }
+    Ok(parts)
+}
+
+fn parse_mnk(s: &str) -> Result<(usize, usize, usize)> {
+    let parts = parse_sizes(s, "1024x1024x1024 (MxNxK)")?;
     match parts[..] {
         [m, n, k] => Ok((m, n, k)),
         [s] => Ok((s, s, s)),
@@ -305,11 +314,7 @@ fn parse_mnk(s: &str) -> Result<(usize, usize, usize)> {
 }
 
 fn parse_bchw(s: &str) -> Result<[usize; 4]> {
-    let parts: Vec<usize> = s
-        .split('x')
-        .map(|p| p.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("shape \"{s}\" should look like 16x64x32x32 (BxCxHxW)"))?;
+    let parts = parse_sizes(s, "16x64x32x32 (BxCxHxW)")?;
     <[usize; 4]>::try_from(parts)
         .map_err(|_| anyhow::anyhow!("shape \"{s}\" should look like 16x64x32x32 (BxCxHxW)"))
 }

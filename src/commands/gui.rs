@@ -1,11 +1,12 @@
 //! `wgdiff gui`: opens the app (denoise, compare, skip, train, profile, experiments and device
 //! views) on the engine's device; flags choose the first view, start its job, log frame times.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use std::path::PathBuf;
-use wgdiff::app::{AppOptions, View};
+use std::path::{Path, PathBuf};
+use wgdiff::app::{AppOptions, FrameClock, View};
 use wgdiff::pipeline::DEFAULT_CHECKPOINT;
+use wgdiff::train::StepLog;
 use wgdiff::AdapterChoice;
 
 /// Flags of `wgdiff gui`.
@@ -52,7 +53,7 @@ pub struct GuiArgs {
     #[arg(long, value_name = "PNG")]
     screenshot: Option<PathBuf>,
     /// Seconds before the screenshot (at the earliest)
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = parse_seconds)]
     screenshot_after: f64,
 }
 
@@ -62,12 +63,52 @@ fn parse_setting(text: &str) -> std::result::Result<(String, String), String> {
         .ok_or_else(|| format!("`{text}` is not KEY=VALUE (e.g. steps=20)"))
 }
 
+fn parse_seconds(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        _ => Err(format!("`{text}` is not a number of seconds (0 or more)")),
+    }
+}
+
+/// Refuses, before the window opens, outputs that would replace another kind of file (a
+/// checkpoint given by mistake) or that cannot be written: a screenshot replaces only an
+/// earlier PNG, a log only an earlier log of its kind.
+fn check_outputs(args: &GuiArgs) -> Result<()> {
+    let writable = |path: &Path, flag: &str| {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        wgdiff::fsio::check_writable_dir(dir.unwrap_or(Path::new(".")))
+            .with_context(|| format!("--{flag} {}", path.display()))
+    };
+    if let Some(path) = &args.screenshot {
+        wgdiff::data::check_png_output(path).context("--screenshot")?;
+        writable(path, "screenshot")?;
+    }
+    let logs = [
+        (
+            &args.frame_log,
+            "frame-log",
+            FrameClock::CSV_HEADER,
+            "a frame log",
+        ),
+        (&args.step_log, "step-log", StepLog::CSV_HEADER, "a step log"),
+    ];
+    for (path, flag, header, kind) in logs {
+        if let Some(path) = path {
+            wgdiff::fsio::check_replaceable(path, header.as_bytes(), kind)
+                .with_context(|| format!("--{flag}"))?;
+            writable(path, flag)?;
+        }
+    }
+    Ok(())
+}
+
 fn parse_view(name: &str) -> std::result::Result<View, String> {
     name.parse().map_err(|e: wgdiff::Error| e.to_string())
 }
 
 /// Opens the app on the device `choice` selects (the same one every command uses).
 pub fn run(choice: AdapterChoice, args: GuiArgs) -> Result<()> {
+    check_outputs(&args)?;
     let gpu = super::open_gpu(choice.clone())?;
     eprintln!("device: {}", wgdiff::gpu::describe(&gpu.info));
     let options = AppOptions {

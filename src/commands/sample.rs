@@ -130,7 +130,7 @@ pub struct SampleArgs {
 }
 
 pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
-    wgdiff::data::check_grid_output(&args.out)?;
+    wgdiff::data::check_png_output(&args.out)?;
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }

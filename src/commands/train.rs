@@ -335,6 +335,11 @@ pub fn run(choice: AdapterChoice, args: TrainArgs) -> Result<()> {
 
 fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
     stop_on_signals()?;
+    if let Some(path) = &args.step_log {
+        // (before any training: a log replaces only an earlier log)
+        wgdiff::fsio::check_replaceable(path, wgdiff::train::StepLog::CSV_HEADER.as_bytes(), "a step log")
+            .context("--step-log")?;
+    }
     let gpus = super::open_gpus(choice, &args.devices)?;
     let gpu = &gpus[0];
     let (rank, _) = job.place();

@@ -88,29 +88,21 @@ pub fn grid_image(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Resu
     })
 }
 
-/// Checks, before any work, that a grid may be written to `path`: a `.png` name, and nothing
-/// there but an earlier PNG (never a checkpoint, a folder or a device given by mistake).
-pub fn check_grid_output(path: &Path) -> Result<()> {
-    check_replaceable_png(path).map_err(|reason| Error::Io {
-        what: path.display().to_string(),
-        reason,
-    })
+/// Checks, before any work, that a PNG (a grid, a screenshot) may be written to `path`: a
+/// `.png` name, and nothing there but an earlier PNG (never a checkpoint, a folder or a device
+/// given by mistake).
+pub fn check_png_output(path: &Path) -> Result<()> {
+    if !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        return Err(Error::Io {
+            what: path.display().to_string(),
+            reason: "the output is a PNG image: give it a .png name".into(),
+        });
+    }
+    crate::fsio::check_replaceable(path, PNG_SIGNATURE, "a PNG image")
 }
 
-fn check_replaceable_png(path: &Path) -> std::result::Result<(), String> {
-    let is_png_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    if !is_png_name {
-        return Err("grids are PNG images: give the output a .png name".into());
-    }
-    if !path.exists() {
-        return Ok(()); // nothing there yet
-    }
-    if crate::fsio::head(path, 8).is_some_and(|head| head == *b"\x89PNG\r\n\x1a\n") {
-        Ok(())
-    } else {
-        Err("exists and is not a PNG image (a checkpoint or other input?); it is left as it is: choose another output name".into())
-    }
-}
+/// The first bytes of every PNG file.
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// [`grid_image`] encoded as a PNG file's bytes.
 pub fn grid_png(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Result<Vec<u8>> {
@@ -133,11 +125,7 @@ pub fn save_grid(
     layout: GridLayout,
 ) -> Result<()> {
     let path = path.as_ref();
-    let fail = |reason: String| Error::Io {
-        what: path.display().to_string(),
-        reason,
-    };
-    check_replaceable_png(path).map_err(fail)?;
+    check_png_output(path)?;
     crate::fsio::write_atomic(path, &grid_png(images, shape, layout)?)
 }
 

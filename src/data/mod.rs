@@ -12,7 +12,7 @@ pub mod source;
 pub use batcher::{Batch, Batcher, BatcherState};
 pub use cifar::cifar10;
 pub use folder::image_folder;
-pub use grid::{check_grid_output, grid_columns, grid_image, grid_png, save_grid, GridLayout};
+pub use grid::{check_png_output, grid_columns, grid_image, grid_png, save_grid, GridLayout};
 pub use idx::{idx_from_bytes, load_idx, mnist, DEFAULT_MNIST_DIR};
 pub use source::{DataSource, DATA_SOURCE_FORMS};
 

@@ -11,8 +11,28 @@ mod native;
 pub use native::check_writable_dir;
 pub use native::{head, list_dir, open, read, read_if_exists, read_io, same_file, write_atomic};
 
-use crate::Result;
+use crate::{Error, Result};
+use std::path::Path;
 use std::path::PathBuf;
+
+/// Checks, before any work, that an output may be written to `path`: nothing there, an empty
+/// file, or a file that begins with `starts` (an earlier output of the same `kind`); never a
+/// checkpoint, a dataset or a folder given by mistake, which is left as it is.
+pub fn check_replaceable(path: &Path, starts: &[u8], kind: &str) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    match head(path, starts.len()) {
+        Some(h) if h.is_empty() || h == starts => Ok(()),
+        _ => Err(Error::Io {
+            what: path.display().to_string(),
+            reason: format!(
+                "exists and is not {kind} (a checkpoint or other input?); it is left as it is: choose another \
+                 output name"
+            ),
+        }),
+    }
+}
 
 /// Named files a piece of work reads and writes (a training run's checkpoints and grids),
 /// wherever the shell keeps them.

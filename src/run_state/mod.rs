@@ -105,8 +105,20 @@ pub fn default_process(model: &ModelConfig) -> Process {
 /// What sampling needs of the `wgdiff train` checkpoint `ckpt`: its EMA weights, buffers and
 /// training state, without the raw weights and Adam's moments (a quarter of the file, for a
 /// web page or sharing). It samples, and fine-tunes with `--init`, like the checkpoint.
+/// Weights of a diverged run ([`divergence`]) are refused.
 pub fn sampling_export(ckpt: &Checkpoint, origin: &str) -> Result<Checkpoint> {
     saved_state(ckpt, origin)?;
+    if let Some(why) = divergence(ckpt) {
+        // (a NaN quantised to int8 becomes an ordinary integer: refused here, before any copy)
+        return Err(Error::Checkpoint {
+            path: origin.to_string(),
+            msg: format!(
+                "{why}: the run had diverged when it was written, and an exported or compressed copy would \
+                 sample black or saturated images; use an earlier checkpoint (best.safetensors, \
+                 last-good.safetensors) or train again with a lower --lr"
+            ),
+        });
+    }
     if !ckpt.tensors.keys().any(|name| name.starts_with("ema.")) {
         return Err(Error::Checkpoint {
             path: origin.to_string(),

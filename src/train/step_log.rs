@@ -4,9 +4,6 @@
 use super::TrainEvent;
 use crate::{Error, Result};
 
-/// The CSV's header line.
-const HEADER: &str = "step,loss,seconds,elapsed";
-
 /// One step of the log.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepRow {
@@ -25,6 +22,9 @@ pub struct StepLog {
 }
 
 impl StepLog {
+    /// The first line of every step log.
+    pub const CSV_HEADER: &'static str = "step,loss,seconds,elapsed";
+
     /// Keeps `event` when it is a step.
     pub fn observe(&mut self, event: &TrainEvent) {
         if let TrainEvent::Step {
@@ -46,7 +46,7 @@ impl StepLog {
 
     /// The log as CSV text.
     pub fn csv(&self) -> String {
-        let mut text = format!("{HEADER}\n");
+        let mut text = format!("{}\n", Self::CSV_HEADER);
         for r in &self.rows {
             text += &format!("{},{},{:.6},{:.6}\n", r.step, r.loss, r.seconds, r.elapsed);
         }
@@ -56,15 +56,22 @@ impl StepLog {
     /// Reads a log written by [`StepLog::csv`]; `name` (the file) appears in errors.
     pub fn parse(text: &str, name: &str) -> Result<StepLog> {
         let mut lines = text.lines();
-        if lines.next() != Some(HEADER) {
+        if lines.next() != Some(Self::CSV_HEADER) {
             return Err(Error::Config(format!(
-                "{name}: not a step log (its first line is not `{HEADER}`)"
+                "{name}: not a step log (its first line is not `{}`)",
+                Self::CSV_HEADER
             )));
         }
         let rows = lines
             .enumerate()
             .map(|(i, line)| {
-                let bad = || Error::Config(format!("{name}: line {} is not `{HEADER}`: {line:?}", i + 2));
+                let bad = || {
+                    Error::Config(format!(
+                        "{name}: line {} is not `{}`: {line:?}",
+                        i + 2,
+                        Self::CSV_HEADER
+                    ))
+                };
                 let fields: Vec<&str> = line.split(',').collect();
                 let [step, loss, seconds, elapsed] = fields[..] else {
                     return Err(bad());
@@ -127,7 +134,7 @@ mod tests {
             error.contains("x.csv") && error.contains("not a step log"),
             "{error}"
         );
-        let error = StepLog::parse(&format!("{HEADER}\n1,0.5,abc,1\n"), "x.csv")
+        let error = StepLog::parse(&format!("{}\n1,0.5,abc,1\n", StepLog::CSV_HEADER), "x.csv")
             .unwrap_err()
             .to_string();
         assert!(error.contains("line 2"), "{error}");

@@ -826,6 +826,21 @@ fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
         ),
         (View::Train, ("preset", "huge"), "unknown model preset \"huge\""),
         (
+            View::Train,
+            ("lr", "-1"),
+            "setting `lr`: `-1` is not a learning rate",
+        ),
+        (
+            View::Experiments,
+            ("experiment", "speed"),
+            "no experiment \"speed\": the experiments are adaptive-skip, compression",
+        ),
+        (
+            View::Experiments,
+            ("samples", "0.5"),
+            "experiment compression: --samples \"0.5\" is not a whole number",
+        ),
+        (
             View::Profile,
             ("steps", "2"),
             "the profile view takes no settings",

@@ -776,3 +776,45 @@ fn an_image_folder_is_read_at_the_models_channels_and_size() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("(3 images)"), "{stderr}");
 }
+
+#[test]
+fn app_outputs_over_other_files_and_zero_sized_bench_shapes_are_refused_before_any_work() {
+    let dir = std::env::temp_dir().join(format!("wgdiff-cli-refusals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let precious = dir.join("checkpoint.png");
+    std::fs::write(&precious, b"safetensors bytes").unwrap();
+    let log = dir.join("weights.csv");
+    std::fs::write(&log, b"not a frame log").unwrap();
+    let refused = |args: &[&str], says: &str| {
+        let out = wgdiff().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    };
+    let (precious_arg, log_arg) = (precious.to_str().unwrap(), log.to_str().unwrap());
+    // (no display is needed: the outputs are checked before the window opens)
+    refused(&["gui", "--screenshot", precious_arg], "is not a PNG image");
+    refused(&["gui", "--screenshot", "shot.jpg"], "give it a .png name");
+    refused(&["gui", "--frame-log", log_arg], "is not a frame log");
+    refused(&["gui", "--step-log", log_arg], "is not a step log");
+    refused(
+        &["gui", "--screenshot-after", "nan"],
+        "is not a number of seconds",
+    );
+    refused(&["train", "--step-log", log_arg], "is not a step log");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"safetensors bytes");
+    assert_eq!(std::fs::read(&log).unwrap(), b"not a frame log");
+    for shape in ["0x0x0", "8x8x0", "0x8x8"] {
+        refused(
+            &["bench", "matmul", "--shapes", shape, "--reps", "1"],
+            "has a size of 0",
+        );
+    }
+    refused(
+        &["bench", "block", "--shapes", "2x0x5x6", "--reps", "1"],
+        "has a size of 0",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

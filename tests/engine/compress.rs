@@ -286,3 +286,37 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
     }
     let _ = std::fs::remove_dir_all(config.out);
 }
+
+#[test]
+fn weights_of_a_diverged_run_are_refused_before_any_compressed_or_exported_copy() {
+    let (_, healthy) = tiny_checkpoint();
+    let name = healthy
+        .tensors
+        .keys()
+        .find(|n| n.starts_with("ema.") && n.ends_with("weight"))
+        .unwrap()
+        .clone();
+    for (value, says) in [
+        (f32::NAN, "NaN or infinite"),
+        (f32::INFINITY, "NaN or infinite"),
+        (3e7, "reached |w|"),
+    ] {
+        let mut broken = healthy.clone();
+        broken.tensors.get_mut(&name).unwrap().data[0] = value;
+        let export = wgdiff::run_state::sampling_export(&broken, "broken.safetensors")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            export.contains(&name) && export.contains(says) && export.contains("diverged"),
+            "{export}"
+        );
+        // an int8 copy would have turned the NaN into an ordinary integer
+        let int8 = plan(None, Some((WeightBits::Int8, true)));
+        let err = compress_checkpoint(gpu(), &broken, "broken.safetensors", &int8)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(&name), "{err}");
+    }
+    assert!(wgdiff::run_state::sampling_export(&healthy, "healthy").is_ok());
+}
