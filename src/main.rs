@@ -31,7 +31,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Train a diffusion model (no flags: the class-conditional MLP on assets/mnist for 4.5 min);
-    /// Ctrl-C or SIGTERM writes a checkpoint after the current step (exit status 130)
+    /// Ctrl-C or SIGTERM writes a checkpoint after the current step (exit status 130; another
+    /// signal 2 s or more later quits at once, without it)
     Train(commands::train::TrainArgs),
     /// Train the MNIST classifier whose features give MNIST-FID (--eval: accuracy and MNIST-FID of a checkpoint)
     TrainClassifier(commands::train_classifier::TrainClassifierArgs),
@@ -87,7 +88,7 @@ enum Command {
         #[arg(long)]
         batch: Option<usize>,
         /// Profiled steps (after one unprofiled warm-up step)
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = commands::at_least_one)]
         steps: usize,
         /// Print one JSON object per op row instead of the table
         #[arg(long)]
@@ -107,6 +108,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    wgdiff::gpu::quiet_display_probes();
     // `wgdiff` alone (and `cargo run --release`) is `wgdiff train` with the defaults.
     let cli = match std::env::args().len() {
         1 => Cli::parse_from(["wgdiff", "train"]),

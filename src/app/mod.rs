@@ -143,6 +143,33 @@ pub struct AppOptions {
     pub screenshot_after: f64,
     /// The adapter choice the device was opened with (the device view lists its adapters).
     pub choice: AdapterChoice,
+    /// The outputs above that could not be written (filled as the app runs and closes).
+    pub failures: OutputFailures,
+}
+
+/// The files the app was told to write (`--screenshot`, `--frame-log`, `--step-log`) that it
+/// could not write: `run_native` returns them as its error, so `wgdiff gui` exits non-zero.
+/// Clones share the list.
+#[derive(Clone, Debug, Default)]
+pub struct OutputFailures(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl OutputFailures {
+    /// Notes that `what` (e.g. "--screenshot shot.png") was not written, and why.
+    pub fn record(&self, what: String, error: &Error) {
+        self.0.lock().unwrap().push(format!("{what}: {error}"));
+    }
+
+    /// Errors, naming every output that failed, unless all were written.
+    pub fn check(&self) -> Result<()> {
+        let failed = self.0.lock().unwrap();
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Io {
+                what: "the app's outputs".into(),
+                reason: format!("not written: {}", failed.join("; ")),
+            }),
+        }
+    }
 }
 
 impl Default for AppOptions {
@@ -163,6 +190,7 @@ impl Default for AppOptions {
             screenshot: None,
             screenshot_after: 2.0,
             choice: AdapterChoice::default(),
+            failures: OutputFailures::default(),
         }
     }
 }
@@ -354,15 +382,15 @@ impl WgdiffApp {
         }
         self.screenshot_taken = true;
         let closer = ctx.clone();
+        let failures = self.shared.options.failures.clone();
         let callback = egui::ScreenshotCallback::new(move |image: std::sync::Arc<egui::ColorImage>| {
             let [w, h] = image.size;
             let bytes: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_array()).collect();
-            match export::png_bytes(w as u32, h as u32, bytes) {
-                Ok(png) => match platform::write_file(&path, &png) {
-                    Ok(()) => eprintln!("screenshot: {}", path.display()),
-                    Err(e) => eprintln!("error: {e}"),
-                },
-                Err(e) => eprintln!("error: {e}"),
+            let written = export::png_bytes(w as u32, h as u32, bytes)
+                .and_then(|png| platform::write_file(&path, &png));
+            match written {
+                Ok(()) => eprintln!("screenshot: {}", path.display()),
+                Err(e) => failures.record(format!("--screenshot {}", path.display()), &e),
             }
             closer.send_viewport_cmd(egui::ViewportCommand::Close);
         });
@@ -386,18 +414,20 @@ impl WgdiffApp {
         );
     }
 
-    /// Writes the `--frame-log` and `--step-log` CSVs (when the app closes).
+    /// Writes the `--frame-log` and `--step-log` CSVs (when the app closes); a log that cannot
+    /// be written goes to the options' [`OutputFailures`].
     pub fn write_logs(&self) {
+        let failures = &self.shared.options.failures;
         if let Some(path) = &self.shared.options.frame_log {
             match platform::write_file(path, self.clock.csv().as_bytes()) {
                 Ok(()) => eprintln!("frame log: {}\n{}", path.display(), self.clock.summary()),
-                Err(e) => eprintln!("error: {e}"),
+                Err(e) => failures.record(format!("--frame-log {}", path.display()), &e),
             }
         }
         if let Some(path) = &self.shared.options.step_log {
             match platform::write_file(path, self.train.steps.csv().as_bytes()) {
                 Ok(()) => eprintln!("step log: {}", path.display()),
-                Err(e) => eprintln!("error: {e}"),
+                Err(e) => failures.record(format!("--step-log {}", path.display()), &e),
             }
         }
     }

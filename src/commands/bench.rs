@@ -25,7 +25,7 @@ pub enum BenchCommand {
         #[arg(long, default_value = "both")]
         pass: String,
         /// Timed repetitions per variant (the median is reported)
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
         reps: usize,
         /// Untimed runs per variant before timing
         #[arg(long, default_value_t = 1)]
@@ -41,7 +41,7 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         shapes: Vec<String>,
         /// Timed repetitions per variant (the median is reported)
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
         reps: usize,
         /// Untimed runs per variant before timing
         #[arg(long, default_value_t = 1)]
@@ -68,7 +68,7 @@ pub enum BenchCommand {
         #[arg(long, default_value = "f32")]
         precision: wgdiff::train::Precision,
         /// Timed repetitions per case (the median is reported)
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
         reps: usize,
         /// Untimed runs per case before timing
         #[arg(long, default_value_t = 1)]
@@ -101,7 +101,7 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
         /// Timed repetitions per variant (the median is reported)
-        #[arg(long, default_value_t = 7)]
+        #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
         reps: usize,
         /// Untimed runs per variant before timing
         #[arg(long, default_value_t = 1)]

@@ -123,6 +123,7 @@ pub fn run(choice: AdapterChoice, args: GuiArgs) -> Result<()> {
         screenshot: args.screenshot,
         screenshot_after: args.screenshot_after,
         choice,
+        failures: Default::default(),
     };
     wgdiff::app::run_native(gpu, options)?;
     Ok(())

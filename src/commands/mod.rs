@@ -30,6 +30,16 @@ pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
     Ok(gpu)
 }
 
+/// A count flag's value (repetitions, steps) of at least 1: a median of no runs or a profile
+/// of no steps would print figures of nothing.
+pub fn at_least_one(text: &str) -> std::result::Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count ({e})")),
+    }
+}
+
 /// Opens the devices of `set` (`--devices`), each set up as [`open_gpu`] sets up one.
 pub fn open_gpus(choice: AdapterChoice, set: &DeviceSet) -> Result<Vec<Gpu>> {
     let gpus = pollster::block_on(wgdiff::gpu::open_devices(choice.clone(), set))?;

@@ -2,13 +2,13 @@
 //! progress bar, periodic sample grids and atomic checkpoints; `--resume` continues exactly.
 
 use super::distributed::{eprint_line, Distributed, Job};
-use super::{Interrupted, INTERRUPTED_STATUS};
+use super::Interrupted;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::fsio::Folder;
 use wgdiff::gpu::describe;
@@ -309,15 +309,31 @@ impl TrainArgs {
     }
 }
 
-/// Set by Ctrl-C or SIGTERM: the loop writes a checkpoint after the current step and exits.
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+/// When the first Ctrl-C or SIGTERM came (milliseconds since the Unix epoch; 0: none yet):
+/// the loop then writes a checkpoint after the current step and exits.
+static STOP_REQUESTED_AT: AtomicU64 = AtomicU64::new(0);
 
-/// Makes Ctrl-C and SIGTERM request a stop; a second one while the checkpoint is being written
-/// ends the process at once.
+/// Signals within this long of the first are the same request (a double press of Ctrl-C).
+const SAME_REQUEST_MS: u64 = 2000;
+
+/// Makes Ctrl-C and SIGTERM request a stop; a repeat within [`SAME_REQUEST_MS`] is the same
+/// request, a later one ends the process at once without a checkpoint (exit status 1, not the
+/// saved stop's 130) and says so.
 fn stop_on_signals() -> Result<()> {
     ctrlc::set_handler(|| {
-        if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(INTERRUPTED_STATUS.into());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis() as u64);
+        match STOP_REQUESTED_AT.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => {}
+            Err(first) if now.saturating_sub(first) < SAME_REQUEST_MS => {}
+            Err(_) => {
+                eprintln!(
+                    "\nerror: a second Ctrl-C/SIGTERM ended training at once: no checkpoint was written for the \
+                     steps since the last one (one signal stops after the current step and writes it)"
+                );
+                std::process::exit(1);
+            }
         }
     })
     .context("cannot install the Ctrl-C/SIGTERM handler")
@@ -340,9 +356,13 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         wgdiff::fsio::check_replaceable(path, wgdiff::train::StepLog::CSV_HEADER.as_bytes(), "a step log")
             .context("--step-log")?;
     }
+    let (rank, ranks) = job.place();
+    if let (None, Some(devices)) = (&args.resume, args.devices.count()) {
+        // (before any device is opened: every replica needs an image of the batch)
+        wgdiff::distributed::replica_rows(args.config()?.batch, rank, ranks, devices)?;
+    }
     let gpus = super::open_gpus(choice, &args.devices)?;
     let gpu = &gpus[0];
-    let (rank, _) = job.place();
     let leader = rank == 0;
     // Only rank 0 of a multi-process job prints; the others report only their errors.
     macro_rules! say {
@@ -560,7 +580,7 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         show_event(event)
     };
     let advanced = loop {
-        match block_on(run.advance(STOP_REQUESTED.load(Ordering::SeqCst), &mut show)) {
+        match block_on(run.advance(STOP_REQUESTED_AT.load(Ordering::SeqCst) != 0, &mut show)) {
             Ok(true) => {}
             Ok(false) => break Ok(()),
             Err(e) => break Err(e),

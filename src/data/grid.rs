@@ -105,7 +105,21 @@ pub fn check_png_output(path: &Path) -> Result<()> {
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// [`grid_image`] encoded as a PNG file's bytes.
+/// Values that are NaN or infinite are refused: no image is made of a model or sampler whose
+/// output overflowed (it would come out black).
 pub fn grid_png(images: &[f32], shape: [usize; 4], layout: GridLayout) -> Result<Vec<u8>> {
+    let broken = images.iter().filter(|v| !v.is_finite()).count();
+    if broken > 0 {
+        return Err(Error::Io {
+            what: "a sample grid".into(),
+            reason: format!(
+                "{broken} of its {} values are NaN or infinite, so no image was written: the model's weights \
+                 diverged or a sampler setting overflowed; sample an earlier checkpoint or use the sampler's \
+                 default settings",
+                images.len()
+            ),
+        });
+    }
     let mut png = Vec::new();
     grid_image(images, shape, layout)?
         .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
@@ -126,7 +140,14 @@ pub fn save_grid(
 ) -> Result<()> {
     let path = path.as_ref();
     check_png_output(path)?;
-    crate::fsio::write_atomic(path, &grid_png(images, shape, layout)?)
+    let png = grid_png(images, shape, layout).map_err(|e| match e {
+        Error::Io { reason, .. } => Error::Io {
+            what: path.display().to_string(),
+            reason,
+        },
+        e => e,
+    })?;
+    crate::fsio::write_atomic(path, &png)
 }
 
 /// Columns of a roughly square grid of `n` images.

@@ -3,7 +3,7 @@
 
 use super::{cifar10, image_folder, mnist, Dataset, Split, DEFAULT_MNIST_DIR};
 use crate::{Error, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// Where training data comes from. Parse one from a string (`"cifar10:data/cifar".parse()`).
@@ -75,8 +75,40 @@ impl DataSource {
         }
     }
 
-    /// Loads `split` (named e.g. `fashion/train`).
+    /// The folder this source reads, and its `--data` kind.
+    fn folder(&self) -> (&Path, &'static str) {
+        match self {
+            DataSource::Mnist(dir) => (dir, "mnist"),
+            DataSource::Fashion(dir) => (dir, "fashion"),
+            DataSource::Cifar10(dir) => (dir, "cifar10"),
+            DataSource::Folder { dir, .. } => (dir, "folder"),
+        }
+    }
+
+    /// Loads `split` (named e.g. `fashion/train`). A file given for the folder is refused with
+    /// the folder that holds it, a folder that does not exist as such.
     pub fn load(&self, split: Split) -> Result<Dataset> {
+        let (dir, kind) = self.folder();
+        if dir.is_file() {
+            let parent = dir
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            return Err(Error::data(
+                dir,
+                format!(
+                    "is a file, and --data {kind}:DIR takes the folder that holds the dataset's files: \
+                     --data {kind}:{}",
+                    parent.display()
+                ),
+            ));
+        }
+        if !dir.exists() {
+            return Err(Error::data(
+                dir,
+                format!("no such folder: --data {kind}:DIR takes the folder that holds the dataset's files"),
+            ));
+        }
         match self {
             DataSource::Mnist(dir) => mnist(dir, split),
             DataSource::Fashion(dir) => {

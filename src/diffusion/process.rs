@@ -317,6 +317,15 @@ impl Marginals {
         }
     }
 
+    /// The network time input of pure noise (VP: T-1, VE: 1, NCSN: the largest sigma's 0).
+    pub fn noisiest_time(&self) -> f32 {
+        match &self.kind {
+            MarginalKind::Vp { alpha_bars, .. } => alpha_bars.last() as f32,
+            MarginalKind::Ve { .. } => 1.0,
+            MarginalKind::Ncsn { .. } => 0.0,
+        }
+    }
+
     /// Number of discrete times (VP timesteps, NCSN levels); 0 for the continuous VE.
     pub fn discrete_times(&self) -> usize {
         match &self.kind {

@@ -97,6 +97,7 @@ impl SkipSchedule {
                 schedule.format
             )));
         }
+        schedule.sampler.validate().map_err(|e| bad(e.to_string()))?;
         if schedule.skips.is_empty() {
             return Err(bad("`skips` is empty: give one depth per sampler step".into()));
         }

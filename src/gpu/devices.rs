@@ -17,6 +17,28 @@ pub enum DeviceSet {
     Named(Vec<String>),
 }
 
+/// The most devices a run opens: each logical device holds its own queue, pipelines and a
+/// copy of the model, so a count far beyond the GPUs would only exhaust host memory.
+pub const MAX_DEVICES: usize = 64;
+
+fn too_many(n: usize) -> Error {
+    Error::Config(format!(
+        "--devices {n}: at most {MAX_DEVICES} devices (every device holds its own copy of the model and \
+         several on one adapter share its compute); `wgdiff info` lists the adapters"
+    ))
+}
+
+impl DeviceSet {
+    /// How many devices the set opens, when that is known before looking at the adapters.
+    pub fn count(&self) -> Option<usize> {
+        match self {
+            DeviceSet::All => None,
+            DeviceSet::Count(n) => Some(*n),
+            DeviceSet::Named(names) => Some(names.len()),
+        }
+    }
+}
+
 impl Default for DeviceSet {
     fn default() -> Self {
         DeviceSet::Count(1)
@@ -37,10 +59,14 @@ impl std::str::FromStr for DeviceSet {
                     "--devices 0: a run needs at least one device (all, a count such as 2, or adapter names)"
                         .into(),
                 )),
+                n if n > MAX_DEVICES => Err(too_many(n)),
                 n => Ok(DeviceSet::Count(n)),
             };
         }
         let names: Vec<String> = text.split(',').map(|n| n.trim().to_string()).collect();
+        if names.len() > MAX_DEVICES {
+            return Err(too_many(names.len()));
+        }
         if names.iter().any(String::is_empty) {
             return Err(Error::Config(format!(
                 "--devices {text:?}: give all, a count such as 2, or comma-separated parts of adapter names \

@@ -22,6 +22,8 @@ pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
 pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
 pub use report::DeviceReport;
+#[cfg(not(target_arch = "wasm32"))]
+pub use select::quiet_display_probes;
 pub use select::{describe, rank, slow_fallback_warning, AdapterChoice};
 
 use crate::{Error, Result};

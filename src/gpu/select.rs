@@ -59,6 +59,21 @@ impl AdapterChoice {
     }
 }
 
+/// Keeps Mesa's Vulkan device-select layer from probing Wayland where there is no Wayland
+/// session: it connects to find the default GPU, and libwayland then prints "error:
+/// XDG_RUNTIME_DIR is invalid or not set in the environment." twice per instance on every
+/// machine without a display. wgdiff ranks the adapters itself ([`rank`]), so the layer adds
+/// nothing there; a user's own device-select settings are left alone. It sets an environment
+/// variable: call it first thing in `main`, before any thread starts.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn quiet_display_probes() {
+    let given = |key: &str| std::env::var_os(key).is_some_and(|v| !v.is_empty());
+    let wayland_possible = given("XDG_RUNTIME_DIR") || given("WAYLAND_SOCKET");
+    if !wayland_possible && !given("NODEVICE_SELECT") && !given("MESA_VK_DEVICE_SELECT") {
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 /// Preference order: Vulkan, Metal, DX12, browser WebGPU, GL; then discrete before integrated
 /// before virtual before CPU adapters.
 pub fn rank(info: &wgpu::AdapterInfo) -> (u8, u8) {

@@ -5,12 +5,13 @@ use super::run::sample_net;
 use super::SampleRequest;
 use crate::checkpoint::compressed::stored_quantized;
 use crate::checkpoint::Checkpoint;
-use crate::diffusion::{OnStep, Process};
+use crate::diffusion::{Denoiser, NetDenoiser, OnStep, Process};
 use crate::models::summary::WeightRole;
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
+use crate::ops::random::Rng;
 use crate::ops::PackedWeights;
 use crate::run_state::{saved_state, TrainState};
-use crate::{Error, Gpu, Result, Tensor};
+use crate::{DType, Error, Gpu, Result, Tensor};
 use std::path::Path;
 
 /// The checkpoint `wgdiff sample`, `eval`, the experiments and the app use when none is given
@@ -21,6 +22,13 @@ pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
 /// the model the web page loads.
 pub const DEFAULT_EXPORT: &str = "assets/models/mnist-small-ema.safetensors";
 
+/// Images of [`Sampling::check_output_scale`]'s network call.
+const PROBE_IMAGES: usize = 2;
+
+/// The largest noise-prediction RMS from pure noise a loaded model may have (the shipped
+/// models': 1.00-1.02; the shipped U-Net's weights doubled: 4.5, and its samples black).
+const MAX_NOISE_RMS: f64 = 3.0;
+
 /// A network to sample from with the configuration and process it was trained with.
 #[derive(Clone, Copy)]
 pub struct Sampling<'a> {
@@ -30,6 +38,48 @@ pub struct Sampling<'a> {
 }
 
 impl Sampling<'_> {
+    /// Errors, naming `origin`, when the network's weights are finite but blown up (a diverged
+    /// run's checkpoint): from pure noise a trained network predicts noise of RMS about 1 and
+    /// an untrained one less, whatever it was trained to output; a diverged one predicts far
+    /// more, and its samples come out black. One network call on two images.
+    pub async fn check_output_scale(&self, gpu: &Gpu, origin: &str) -> Result<()> {
+        let _g = crate::no_grad();
+        let marginals = self.process.marginals()?;
+        let t = marginals.noisiest_time();
+        let level = marginals.level(t);
+        let [c, h, w] = self.model.image_shape();
+        let shape = [PROBE_IMAGES, c, h, w];
+        let x = Rng::new(0).normal(gpu, &shape, 0.0, level.std as f32, DType::F32)?;
+        let denoiser = match self.model.classes() {
+            Some(null) => NetDenoiser::conditional(self.net, vec![null as u32; PROBE_IMAGES]),
+            None => NetDenoiser::new(self.net),
+        };
+        let raw = denoiser.predict(&x, t, 0)?;
+        let eps = marginals.eps(&raw, &x, level)?.to_vec_async().await?;
+        let rms = (eps.iter().map(|&e| e as f64 * e as f64).sum::<f64>() / eps.len() as f64).sqrt();
+        if rms.is_finite() && rms <= MAX_NOISE_RMS {
+            return Ok(());
+        }
+        let mut largest = (String::new(), 0f32);
+        for (name, p) in self.net.named_params() {
+            let w = p.to_vec_async().await?.iter().fold(0f32, |m, v| m.max(v.abs()));
+            if w > largest.1 {
+                largest = (name, w);
+            }
+        }
+        Err(Error::Checkpoint {
+            path: origin.into(),
+            msg: format!(
+                "its network predicts noise of RMS {} from pure noise, where a trained one predicts \
+                 about 1: the weights are those of a diverged run (largest weight: |w| = {:.3} in {}), and its samples would be black. \
+                 Sample an earlier checkpoint of the run, or train again with a lower --lr",
+                if rms < 1e4 { format!("{rms:.2}") } else { format!("{rms:.2e}") },
+                largest.1,
+                largest.0
+            ),
+        })
+    }
+
     /// Draws `request.count` images; returns them as a [N, C, H, W] tensor and the number of
     /// network evaluations; `on_step` sees every step (see [`sample_net`]).
     pub async fn sample<'s>(
@@ -88,8 +138,8 @@ impl TrainedModel {
 
     /// [`TrainedModel::load`], with the adaptive U-Net's skip type replaced when `skip_type` is
     /// given (the `interpolate` path's 1x1 convs, absent from other checkpoints, start fresh;
-    /// every other tensor must be there).
-    /// A missing default model says where it ships.
+    /// every other tensor must be there). A missing default model says where it ships; a
+    /// diverged run's weights are refused ([`Sampling::check_output_scale`]).
     pub fn load_with_skip_type(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
         if path.as_os_str() == DEFAULT_CHECKPOINT && !path.exists() {
             return Err(Error::Checkpoint {
@@ -100,7 +150,10 @@ impl TrainedModel {
             });
         }
         let ckpt = Checkpoint::load(path)?;
-        Self::from_checkpoint(gpu, &ckpt, &path.display().to_string(), skip_type)
+        let origin = path.display().to_string();
+        let model = Self::from_checkpoint(gpu, &ckpt, &origin, skip_type)?;
+        pollster::block_on(model.sampling().check_output_scale(gpu, &origin))?;
+        Ok(model)
     }
 
     /// [`TrainedModel::load_with_skip_type`] on a checkpoint already read (from bytes in the

@@ -72,6 +72,9 @@ pub struct Trainer {
     budget_start: f64,
     /// What a resume changed ("setting old -> new"), for the shells to report; empty otherwise.
     pub resume_changes: Vec<String>,
+    /// The checkpoint a resumed run came from and its step: a loss that blows up at the very
+    /// next step blames the checkpoint's weights, not the learning rate.
+    resumed_from: Option<(String, usize)>,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -280,12 +283,30 @@ impl Trainer {
         let skipped = trainer.state.scaler.as_ref().map_or(0, |s| s.skipped);
         main.adam.set_steps(trainer.state.step as u32 - skipped);
         trainer.resume_changes = resume_changes;
+        trainer.resumed_from = Some((origin.to_string(), trainer.state.step));
         Ok(trainer)
     }
 
     fn build(gpu: &Gpu, state: TrainState, batcher: Batcher) -> Result<Trainer> {
         let c = &state.config;
         let images = state.model.image_shape();
+        let data = batcher.dataset();
+        let data_images = [data.channels, data.height, data.width];
+        if data_images != images {
+            let shape = |[c, h, w]: [usize; 3]| format!("{c}x{h}x{w}");
+            return Err(Error::Config(format!(
+                "--data {}: the dataset {} holds {} images but the {} model makes {} images; give --data \
+                 of {} images (folder:DIR resizes a folder's images to the model's size) or a model for {} \
+                 images (e.g. --preset mnist-small for 1x28x28)",
+                c.data,
+                data.name,
+                shape(data_images),
+                state.model.kind_name(),
+                shape(images),
+                shape(images),
+                shape(data_images)
+            )));
+        }
         if c.fid_every > 0 && images != [1, 28, 28] {
             return Err(Error::Config(format!(
                 "fid_every needs a model of 1-channel 28x28 images (MNIST-FID scores them with the MNIST \
@@ -337,6 +358,7 @@ impl Trainer {
             classes,
             label_dropout,
             resume_changes: Vec::new(),
+            resumed_from: None,
         })
     }
 
@@ -595,6 +617,18 @@ impl Trainer {
 
     /// The error of a step whose loss is `value` (NaN or infinite): nothing was updated.
     fn loss_error(&self, value: f32) -> Error {
+        if let Some((origin, step)) = self
+            .resumed_from
+            .as_ref()
+            .filter(|(_, at)| *at == self.state.step)
+        {
+            return Error::Diverged(format!(
+                "the loss became {value} at step {}, the first step after resuming {origin}: its weights are \
+                 broken (a diverged run's), not the learning rate; resume an earlier checkpoint of the run \
+                 (best.safetensors, last-good.safetensors) or start again with a lower --lr",
+                step + 1
+            ));
+        }
         Error::Diverged(format!(
             "the loss became {value} at step {}; the weights were not updated. Lower --lr (now {}) or \
              --max-grad-norm, or resume from the last checkpoint",

@@ -882,6 +882,22 @@ fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
         (settings.preset.as_str(), settings.batch, settings.sample_every),
         ("tiny", 4, 0)
     );
+
+    // A log the app cannot write at its close is an error of the run (`wgdiff gui` exited 0)
+    let blocker = out.join("a-file");
+    std::fs::write(&blocker, b"in the way").unwrap();
+    let unwritable = AppOptions {
+        frame_log: Some(blocker.join("frames.csv")),
+        ..options(View::Device, &[])
+    };
+    let failures = unwritable.failures.clone();
+    let harness = harness_with(gpu, unwritable, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    failures.check().expect("nothing failed yet");
+    harness.state().write_logs();
+    let err = failures.check().unwrap_err().to_string();
+    assert!(err.contains("--frame-log") && err.contains("frames.csv"), "{err}");
 }
 
 /// Every number in `text` as `#` and the report's header line (the command, date and wall

@@ -158,15 +158,23 @@ fn sigkill_at_random_moments_never_loses_more_than_one_checkpoint_interval() {
 
 #[test]
 fn sigint_and_sigterm_write_a_checkpoint_and_exit_130() {
-    for signal in ["INT", "TERM"] {
-        let out = run_dir(&format!("sig{signal}"));
+    // (a double press of Ctrl-C, 50 ms apart, is one request: it ended the run at once, with
+    // no checkpoint and the saved stop's status)
+    for signals in [&["INT"][..], &["TERM"], &["INT", "INT"]] {
+        let signal = signals.join("+");
+        let out = run_dir(&format!("sig{}", signals.join("")));
         let (mut child, lines) = start_training(&out, None);
         let first = first_step(&lines, &mut Vec::new());
-        let killed = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        for (i, signal) in signals.iter().enumerate() {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let killed = Command::new("kill")
+                .args([format!("-{signal}"), child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+        }
         let status = child.wait().unwrap();
         let rest: Vec<String> = lines.iter().collect();
         assert_eq!(status.code(), Some(130), "SIG{signal}: {rest:#?}");

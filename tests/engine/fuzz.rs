@@ -1,5 +1,6 @@
 //! Fuzz-style tests of every loader (IDX raw/gz, CIFAR-10, image-folder files, checkpoints with
-//! their JSON metadata, TOML configs, `--data` strings): seeded mutations of valid inputs must
+//! their JSON metadata, compressed checkpoints, skip-schedule files, TOML configs, `--data`
+//! strings): seeded mutations of valid inputs must
 //! give a value or a clear error, never a panic. Each runs a few hundred cases here;
 //! `scripts/fuzz.sh MINUTES` runs the `fuzz_long_*` forms for that long per loader and reports.
 
@@ -12,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wgdiff::checkpoint::Checkpoint;
+use wgdiff::compress::{compress_checkpoint, CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan};
 use wgdiff::data::{cifar10, idx_from_bytes, image_folder, load_idx, DataSource, Dataset, Split};
+use wgdiff::diffusion::SkipSchedule;
+use wgdiff::ops::WeightBits;
 use wgdiff::pipeline::TrainedModel;
 use wgdiff::train::{TrainConfig, Trainer};
 
@@ -404,24 +408,35 @@ fn with_mutated_metadata(m: &mut Mutator, bytes: &[u8]) -> Vec<u8> {
     }
 }
 
+/// A valid checkpoint's bytes (`header_len`: its safetensors header's end) mutated one of three
+/// ways: its wgdiff metadata as text, its safetensors header (names, dtypes, shapes, offsets)
+/// as text with the F32 dtypes perhaps renamed, or its raw bytes.
+fn mutated_checkpoint(m: &mut Mutator, valid: &[u8], header_len: usize) -> Vec<u8> {
+    match m.0.random_range(0..4) {
+        0 => with_mutated_metadata(m, valid),
+        1 => {
+            let header = String::from_utf8_lossy(&valid[8..header_len]).into_owned();
+            let dtype = ["F32", "F16", "I64", "BOOL", "I8", "U8"][m.0.random_range(0..6)];
+            let header = m.text(&header.replace("F32", dtype));
+            let mut out = (header.len() as u64).to_le_bytes().to_vec();
+            out.extend_from_slice(header.as_bytes());
+            out.extend_from_slice(&valid[header_len..]);
+            out
+        }
+        _ => m.bytes(valid),
+    }
+}
+
+/// End of the safetensors header of `bytes` (a valid file's).
+fn header_end(bytes: &[u8]) -> usize {
+    8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize
+}
+
 fn fuzz_checkpoint(budget: Budget) {
     let (valid, data) = valid_checkpoint();
-    let header_len = 8 + u64::from_le_bytes(valid[..8].try_into().unwrap()) as usize;
+    let header_len = header_end(&valid);
     fuzz("checkpoint", budget, |m| {
-        let bytes = match m.0.random_range(0..4) {
-            0 => with_mutated_metadata(m, &valid),
-            1 => {
-                // the safetensors header (JSON: names, dtypes, shapes, offsets) as text
-                let header = String::from_utf8_lossy(&valid[8..header_len]).into_owned();
-                let dtype = ["F32", "F16", "I64", "BOOL"][m.0.random_range(0..4)];
-                let header = m.text(&header.replace("F32", dtype));
-                let mut out = (header.len() as u64).to_le_bytes().to_vec();
-                out.extend_from_slice(header.as_bytes());
-                out.extend_from_slice(&valid[header_len..]);
-                out
-            }
-            _ => m.bytes(&valid),
-        };
+        let bytes = mutated_checkpoint(m, &valid, header_len);
         let ckpt = Checkpoint::from_bytes(&bytes, "fuzzed.safetensors")?;
         TrainedModel::from_checkpoint(gpu(), &ckpt, "fuzzed.safetensors", None)?;
         Trainer::resume_with_data(
@@ -431,6 +446,87 @@ fn fuzz_checkpoint(budget: Budget) {
             data.clone(),
             &Default::default(),
         )
+    });
+}
+
+/// `wgdiff compress` outputs of the tiny checkpoint: L1-pruned (30%, global) with int8 weights
+/// per channel, and int4 weights per tensor.
+fn valid_compressed_checkpoints() -> Vec<Vec<u8>> {
+    let (valid, _) = valid_checkpoint();
+    let ckpt = Checkpoint::from_bytes(&valid, "valid").unwrap();
+    let plans = [
+        (
+            Some(PrunePlan {
+                method: PruneMethod::L1,
+                amount: 0.3,
+                scope: PruneScope::Global,
+            }),
+            WeightBits::Int8,
+            true,
+        ),
+        (None, WeightBits::Int4, false),
+    ];
+    plans
+        .into_iter()
+        .map(|(prune, bits, per_channel)| {
+            let plan = CompressPlan {
+                prune,
+                quantize: Some(QuantizePlan { bits, per_channel }),
+                seed: 1,
+            };
+            compress_checkpoint(gpu(), &ckpt, "valid", &plan)
+                .unwrap()
+                .0
+                .to_bytes()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The compressed-checkpoint reader: integer values, scales, int4 shapes and keep-bit masks,
+/// decoded and packed for the kernels as sampling loads them.
+fn fuzz_compressed_checkpoint(budget: Budget) {
+    let valid = valid_compressed_checkpoints();
+    fuzz("compressed checkpoint", budget, |m| {
+        let chosen = &valid[m.0.random_range(0..valid.len())];
+        let bytes = mutated_checkpoint(m, chosen, header_end(chosen));
+        let ckpt = Checkpoint::from_bytes(&bytes, "fuzzed.safetensors")?;
+        TrainedModel::from_checkpoint(gpu(), &ckpt, "fuzzed.safetensors", None)
+    });
+}
+
+/// A searched schedule file with every field.
+const VALID_SCHEDULE: &str = r#"{
+  "format": "wgdiff skip schedule",
+  "sampler": {"name": "pc", "snr": 0.16, "corrector_steps": 1},
+  "levels": 3,
+  "skips": [2, 2, 1, 1, 0, 0],
+  "times": [1.0, 0.83, 0.67, 0.5, 0.33, 0.17],
+  "search": {"model": "m.safetensors", "budget": 10.0, "samples": 100, "metric": "MNIST-FID",
+    "fid_unskipped": 163.18, "fid": 170.5, "proxy_error": 0.01, "proxy_budget": 0.02,
+    "predicted_ms": 1500.0, "unskipped_ms": 2500.0, "date": "2026-11-26T09:00:00Z"}
+}"#;
+
+/// The schedule-file reader, and the checks a sampler makes of the plan it gives.
+fn fuzz_schedule_file(budget: Budget) {
+    let samplers = [
+        r#"{"name": "ddim", "eta": 0.0, "spacing": "uniform"}"#,
+        r#"{"name": "ald", "steps_per_level": 100, "step_size": 2e-5}"#,
+        r#"{"name": "ode-rk45", "rtol": 1e-5, "atol": 1e-5}"#,
+        r#"{"name": "dpm-solver++", "spacing": "log-snr"}"#,
+    ];
+    let pc = r#"{"name": "pc", "snr": 0.16, "corrector_steps": 1}"#;
+    SkipSchedule::from_json(VALID_SCHEDULE.as_bytes(), "valid").expect("the valid schedule reads");
+    fuzz("schedule file", budget, |m| {
+        let valid = match m.0.random_range(0..2) {
+            0 => VALID_SCHEDULE.to_string(),
+            _ => VALID_SCHEDULE.replace(pc, samplers[m.0.random_range(0..samplers.len())]),
+        };
+        let text = m.text(&valid);
+        let schedule = SkipSchedule::from_json(text.as_bytes(), "fuzzed.json")?;
+        schedule.check_levels(3, "fuzzed.json")?;
+        schedule.plan().check(schedule.levels, Some(schedule.steps()))?;
+        schedule.sampler.validate()
     });
 }
 
@@ -532,6 +628,16 @@ fn checkpoint_loader_survives_fuzzing() {
 }
 
 #[test]
+fn compressed_checkpoint_loader_survives_fuzzing() {
+    fuzz_compressed_checkpoint(Budget::Cases(SHORT_CASES / 2));
+}
+
+#[test]
+fn schedule_file_loader_survives_fuzzing() {
+    fuzz_schedule_file(Budget::Cases(SHORT_CASES));
+}
+
+#[test]
 fn toml_config_loader_survives_fuzzing() {
     fuzz_toml(Budget::Cases(SHORT_CASES));
 }
@@ -563,6 +669,18 @@ fn fuzz_long_image_folder() {
 #[ignore = "long: scripts/fuzz.sh"]
 fn fuzz_long_checkpoint() {
     fuzz_checkpoint(Budget::long());
+}
+
+#[test]
+#[ignore = "long: scripts/fuzz.sh"]
+fn fuzz_long_compressed_checkpoint() {
+    fuzz_compressed_checkpoint(Budget::long());
+}
+
+#[test]
+#[ignore = "long: scripts/fuzz.sh"]
+fn fuzz_long_schedule_file() {
+    fuzz_schedule_file(Budget::long());
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod eval;
 mod exact;
 mod experiment;
 mod fuzz;
+mod hardening;
 mod inception;
 mod ladder;
 mod layers;

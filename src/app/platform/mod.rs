@@ -52,10 +52,13 @@ pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
 }
 
 /// The EMA weights of the checkpoint at `path`, ready to sample (see
-/// [`TrainedModel::from_checkpoint`]).
+/// [`TrainedModel::from_checkpoint`]); a diverged run's are refused (`check_output_scale`).
 pub async fn load_model(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
     let ckpt = read_checkpoint(path).await?;
-    TrainedModel::from_checkpoint(gpu, &ckpt, &path.display().to_string(), skip_type)
+    let origin = path.display().to_string();
+    let model = TrainedModel::from_checkpoint(gpu, &ckpt, &origin, skip_type)?;
+    model.sampling().check_output_scale(gpu, &origin).await?;
+    Ok(model)
 }
 
 /// The images a training run of a model of `image_shape` images reads: the training split of

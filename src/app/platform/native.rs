@@ -69,7 +69,8 @@ pub fn announce(event: &str, json: &str) {
     eprintln!("{event}: {json}");
 }
 
-/// Opens the app in a native window on `gpu`'s device.
+/// Opens the app in a native window on `gpu`'s device; once it closes, errors naming the
+/// outputs it could not write (`AppOptions::failures`).
 pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
     let native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
@@ -87,12 +88,14 @@ pub fn run_native(gpu: Gpu, options: AppOptions) -> Result<()> {
         },
         ..Default::default()
     };
+    let failures = options.failures.clone();
     eframe::run_native(
         "wgdiff",
         native,
         Box::new(move |cc| Ok(Box::new(WgdiffApp::new(cc, gpu, options)?))),
     )
-    .map_err(|e| Error::Config(format!("the app could not start: {e}")))
+    .map_err(|e| Error::Config(format!("the app could not start: {e}")))?;
+    failures.check()
 }
 
 /// No file picker in a window: the views' "Open a file..." buttons show only in a page.

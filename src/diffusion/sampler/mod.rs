@@ -146,6 +146,54 @@ impl Sampler {
         }
     }
 
+    /// Errors unless every setting is one the sampler can use (a schedule file may hold any
+    /// number; PC with snr 1e10 overflows its step size and samples zeros): DDIM's eta in
+    /// [0, 1], ALD's steps per level 1..=10,000 and step size in (0, 1], PC's snr in (0, 1]
+    /// and at most 100 corrector steps, RK45's tolerances in (0, 1).
+    pub fn validate(&self) -> Result<()> {
+        let within = |what: &str, value: f32, lo: f32, hi: f32, lo_open: bool| {
+            let above = if lo_open { value > lo } else { value >= lo };
+            match value.is_finite() && above && value <= hi {
+                true => Ok(()),
+                false => Err(Error::Diffusion(format!(
+                    "sampler `{}`: {what} = {} is outside {}{lo}, {hi}]",
+                    self.name(),
+                    match value.abs() {
+                        a if a >= 1e6 => format!("{value:e}"),
+                        _ => value.to_string(),
+                    },
+                    if lo_open { "(" } else { "[" }
+                ))),
+            }
+        };
+        let count = |what: &str, value: usize, lo: usize, hi: usize| match (lo..=hi).contains(&value) {
+            true => Ok(()),
+            false => Err(Error::Diffusion(format!(
+                "sampler `{}`: {what} = {value} is outside {lo}..={hi}",
+                self.name()
+            ))),
+        };
+        match *self {
+            Sampler::Ddim { eta, .. } => within("eta", eta, 0.0, 1.0, false),
+            Sampler::Ald {
+                steps_per_level,
+                step_size,
+            } => {
+                count("steps_per_level", steps_per_level, 1, 10_000)?;
+                within("step_size", step_size, 0.0, 1.0, true)
+            }
+            Sampler::Pc { snr, corrector_steps } => {
+                count("corrector_steps", corrector_steps, 0, 100)?;
+                within("snr", snr, 0.0, 1.0, true)
+            }
+            Sampler::OdeRk45 { rtol, atol } => {
+                within("rtol", rtol, 0.0, 1.0, true)?;
+                within("atol", atol, 0.0, 1.0, true)
+            }
+            Sampler::Ddpm | Sampler::EulerMaruyama | Sampler::OdeHeun | Sampler::DpmSolverPp { .. } => Ok(()),
+        }
+    }
+
     /// The CLI name.
     pub fn name(&self) -> &'static str {
         let index = match self {
@@ -210,6 +258,7 @@ impl Sampler {
                 fitting.join(", ")
             )));
         }
+        self.validate()?;
         let steps = options.steps.unwrap_or_else(|| self.default_steps(process));
         if steps == 0 {
             return Err(Error::Diffusion(format!(
