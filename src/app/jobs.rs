@@ -75,6 +75,30 @@ impl<M: JobSafe + 'static> Job<M> {
         events
     }
 
+    /// Blocks until the job ends or `limit` passes, dropping its messages (a closing window
+    /// waits for a stopped run's checkpoint: the process would end before the job wrote it).
+    /// The job's result, or None when it was still running at `limit`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_until_ended(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::result::Result<(), String>> {
+        let deadline = std::time::Instant::now() + limit;
+        while self.running {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(Event::Finished(result)) => {
+                    self.running = false;
+                    return Some(result);
+                }
+                Ok(Event::Message(_)) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => self.running = false,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return None,
+            }
+        }
+        Some(Ok(()))
+    }
+
     /// Asks the job to stop at its next check.
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);

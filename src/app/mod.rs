@@ -500,6 +500,8 @@ impl eframe::App for WgdiffApp {
         self.compare.cancel();
         self.skip.cancel();
         self.train.stop();
+        #[cfg(not(target_arch = "wasm32"))]
+        self.train.wait_for_checkpoint();
         self.profile.cancel();
         #[cfg(not(target_arch = "wasm32"))]
         self.experiments.cancel();

@@ -7,6 +7,7 @@ use super::plots::{thinned, MAX_SERIES_POINTS};
 use super::{parse_setting, platform, Shared};
 use crate::data::grid_columns;
 use crate::models::PRESETS;
+use crate::train::run_dir::{run_folder, OutRequest};
 use crate::train::{
     FidRecord, Precision, RunEnd, SkipTraining, StepLog, TrainConfig, TrainEvent, TrainingRun,
     CHECKPOINT_FILE,
@@ -183,6 +184,11 @@ pub async fn run_training(
     platform::deliver(&out.join(CHECKPOINT_FILE))
 }
 
+/// How long a closing window waits for a stopped run to write its checkpoint (a step of the
+/// largest preset on a CPU adapter takes under a minute).
+#[cfg(not(target_arch = "wasm32"))]
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(180);
+
 /// The train view's state.
 pub struct TrainView {
     pub settings: TrainSettings,
@@ -250,12 +256,54 @@ impl TrainView {
         }
     }
 
+    /// After [`TrainView::stop`], waits (at most [`CLOSE_WAIT`]) for the run to write its
+    /// checkpoint: the window is closing, and the process would end before the run's worker
+    /// wrote it.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_for_checkpoint(&mut self) {
+        let Some(job) = self.job.as_mut().filter(|job| job.running()) else {
+            return;
+        };
+        eprintln!("the window closed: the training run writes its checkpoint after the current step");
+        match job.wait_until_ended(CLOSE_WAIT) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => eprintln!("error: the training run: {e}"),
+            None => eprintln!(
+                "error: the training run did not end within {} s of the window closing; its checkpoint is \
+                 the last one written before",
+                CLOSE_WAIT.as_secs()
+            ),
+        }
+    }
+
     /// Starts a run with the view's settings (`resume`: continue `<out>/checkpoint.safetensors`).
     pub fn start(&mut self, ctx: &egui::Context, shared: &Shared, resume: bool) {
         if self.is_running() {
             return;
         }
-        let config = self.settings.config();
+        let mut config = self.settings.config();
+        if !resume {
+            // As `wgdiff train`: the default folder moves on to a free numbered one, a chosen
+            // folder holding another run is refused (never replaced).
+            let how = match config.out == shared.options.out.join("train") {
+                true => OutRequest::Default,
+                false => OutRequest::Chosen { force: false },
+            };
+            match run_folder(&config.out, how, None) {
+                Ok(folder) => {
+                    config.out = folder;
+                    self.settings.out = config.out.display().to_string();
+                }
+                Err(_) => {
+                    self.message = Some(Err(format!(
+                        "{} already holds a run ({}): choose another out folder, or Resume it",
+                        config.out.display(),
+                        config.out.join(CHECKPOINT_FILE).display()
+                    )));
+                    return;
+                }
+            }
+        }
         let from = resume.then(|| config.out.join(CHECKPOINT_FILE));
         if let Some(path) = from.as_ref().filter(|p| !platform::exists(p)) {
             self.message = Some(Err(format!(

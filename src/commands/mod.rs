@@ -30,6 +30,35 @@ pub fn open_gpu(choice: AdapterChoice) -> Result<Gpu> {
     Ok(gpu)
 }
 
+/// Seconds between the lines that say the kernel tuning goes on.
+const TUNING_NOTICE_EVERY_S: u64 = 10;
+
+/// What a terminal shows while the autotuner measures kernel variants for new shapes: a line
+/// at the first measurement (why the work is slow, where the choices go, how to skip it), then
+/// one every [`TUNING_NOTICE_EVERY_S`] seconds with the count so far.
+fn tuning_notice(cache: &std::path::Path) -> impl Fn(&str) + Send + Sync + 'static {
+    let cache = cache.display().to_string();
+    let seen = std::sync::Mutex::new((0usize, None::<std::time::Instant>));
+    move |key: &str| {
+        let mut seen = seen.lock().unwrap();
+        seen.0 += 1;
+        let due = seen
+            .1
+            .is_none_or(|at| at.elapsed().as_secs() >= TUNING_NOTICE_EVERY_S);
+        if !due {
+            return;
+        }
+        match seen.1 {
+            None => eprintln!(
+                "tuning: measuring kernel variants for shapes new to this device ({key} first); the choices \
+                 are saved in {cache} for later runs; --deterministic skips the measuring"
+            ),
+            Some(_) => eprintln!("tuning: {} shapes measured so far ({key} now)", seen.0),
+        }
+        seen.1 = Some(std::time::Instant::now());
+    }
+}
+
 /// A count flag's value (repetitions, steps) of at least 1: a median of no runs or a profile
 /// of no steps would print figures of nothing.
 pub fn at_least_one(text: &str) -> std::result::Result<usize, String> {
@@ -60,6 +89,7 @@ fn configure(gpu: &Gpu, choice: &AdapterChoice) {
         eprintln!("{warning}");
     }
     if let Some(path) = wgdiff::gpu::tuning_cache_path(&gpu.info) {
+        gpu.tuner().on_measure(tuning_notice(&path));
         gpu.tuner().use_cache_file(path);
     }
 }

@@ -392,7 +392,8 @@ pub async fn run(gpu: &Gpu, setup: &Setup, command: &str, on_event: &mut Sink<'_
         Plan::SkipSearch(s) => Box::new(skip_search_run(gpu, s, header, on_event).await?),
         Plan::Speedrun(p) => Box::new(speedrun_run(gpu, p, header, on_event).await?),
     };
-    let written = report.write_files(&setup.out)?;
+    // (all files or none: a full disk half-way leaves the earlier report whole)
+    let written = crate::fsio::write_all_or_none(&setup.out, |staging| report.write_files(staging))?;
     Ok(Finished {
         markdown: report.markdown(),
         written,

@@ -8,7 +8,7 @@ mod native;
 mod native;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::check_writable_dir;
+pub use native::{check_writable_dir, write_all_or_none};
 pub use native::{head, list_dir, open, read, read_if_exists, read_io, same_file, write_atomic};
 
 use crate::{Error, Result};

@@ -55,6 +55,42 @@ pub fn check_writable_dir(dir: &Path) -> Result<()> {
         })
 }
 
+/// Writes a set of files into `dir` all or none: `write` writes them into a fresh staging
+/// folder inside `dir` and returns their names, then every file there is renamed into `dir`
+/// (a rename needs no space). When `write` fails (a full disk half-way through a report) the
+/// staging folder is removed and nothing in `dir` is replaced.
+pub fn write_all_or_none(
+    dir: &Path,
+    write: impl FnOnce(&Path) -> Result<Vec<String>>,
+) -> Result<Vec<String>> {
+    let staging = dir.join(format!(".wgdiff-staging.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let io_error = |what: String| {
+        move |e: std::io::Error| Error::Io {
+            what,
+            reason: e.to_string(),
+        }
+    };
+    let written = std::fs::create_dir_all(&staging)
+        .map_err(io_error(format!("creating {}", staging.display())))
+        .and_then(|()| write(&staging));
+    let names = match written {
+        Ok(names) => names,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    let staged = list_dir(&staging).map_err(io_error(format!("listing {}", staging.display())))?;
+    for file in staged {
+        let target = dir.join(file.file_name().unwrap_or_default());
+        std::fs::rename(&file, &target)
+            .map_err(io_error(format!("moving {} into place", target.display())))?;
+    }
+    let _ = std::fs::remove_dir_all(&staging);
+    Ok(names)
+}
+
 /// True when both paths name the same existing file (an output that would replace an input).
 pub fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {

@@ -23,7 +23,11 @@ pub struct Autotuner {
     pinned: Mutex<BTreeMap<String, String>>,
     cache_file: Mutex<Option<PathBuf>>,
     deterministic: AtomicBool,
+    on_measure: Mutex<Option<MeasureHook>>,
 }
+
+/// Told the key of every measurement before it starts (see [`Autotuner::on_measure`]).
+type MeasureHook = Box<dyn Fn(&str) + Send + Sync>;
 
 impl Autotuner {
     /// The label `map` holds for `key` if it is one of `labels`.
@@ -60,6 +64,13 @@ impl Autotuner {
         let mut all = self.choices.lock().unwrap().clone();
         all.extend(self.pinned.lock().unwrap().clone());
         all.into_iter().collect()
+    }
+
+    /// Calls `hook` with the key of every measurement before it starts: the first run of a
+    /// model on a device measures kernel variants for each new shape, minutes on a CPU
+    /// adapter, which a shell should announce rather than sit silent through.
+    pub fn on_measure(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        *self.on_measure.lock().unwrap() = Some(Box::new(hook));
     }
 
     /// Loads earlier choices from `path` (a missing or unreadable file starts empty) and
@@ -110,6 +121,9 @@ impl Autotuner {
         let best = if labels.len() == 1 {
             0
         } else {
+            if let Some(hook) = self.on_measure.lock().unwrap().as_ref() {
+                hook(key);
+            }
             super::host::measure(gpu, labels.len(), run)?.unwrap_or(fallback)
         };
         self.choices

@@ -72,7 +72,13 @@ fn harness_with(
         .build_eframe(move |cc| open(cc, gpu, options))
 }
 
-/// Steps the harness until `done` holds (panics after `secs` seconds).
+/// How many times its expected time a wait goes on before it calls the job hung: a wait's
+/// `secs` is about what an idle two-core lavapipe machine needs, and a machine shared with
+/// another build or test run took over twice that (a 120 s wait failed there).
+const HANG_GUARD: u64 = 5;
+
+/// Steps the harness until `done` holds: a job expected to take about `secs` seconds, called
+/// hung after [`HANG_GUARD`] times that.
 fn step_until(harness: &mut Harness<WgdiffApp>, secs: u64, what: &str, done: impl Fn(&WgdiffApp) -> bool) {
     step_every(harness, 20, secs, what, done)
 }
@@ -86,11 +92,12 @@ fn step_every(
     what: &str,
     done: impl Fn(&WgdiffApp) -> bool,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let waited = Instant::now();
     while !done(harness.state()) {
         assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}"
+            waited.elapsed() < Duration::from_secs(secs * HANG_GUARD),
+            "still waiting for {what} after {} s ({HANG_GUARD} times the {secs} s it takes on an idle machine): the job hung",
+            secs * HANG_GUARD
         );
         harness.step();
         std::thread::sleep(Duration::from_millis(ms));
@@ -122,6 +129,69 @@ fn mask_changing(harness: &mut Harness<WgdiffApp>, parts: &[&str]) {
     for r in rects {
         harness.mask(egui::Rect::from_min_max(r.min, egui::pos2(right, r.max.y)));
     }
+}
+
+#[test]
+fn broken_checkpoints_opened_in_the_denoise_view_show_an_error_and_the_app_keeps_working() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("broken-checkpoints");
+    std::fs::create_dir_all(&out).unwrap();
+    let good = std::fs::read(shipped_model()).unwrap();
+    let mut nan = Checkpoint::load(&shipped_model()).unwrap();
+    let mut doubled = nan.clone();
+    for (name, t) in nan.tensors.iter_mut().filter(|(n, _)| n.starts_with("ema.")) {
+        t.data.iter_mut().for_each(|v| *v = f32::NAN);
+        let scaled = doubled.tensors.get_mut(name).unwrap();
+        scaled.data.iter_mut().for_each(|v| *v *= 2.0);
+    }
+    // (file, what the view's error says)
+    let broken = [
+        ("truncated.safetensors", "truncated"),
+        ("nan.safetensors", "NaN or infinite"),
+        ("classifier.safetensors", "classifier"),
+        ("notes.safetensors", "safetensors"),
+        ("diverged.safetensors", "diverged run"),
+    ];
+    std::fs::write(out.join(broken[0].0), &good[..good.len() / 3]).unwrap();
+    nan.save(&out.join(broken[1].0)).unwrap();
+    std::fs::copy(
+        "assets/models/mnist-classifier.safetensors",
+        out.join(broken[2].0),
+    )
+    .unwrap();
+    std::fs::write(out.join(broken[3].0), "not a checkpoint at all\n").unwrap();
+    doubled.save(&out.join(broken[4].0)).unwrap();
+    let mut h = harness(gpu, View::Denoise, &out);
+    step_until(&mut h, 60, "the checkpoint's description", |app| {
+        app.denoise.model.is_some()
+    });
+    for (file, says) in broken {
+        let path = out.join(file).display().to_string();
+        h.state_mut().denoise.settings.checkpoint = path.clone();
+        h.step();
+        h.get_by_label("Load").click();
+        h.step();
+        step_until(&mut h, 60, "the load to fail", |app| !app.denoise.is_running());
+        match &h.state().denoise.message {
+            Some(Err(e)) => assert!(e.contains(&path) && e.contains(says), "{file}: {e}"),
+            other => panic!("{file}: no error shown: {other:?}"),
+        }
+    }
+    // and the app goes on: the shipped model loads and samples
+    h.state_mut().denoise.settings.checkpoint = shipped_model().display().to_string();
+    {
+        let s = &mut h.state_mut().denoise.settings;
+        s.steps = 2;
+        s.count = 2;
+    }
+    h.step();
+    h.get_by_label("Load").click();
+    h.step();
+    step_until(&mut h, 60, "the shipped model", |app| !app.denoise.is_running());
+    h.get_by_label("Run").click();
+    step_until(&mut h, 120, "2 sampler steps", |app| {
+        app.denoise.frames.len() == 2 && !app.denoise.is_running()
+    });
 }
 
 #[test]
@@ -540,6 +610,20 @@ fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
     assert!(out.join("finished/checkpoint.safetensors").exists());
     mask_changing(&mut h, &["img/s", "checkpoint written", "finished at"]);
     h.snapshot("train_view");
+    // A new run into that folder is refused, as `wgdiff train --out` without --force is
+    let finished = std::fs::read(out.join("finished/checkpoint.safetensors")).unwrap();
+    h.get_by_label("Start").click();
+    h.step();
+    assert!(!h.state().train.is_running());
+    assert!(
+        matches!(&h.state().train.message, Some(Err(m)) if m.contains("already holds a run")),
+        "{:?}",
+        h.state().train.message
+    );
+    assert_eq!(
+        std::fs::read(out.join("finished/checkpoint.safetensors")).unwrap(),
+        finished
+    );
     // A long run stopped by the button writes its checkpoint, which the CLI's --resume continues.
     set(&mut h, 1000, "stopped");
     h.get_by_label("Start").click();
@@ -554,6 +638,14 @@ fn train_view_shows_a_finished_run_and_stops_a_running_one_with_a_checkpoint() {
     );
     let resumed = Trainer::resume(gpu, &checkpoint, &Default::default()).expect("the checkpoint resumes");
     assert_eq!(resumed.state.step, app.train.losses.len());
+    // Closing the window stops a run with its checkpoint too (the process used to end first)
+    set(&mut h, 1000, "closed");
+    h.get_by_label("Start").click();
+    step_until(&mut h, 180, "2 training steps", |app| app.train.losses.len() >= 2);
+    eframe::App::on_exit(h.state_mut());
+    let closed =
+        Checkpoint::load(&out.join("closed/checkpoint.safetensors")).expect("the closed run's checkpoint");
+    assert!(closed.meta["step"].as_u64().unwrap() >= 2);
 }
 
 /// The train view's settings for a `tiny` run of `steps` steps writing to `out/dir`.
@@ -689,9 +781,13 @@ fn an_app_run_gives_the_losses_of_a_cli_run_with_the_same_settings() {
         wgdiff::app::run_training(gpu2, config2, None, paused, job)
     });
     let mut app_losses = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let waited = Instant::now();
     while job.running() {
-        assert!(Instant::now() < deadline, "the app's run did not finish");
+        assert!(
+            waited.elapsed() < Duration::from_secs(180 * HANG_GUARD),
+            "the app's run did not finish in {} s: it hung",
+            180 * HANG_GUARD
+        );
         for event in job.poll() {
             match event {
                 wgdiff::app::Event::Message(TrainEvent::Step { loss, .. }) => app_losses.push(loss),

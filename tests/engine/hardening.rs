@@ -274,3 +274,65 @@ fn a_machine_without_a_display_prints_no_error_line() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+#[test]
+fn a_report_that_fails_half_way_replaces_none_of_the_earlier_one() {
+    let dir = fresh_dir("all-or-none");
+    std::fs::write(dir.join("report.md"), b"earlier").unwrap();
+    let entries = |dir: &Path| std::fs::read_dir(dir).unwrap().count();
+    // (what a full disk did: the Markdown written, then the plot failing)
+    let failed = wgdiff::fsio::write_all_or_none(&dir, |staging| {
+        std::fs::write(staging.join("report.md"), b"new").unwrap();
+        Err(wgdiff::Error::Io {
+            what: "writing plot.png".into(),
+            reason: "No space left on device".into(),
+        })
+    });
+    assert!(failed.unwrap_err().to_string().contains("No space left"));
+    assert_eq!(std::fs::read(dir.join("report.md")).unwrap(), b"earlier");
+    assert_eq!(entries(&dir), 1, "the staging folder is gone");
+    let names = wgdiff::fsio::write_all_or_none(&dir, |staging| {
+        std::fs::write(staging.join("report.md"), b"new").unwrap();
+        std::fs::write(staging.join("plot.png"), b"png").unwrap();
+        Ok(vec!["report.md".into(), "plot.png".into()])
+    })
+    .unwrap();
+    assert_eq!(names, ["report.md", "plot.png"]);
+    assert_eq!(std::fs::read(dir.join("report.md")).unwrap(), b"new");
+    assert_eq!(entries(&dir), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn kernel_tuning_is_announced_with_the_way_to_skip_it() {
+    // (a fresh cache: the first sampling step measures kernel variants, which took minutes in
+    // silence on a CPU adapter)
+    let cache = fresh_dir("tuning-cache");
+    let out = cache.join("samples.png");
+    let run = |extra: &[&str]| {
+        let output = wgdiff()
+            .args(extra)
+            .args([
+                "sample",
+                "--count",
+                "2",
+                "--steps",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env("WGDIFF_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        stderr
+    };
+    let tuned = run(&[]);
+    assert!(
+        tuned.contains("tuning: measuring kernel variants") && tuned.contains("--deterministic skips"),
+        "{tuned}"
+    );
+    assert!(!run(&["--deterministic"]).contains("tuning:"));
+    let _ = std::fs::remove_dir_all(&cache);
+}
