@@ -1,8 +1,8 @@
 //! `wgdiff eval`: FID/KID of a checkpoint's samples against a dataset split (MNIST-FID with the
 //! shipped classifier by default, FID proper with `--inception`), reference statistics cached.
 
-use super::progress_bar;
 use super::sample::SamplingArgs;
+use super::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -98,8 +98,10 @@ fn scorer(
         images,
         args.batch,
         |done| {
-            bar.get_or_insert_with(|| progress_bar(total, &format!("{} reference images", images.data.name)))
-                .set_position(done as u64);
+            bar.get_or_insert_with(|| {
+                Progress::new(total, &format!("{} reference images", images.data.name))
+            })
+            .set_position(done as u64);
         },
     ))?;
     if let Some(bar) = bar {
@@ -167,7 +169,7 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
         limit: args.reference_images,
     };
     let (net, reference, cached) = scorer(gpu, &args, images)?;
-    let bar = progress_bar(args.samples, "samples");
+    let bar = Progress::new(args.samples, "samples");
     let generated = pollster::block_on(sample_features(
         gpu,
         model.sampling(),

@@ -139,6 +139,61 @@ pub fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// Seconds between the progress lines written where stderr is not a terminal.
+const PROGRESS_LINE_EVERY_S: u64 = 10;
+
+/// Progress over a count of items: a bar on a terminal; where stderr is not one (a log file, a
+/// pipe), where a bar draws nothing, a line with the count, the elapsed time and the time left
+/// at the first update and then every [`PROGRESS_LINE_EVERY_S`] seconds: long work is never
+/// silent.
+pub struct Progress {
+    bar: indicatif::ProgressBar,
+    what: String,
+    started: std::time::Instant,
+    last_line: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+impl Progress {
+    /// Progress over `len` items of `what` ("images", "samples").
+    pub fn new(len: usize, what: &str) -> Progress {
+        Progress {
+            bar: progress_bar(len, what),
+            what: what.to_string(),
+            started: std::time::Instant::now(),
+            last_line: std::cell::Cell::new(None),
+        }
+    }
+
+    pub fn set_position(&self, done: u64) {
+        self.bar.set_position(done);
+        let recent = self
+            .last_line
+            .get()
+            .is_some_and(|at| at.elapsed().as_secs() < PROGRESS_LINE_EVERY_S);
+        if !self.bar.is_hidden() || recent {
+            return;
+        }
+        let (elapsed, len) = (
+            self.started.elapsed().as_secs_f64(),
+            self.bar.length().unwrap_or(done),
+        );
+        let left = match done {
+            0 => String::from("?"),
+            _ => format!("{:.0}", elapsed * len.saturating_sub(done) as f64 / done as f64),
+        };
+        eprintln!("{done}/{len} {}  elapsed {elapsed:.0} s  eta {left} s", self.what);
+        self.last_line.set(Some(std::time::Instant::now()));
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish();
+    }
+
+    pub fn finish_and_clear(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 /// MNIST-FID from the library's one constructor, with a progress bar while the reference
 /// statistics are computed (`images`: None for the MNIST test split of `data`) and a line
 /// saying where they came from.
@@ -149,9 +204,9 @@ pub fn mnist_fid(
     images: Option<wgdiff::eval::ReferenceImages>,
     cache: &std::path::Path,
 ) -> Result<MnistFid> {
-    let mut bar: Option<indicatif::ProgressBar> = None;
+    let mut bar: Option<Progress> = None;
     let mut progress = |done: usize, total: usize| {
-        bar.get_or_insert_with(|| progress_bar(total, "MNIST-FID reference images"))
+        bar.get_or_insert_with(|| Progress::new(total, "MNIST-FID reference images"))
             .set_position(done as u64)
     };
     let fid = pollster::block_on(async {

@@ -156,7 +156,7 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
             (images.to_vec()?, evaluations)
         }
         None => {
-            let bar = (args.count > args.batch).then(|| super::progress_bar(args.count, "images"));
+            let bar = (args.count > args.batch).then(|| super::Progress::new(args.count, "images"));
             let drawn = pollster::block_on(model.sampling().sample_in_batches(
                 gpu,
                 &request,

@@ -336,3 +336,28 @@ fn kernel_tuning_is_announced_with_the_way_to_skip_it() {
     assert!(!run(&["--deterministic"]).contains("tuning:"));
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+#[test]
+fn long_sampling_shows_progress_where_stderr_is_not_a_terminal() {
+    // (a bar draws nothing into a pipe or a log file: `sample --count 100000` ran 400 s silent)
+    let dir = fresh_dir("progress-lines");
+    let out = dir.join("samples.png");
+    let output = wgdiff()
+        .args([
+            "sample",
+            "--count",
+            "24",
+            "--batch",
+            "8",
+            "--steps",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("8/24 images  elapsed"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
