@@ -1,6 +1,7 @@
 // The wgdiff page end to end in headless Chromium on WebGPU (SwiftShader): a 20-step denoise
 // of the shipped model (completion, step timings, a canvas that is not blank, the same images
-// as native `wgdiff sample`, frames that keep coming), the compare view (two variants recorded,
+// as native `wgdiff sample`, frames that keep coming), broken checkpoints in the denoise view
+// (each one's error shown, the page still drawing), the compare view (two variants recorded,
 // timed and scored), a short training run (the loss falls, the
 // downloaded checkpoint samples natively), the train view at its defaults (MNIST-FID plotted
 // live reaches FID_TARGET within 10 minutes of training, frames that keep coming), and the
@@ -105,6 +106,43 @@ async function checkFrames(page, activity) {
     fail(`while ${activity} the page's 95th-percentile frame interval was ${it.interval_p95_ms.toFixed(0)} ms (allowed ${FRAME_P95_MS})`);
 }
 
+/** A safetensors file's bytes with every F32 `ema.` value replaced by `change(value)`. */
+function rewritten(bytes, change) {
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString());
+  const out = Buffer.from(bytes);
+  for (const [name, t] of Object.entries(header)) {
+    if (!name.startsWith("ema.") || t.dtype !== "F32") continue;
+    const [start, end] = t.data_offsets;
+    for (let i = 8 + n + start; i < 8 + n + end; i += 4) out.writeFloatLE(change(out.readFloatLE(i)), i);
+  }
+  return out;
+}
+
+/** Broken checkpoints written into the site (`test-broken/`), each with what its error says. */
+function brokenCheckpoints() {
+  const models = path.join(SITE, "assets/models");
+  const good = fs.readFileSync(path.join(models, "mnist-small-ema.safetensors"));
+  const files = {
+    "truncated.safetensors": [good.subarray(0, good.length / 3), "truncated"],
+    "nan.safetensors": [rewritten(good, () => NaN), "NaN or infinite"],
+    "classifier.safetensors": [fs.readFileSync(path.join(models, "mnist-classifier.safetensors")), "classifier"],
+    "notes.safetensors": [Buffer.from("not a checkpoint at all\n"), "safetensors"],
+    "diverged.safetensors": [rewritten(good, (w) => 2 * w), "diverged run"],
+  };
+  fs.mkdirSync(path.join(SITE, "test-broken"), { recursive: true });
+  return Object.entries(files).map(([name, [bytes, says]]) => {
+    fs.writeFileSync(path.join(SITE, "test-broken", name), bytes);
+    return { file: `test-broken/${name}`, says };
+  });
+}
+
+/** Frames the page has drawn so far (every activity's, as last announced). */
+async function framesDrawn(page) {
+  const all = JSON.parse((await page.evaluate(() => document.body.getAttribute("data-wgdiff-frames"))) ?? "[]");
+  return all.reduce((sum, a) => sum + a.frames, 0);
+}
+
 function spread(grey) {
   const mean = grey.reduce((a, b) => a + b, 0) / grey.length;
   return Math.sqrt(grey.reduce((a, b) => a + (b - mean) ** 2, 0) / grey.length);
@@ -156,6 +194,31 @@ try {
   log(`page vs native samples: mean |diff| ${(mean * 255).toFixed(2)}/255, ${(far * 100).toFixed(2)}% of pixels off by more than ${PIXEL_TOLERANCE * 255}/255, max ${(figures.samples_max_abs_diff * 255).toFixed(0)}/255`);
   if (mean > MEAN_TOLERANCE || far > FAR_SHARE)
     fail(`the page's samples differ from native: mean ${(mean * 255).toFixed(2)}/255 (allowed ${MEAN_TOLERANCE * 255}), ${(far * 100).toFixed(2)}% far pixels (allowed ${FAR_SHARE * 100}%)`);
+
+  // 2b. Broken checkpoints opened in the denoise view: each shows its error and the app keeps
+  // drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights).
+  for (const { file, says } of brokenCheckpoints()) {
+    await page.goto(site + "?" + new URLSearchParams({ view: "denoise", checkpoint: file }));
+    const handle = await page.waitForFunction(() => {
+      const body = document.body;
+      if (body.dataset.wgdiff === "failed") return { crashed: body.innerText };
+      const it = JSON.parse(body.getAttribute("data-wgdiff-denoise") ?? "null");
+      return it?.status === "failed" ? it : null;
+    }, null, { timeout: 5 * MINUTES, polling: 250 });
+    const it = await handle.jsonValue();
+    if (it.crashed) fail(`the page failed on ${file}: ${it.crashed}`);
+    if (!it.error.includes(file) || !it.error.includes(says))
+      fail(`${file}: the denoise view's error should name it and say "${says}": ${it.error}`);
+    // (an idle page draws on input, and announces its frames at most every 2 s)
+    const drawn = await framesDrawn(page);
+    await page.waitForTimeout(2500);
+    for (let i = 0; i < 10; i++) await page.mouse.move(300 + 20 * i, 300 + (i % 2) * 20);
+    await page.waitForTimeout(500);
+    await page.mouse.move(200, 200);
+    await page.waitForTimeout(500);
+    if (!((await framesDrawn(page)) > drawn)) fail(`the page stopped drawing after ${file}'s error`);
+    log(`${file}: ${it.error}`);
+  }
 
   // 3. The compare view: both variants recorded, timed and scored (MNIST-FID fetched from the site).
   const compare = new URLSearchParams({ view: "compare", autorun: "1", images: "4", rounds: "1", "fid-samples": "8" });
