@@ -290,6 +290,12 @@ impl Trainer {
     fn build(gpu: &Gpu, state: TrainState, batcher: Batcher) -> Result<Trainer> {
         let c = &state.config;
         let images = state.model.image_shape();
+        if c.fid_every > 0 && images != [1, 28, 28] {
+            return Err(Error::Config(format!(
+                "fid_every needs a model of 1-channel 28x28 images (MNIST-FID scores them with the MNIST \
+                 classifier); this model makes {images:?} images: set fid_every = 0"
+            )));
+        }
         let data = batcher.dataset();
         let data_images = [data.channels, data.height, data.width];
         if data_images != images {
@@ -305,12 +311,6 @@ impl Trainer {
                 shape(images),
                 shape(images),
                 shape(data_images)
-            )));
-        }
-        if c.fid_every > 0 && images != [1, 28, 28] {
-            return Err(Error::Config(format!(
-                "fid_every needs a model of 1-channel 28x28 images (MNIST-FID scores them with the MNIST \
-                 classifier); this model makes {images:?} images: set fid_every = 0"
             )));
         }
         let mut net = state.model.build(gpu, c.seed)?;
