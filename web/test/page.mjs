@@ -1,10 +1,10 @@
 // The wgdiff page end to end in headless Chromium on WebGPU (SwiftShader): a 20-step denoise
 // of the shipped model (completion, step timings, a canvas that is not blank, the same images
-// as native `wgdiff sample`, frames that keep coming), broken checkpoints in the denoise view
-// (each one's error shown, the page still drawing), the compare view (two variants recorded,
+// as native `wgdiff sample`, frames that keep coming), the compare view (two variants recorded,
 // timed and scored), a short training run (the loss falls, the
 // downloaded checkpoint samples natively), the train view at its defaults (MNIST-FID plotted
-// live reaches FID_TARGET within 10 minutes of training, frames that keep coming), and the
+// live reaches FID_TARGET within 10 minutes of training, frames that keep coming), broken
+// checkpoints in the denoise view (each one's error shown, the page still drawing), and the
 // explanation a browser without WebGPU gets.
 //   node web/test/page.mjs       (from the repository; web/test.sh builds the site first)
 // Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
@@ -195,31 +195,6 @@ try {
   if (mean > MEAN_TOLERANCE || far > FAR_SHARE)
     fail(`the page's samples differ from native: mean ${(mean * 255).toFixed(2)}/255 (allowed ${MEAN_TOLERANCE * 255}), ${(far * 100).toFixed(2)}% far pixels (allowed ${FAR_SHARE * 100}%)`);
 
-  // 2b. Broken checkpoints opened in the denoise view: each shows its error and the app keeps
-  // drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights).
-  for (const { file, says } of brokenCheckpoints()) {
-    await page.goto(site + "?" + new URLSearchParams({ view: "denoise", checkpoint: file }));
-    const handle = await page.waitForFunction(() => {
-      const body = document.body;
-      if (body.dataset.wgdiff === "failed") return { crashed: body.innerText };
-      const it = JSON.parse(body.getAttribute("data-wgdiff-denoise") ?? "null");
-      return it?.status === "failed" ? it : null;
-    }, null, { timeout: 5 * MINUTES, polling: 250 });
-    const it = await handle.jsonValue();
-    if (it.crashed) fail(`the page failed on ${file}: ${it.crashed}`);
-    if (!it.error.includes(file) || !it.error.includes(says))
-      fail(`${file}: the denoise view's error should name it and say "${says}": ${it.error}`);
-    // (an idle page draws on input, and announces its frames at most every 2 s)
-    const drawn = await framesDrawn(page);
-    await page.waitForTimeout(2500);
-    for (let i = 0; i < 10; i++) await page.mouse.move(300 + 20 * i, 300 + (i % 2) * 20);
-    await page.waitForTimeout(500);
-    await page.mouse.move(200, 200);
-    await page.waitForTimeout(500);
-    if (!((await framesDrawn(page)) > drawn)) fail(`the page stopped drawing after ${file}'s error`);
-    log(`${file}: ${it.error}`);
-  }
-
   // 3. The compare view: both variants recorded, timed and scored (MNIST-FID fetched from the site).
   const compare = new URLSearchParams({ view: "compare", autorun: "1", images: "4", rounds: "1", "fid-samples": "8" });
   await page.goto(site + "?" + compare);
@@ -272,7 +247,41 @@ try {
   await browser.close();
 }
 
-// 6. A browser without WebGPU gets the explanation, not the app.
+// 6. Broken checkpoints opened in the denoise view: each shows its error and the app keeps
+// drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights). Last
+// and in a browser of its own: run in the first browser after the denoise, that browser closed
+// during the training phase (CI, 2026-11-27).
+const own = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, ...WEBGPU] });
+try {
+  const page = await own.newPage({ viewport: { width: 1280, height: 860 } });
+  page.on("pageerror", (e) => log("page error:", String(e)));
+  for (const { file, says } of brokenCheckpoints()) {
+    await page.goto(site + "?" + new URLSearchParams({ view: "denoise", checkpoint: file }));
+    const handle = await page.waitForFunction(() => {
+      const body = document.body;
+      if (body.dataset.wgdiff === "failed") return { crashed: body.innerText };
+      const it = JSON.parse(body.getAttribute("data-wgdiff-denoise") ?? "null");
+      return it?.status === "failed" ? it : null;
+    }, null, { timeout: 5 * MINUTES, polling: 250 });
+    const it = await handle.jsonValue();
+    if (it.crashed) fail(`the page failed on ${file}: ${it.crashed}`);
+    if (!it.error.includes(file) || !it.error.includes(says))
+      fail(`${file}: the denoise view's error should name it and say "${says}": ${it.error}`);
+    // (an idle page draws on input, and announces its frames at most every 2 s)
+    const drawn = await framesDrawn(page);
+    await page.waitForTimeout(2500);
+    for (let i = 0; i < 10; i++) await page.mouse.move(300 + 20 * i, 300 + (i % 2) * 20);
+    await page.waitForTimeout(500);
+    await page.mouse.move(200, 200);
+    await page.waitForTimeout(500);
+    if (!((await framesDrawn(page)) > drawn)) fail(`the page stopped drawing after ${file}'s error`);
+    log(`${file}: ${it.error}`);
+  }
+} finally {
+  await own.close();
+}
+
+// 7. A browser without WebGPU gets the explanation, not the app.
 const plain = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, "--disable-features=WebGPU"] });
 try {
   const page = await plain.newPage({ viewport: { width: 1000, height: 500 } });
