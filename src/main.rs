@@ -41,6 +41,12 @@ enum Command {
     /// Write a checkpoint's EMA weights alone (what sampling needs: a quarter of the file, for
     /// the web page or sharing); sample, eval, the app and train --init read it
     Export(commands::export::ExportArgs),
+    /// Convert a model from another tool's layout into a wgdiff checkpoint (diffusers: a
+    /// UNet2DModel folder with its scheduler config)
+    Import {
+        #[command(subcommand)]
+        what: commands::import::ImportCommand,
+    },
     /// Prune (random or L1, in a scope of the U) and/or quantise (int8, int4) a checkpoint's
     /// conv and linear weights; sample, eval, the app and train --init read the result, and
     /// conv and linear layers run int8/int4 weights in their own kernels
@@ -137,6 +143,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     match command {
         Command::Info => commands::info::run(choice),
         Command::Export(args) => commands::export::run(args),
+        Command::Import { what } => commands::import::run(choice, what),
         Command::Compress(args) => commands::compress::run(choice, args),
         #[cfg(feature = "gui")]
         Command::Gui(args) => commands::gui::run(choice, args),

@@ -10,6 +10,7 @@ pub mod experiment;
 pub mod export;
 #[cfg(feature = "gui")]
 pub mod gui;
+pub mod import;
 pub mod info;
 pub mod model;
 pub mod profile;

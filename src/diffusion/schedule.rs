@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 pub enum BetaSchedule {
     /// Ho et al.: betas evenly spaced from `beta_start` to `beta_end` (1e-4 to 0.02 for T = 1000).
     Linear { beta_start: f32, beta_end: f32 },
+    /// Square roots of the betas evenly spaced from sqrt(`beta_start`) to sqrt(`beta_end`)
+    /// (diffusers' `scaled_linear`, Latent Diffusion's; 0.00085 to 0.012 for T = 1000).
+    ScaledLinear { beta_start: f32, beta_end: f32 },
     /// Nichol & Dhariwal: alpha-bar(t) = cos²((t/T + s)/(1 + s) · π/2), normalised; s = 0.008.
     Cosine { s: f32 },
     /// Chen 2023 / Jabri et al.: alpha-bar(t) ∝ sigmoid(end/tau) - sigmoid((start + t/T (end - start))/tau);
@@ -20,14 +23,15 @@ pub enum BetaSchedule {
 impl std::str::FromStr for BetaSchedule {
     type Err = Error;
 
-    /// `linear`, `cosine` or `sigmoid`, with their usual constants.
+    /// `linear`, `scaled-linear`, `cosine` or `sigmoid`, with their usual constants.
     fn from_str(name: &str) -> Result<BetaSchedule> {
         match name {
             "linear" => Ok(BetaSchedule::LINEAR),
+            "scaled-linear" => Ok(BetaSchedule::SCALED_LINEAR),
             "cosine" => Ok(BetaSchedule::COSINE),
             "sigmoid" => Ok(BetaSchedule::SIGMOID),
             _ => Err(Error::Config(format!(
-                "unknown noise schedule `{name}`; choose linear, cosine or sigmoid"
+                "unknown noise schedule `{name}`; choose linear, scaled-linear, cosine or sigmoid"
             ))),
         }
     }
@@ -38,6 +42,11 @@ impl BetaSchedule {
     pub const LINEAR: BetaSchedule = BetaSchedule::Linear {
         beta_start: 1e-4,
         beta_end: 0.02,
+    };
+    /// Latent Diffusion's scaled linear schedule, sqrt(beta) from sqrt(0.00085) to sqrt(0.012).
+    pub const SCALED_LINEAR: BetaSchedule = BetaSchedule::ScaledLinear {
+        beta_start: 0.00085,
+        beta_end: 0.012,
     };
     /// The improved-DDPM cosine schedule with s = 0.008.
     pub const COSINE: BetaSchedule = BetaSchedule::Cosine { s: 0.008 };
@@ -57,14 +66,21 @@ impl BetaSchedule {
         }
         let n = steps as f64;
         let betas: Vec<f64> = match *self {
-            BetaSchedule::Linear { beta_start, beta_end } => {
+            BetaSchedule::Linear { beta_start, beta_end }
+            | BetaSchedule::ScaledLinear { beta_start, beta_end } => {
                 let (a, b) = (beta_start as f64, beta_end as f64);
                 if !(a > 0.0 && b >= a && b < 1.0) {
                     return Err(Error::Diffusion(format!(
-                        "linear beta schedule needs 0 < beta_start <= beta_end < 1, got {a} and {b}"
+                        "linear beta schedules need 0 < beta_start <= beta_end < 1, got {a} and {b}"
                     )));
                 }
-                (0..steps).map(|i| a + (b - a) * i as f64 / (n - 1.0)).collect()
+                let evenly = |a: f64, b: f64, i: usize| a + (b - a) * i as f64 / (n - 1.0);
+                match self {
+                    BetaSchedule::ScaledLinear { .. } => (0..steps)
+                        .map(|i| evenly(a.sqrt(), b.sqrt(), i).powi(2))
+                        .collect(),
+                    _ => (0..steps).map(|i| evenly(a, b, i)).collect(),
+                }
             }
             BetaSchedule::Cosine { s } => {
                 if !(s >= 0.0 && s.is_finite()) {

@@ -12,7 +12,7 @@
 //! A stage adds a per-channel Linear of SiLU(e) to its input and runs one ConvNeXt block
 //! (depthwise 7x7 conv, channel LayerNorm, 1x1 conv to 4C, GELU, 1x1 conv back, residual).
 
-use super::embedding::timestep_embedding;
+use super::embedding::{timestep_embedding, TimeSinusoid};
 use crate::nn::{Conv2d, Linear};
 use crate::ops::blocks::{convnext_block, ConvNextImpl, ConvNextParams};
 use crate::ops::conv::use_conv_impl;
@@ -192,7 +192,12 @@ impl ConvNextNet {
         }
         let _conv = use_conv_impl(kernels.conv);
         let dim = c.time_sinusoid_dim;
-        let sinusoid = Tensor::from_slice(x.gpu(), &[t.len(), dim], &timestep_embedding(t, dim), DType::F32)?;
+        let sinusoid = Tensor::from_slice(
+            x.gpu(),
+            &[t.len(), dim],
+            &timestep_embedding(t, dim, TimeSinusoid::default()),
+            DType::F32,
+        )?;
         let [first, second] = &self.time;
         let silu_e = second.forward(&first.forward(&sinusoid)?.silu()?)?.silu()?;
         let skip = self

@@ -4,18 +4,46 @@
 use super::summary::LayerWalk;
 use crate::ops::random::Rng;
 use crate::{DType, Error, Gpu, Result, Tensor};
+use serde::{Deserialize, Serialize};
 
-/// DDPM's `get_timestep_embedding`: for each t, `dim` values [sin(t f_0) .. sin(t f_{h-1}),
-/// cos(t f_0) .. cos(t f_{h-1})] with h = dim / 2 and f_i = exp(-ln(10000) i / (h - 1)).
-/// `dim` must be even and at least 4 (checked by the model configs).
-pub fn timestep_embedding(t: &[f32], dim: usize) -> Vec<f32> {
+/// How the sinusoid of a timestep is laid out (diffusers' `Timesteps(flip_sin_to_cos,
+/// downscale_freq_shift)`); the default is DDPM's `get_timestep_embedding`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimeSinusoid {
+    /// Cosines first, then sines.
+    pub flip_sin_to_cos: bool,
+    /// f_i = exp(-ln(10000) i / (h - freq_shift)).
+    pub freq_shift: f32,
+}
+
+impl Default for TimeSinusoid {
+    /// DDPM's: sines first, f_i = exp(-ln(10000) i / (h - 1)).
+    fn default() -> TimeSinusoid {
+        TimeSinusoid {
+            flip_sin_to_cos: false,
+            freq_shift: 1.0,
+        }
+    }
+}
+
+/// For each t, `dim` values [sin(t f_0) .. sin(t f_{h-1}), cos(t f_0) .. cos(t f_{h-1})] with
+/// h = dim / 2 and f_i as `layout` says (the halves swapped under `flip_sin_to_cos`). `dim`
+/// must be even and at least 4, and the shift below h (checked by the model configs).
+pub fn timestep_embedding(t: &[f32], dim: usize, layout: TimeSinusoid) -> Vec<f32> {
     let half = dim / 2;
-    let step = (10000f64).ln() / (half as f64 - 1.0);
+    let step = (10000f64).ln() / (half as f64 - f64::from(layout.freq_shift));
     let freqs: Vec<f64> = (0..half).map(|i| (-step * i as f64).exp()).collect();
     let mut out = Vec::with_capacity(t.len() * dim);
     for &ti in t {
-        out.extend(freqs.iter().map(|f| (f64::from(ti) * f).sin() as f32));
-        out.extend(freqs.iter().map(|f| (f64::from(ti) * f).cos() as f32));
+        let sines = freqs.iter().map(|f| (f64::from(ti) * f).sin() as f32);
+        let cosines = freqs.iter().map(|f| (f64::from(ti) * f).cos() as f32);
+        if layout.flip_sin_to_cos {
+            out.extend(cosines);
+            out.extend(sines);
+        } else {
+            out.extend(sines);
+            out.extend(cosines);
+        }
     }
     out
 }

@@ -10,7 +10,7 @@
 //!   per-time gate on the input, because every objective is close to +-x_t at the ends of the
 //!   process (eps at high noise, x0 at low noise) and an MLP learns that identity slowly.
 
-use super::embedding::{timestep_embedding, ClassEmbedding};
+use super::embedding::{timestep_embedding, ClassEmbedding, TimeSinusoid};
 use super::limits::{check_sizes, MAX_BLOCKS, MAX_IMAGE_SIDE, MAX_WIDTH};
 use super::summary::LayerWalk;
 use super::DiffusionNet;
@@ -183,7 +183,12 @@ impl DiffusionNet for MlpNet {
         }
         let dtype = x.dtype();
         let dim = c.time_sinusoid_dim;
-        let sinusoid = Tensor::from_slice(x.gpu(), &[n, dim], &timestep_embedding(t, dim), dtype)?;
+        let sinusoid = Tensor::from_slice(
+            x.gpu(),
+            &[n, dim],
+            &timestep_embedding(t, dim, TimeSinusoid::default()),
+            dtype,
+        )?;
         let e = self.time[1].forward(&self.time[0].forward(&sinusoid)?.silu()?)?;
         let e = match &self.class_embed {
             Some(table) => table.add_to(&e, labels)?,

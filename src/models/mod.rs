@@ -13,7 +13,7 @@ mod unet_config;
 
 pub use config::{preset, ModelConfig, PRESETS};
 pub use convnext_net::{ConvNextKernels, ConvNextNet, ConvNextNetConfig};
-pub use embedding::{one_hot, timestep_embedding};
+pub use embedding::{one_hot, timestep_embedding, TimeSinusoid};
 pub use mlp_net::{MlpNet, MlpNetConfig};
 pub use scorenet::{ScoreNet, ScoreNetConfig};
 pub use unet::UNet;

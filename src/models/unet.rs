@@ -133,6 +133,8 @@ impl UNet {
             dropout: c.dropout,
         };
         let conv3 = |rng: &mut Rng, cin: usize, cout: usize, stride: usize| {
+            // (a downsampling conv without padding sees its input padded on the bottom and right)
+            let padding = if stride == 2 { c.downsample_padding } else { 1 };
             Conv2d::new(
                 gpu,
                 rng,
@@ -140,18 +142,27 @@ impl UNet {
                 cout,
                 3,
                 stride,
-                1,
+                padding,
                 c.conv_groups.resolve(cin, cout),
+            )
+        };
+        let resblock = |rng: &mut Rng, cin: usize, cout: usize| {
+            Ok::<_, Error>(
+                ResBlock::with_options(gpu, rng, cin, cout, temb, c.norm_groups, opts)?
+                    .with_norm_eps(c.norm_eps),
+            )
+        };
+        let attention = |rng: &mut Rng, channels: usize| {
+            Ok::<_, Error>(
+                AttentionBlock::new(gpu, rng, channels, c.heads_at(channels), c.norm_groups)?
+                    .with_norm_eps(c.norm_eps),
             )
         };
         let stage = |rng: &mut Rng, cin: usize, level: usize| -> Result<Stage> {
             let cout = c.channels(level);
             Ok(Stage {
-                res: ResBlock::with_options(gpu, rng, cin, cout, temb, c.norm_groups, opts)?,
-                attn: c
-                    .has_attention(level)
-                    .then(|| AttentionBlock::new(gpu, rng, cout, c.heads, c.norm_groups))
-                    .transpose()?,
+                res: resblock(rng, cin, cout)?,
+                attn: c.has_attention(level).then(|| attention(rng, cout)).transpose()?,
             })
         };
         let time_embed = [
@@ -183,9 +194,9 @@ impl UNet {
         }
         let deepest = c.channels(levels - 1);
         let mid = Middle {
-            res0: ResBlock::with_options(gpu, rng, deepest, deepest, temb, c.norm_groups, opts)?,
-            attn: AttentionBlock::new(gpu, rng, deepest, c.heads, c.norm_groups)?,
-            res1: ResBlock::with_options(gpu, rng, deepest, deepest, temb, c.norm_groups, opts)?,
+            res0: resblock(rng, deepest, deepest)?,
+            attn: attention(rng, deepest)?,
+            res1: resblock(rng, deepest, deepest)?,
         };
         let mut up_rev = Vec::with_capacity(levels);
         for level in (0..levels).rev() {
@@ -219,7 +230,7 @@ impl UNet {
             mid,
             up,
             interp,
-            norm_out: GroupNorm::new(gpu, c.norm_groups, c.channels(0))?,
+            norm_out: GroupNorm::new(gpu, c.norm_groups, c.channels(0))?.with_eps(c.norm_eps),
             conv_out: conv3(rng, c.channels(0), c.out_channels, 1)?,
             training: false,
             dropout_rng: Mutex::new(Rng::new(seed.wrapping_add(1))),
@@ -235,7 +246,12 @@ impl UNet {
     fn embed(&self, gpu: &Gpu, dtype: DType, t: &[f32], labels: Option<&[u32]>) -> Result<Tensor> {
         let n = t.len();
         let dim = self.config.time_sinusoid_dim;
-        let sinusoid = Tensor::from_slice(gpu, &[n, dim], &timestep_embedding(t, dim), dtype)?;
+        let sinusoid = Tensor::from_slice(
+            gpu,
+            &[n, dim],
+            &timestep_embedding(t, dim, self.config.time_sinusoid),
+            dtype,
+        )?;
         let [first, second] = &self.time_embed;
         let temb = second.forward(&first.forward(&sinusoid)?.silu()?)?;
         match (&self.class_embed, labels) {
@@ -313,6 +329,20 @@ impl UNet {
         Ok(())
     }
 
+    /// `conv` (a level's stride-2 conv) on `h`, after one zero row and column on the bottom and
+    /// right when the convs have no padding of their own.
+    fn downsample(&self, conv: &Conv2d, h: &Tensor) -> Result<Tensor> {
+        match self.config.downsample_padding {
+            0 => conv.forward(&h.pad_axis(2, 0, 1)?.pad_axis(3, 0, 1)?),
+            _ => conv.forward(h),
+        }
+    }
+
+    /// The side a downsampling conv's input has at side `side` (one more without padding).
+    fn downsample_input_side(&self, side: usize) -> usize {
+        side + usize::from(self.config.downsample_padding == 0)
+    }
+
     fn layer_walk(&self, batch: usize) -> LayerWalk {
         let c = &self.config;
         let mut walk = LayerWalk::default();
@@ -332,7 +362,12 @@ impl UNet {
                 hs.push(h.clone());
             }
             if let Some(conv) = &level.downsample {
-                h = walk.conv(&format!("down.{i}.downsample"), conv, &h);
+                let padded = self.downsample_input_side(h[2]);
+                h = walk.conv(
+                    &format!("down.{i}.downsample"),
+                    conv,
+                    &[h[0], h[1], padded, padded],
+                );
                 hs.push(h.clone());
             }
         }
@@ -410,7 +445,7 @@ impl DiffusionNet for UNet {
                 hs.push(h);
             }
             if let (Some(conv), true) = (&level.downsample, i + 1 < active) {
-                let h = conv.forward(&hs[hs.len() - 1])?;
+                let h = self.downsample(conv, &hs[hs.len() - 1])?;
                 hs.push(h);
             }
         }

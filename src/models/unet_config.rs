@@ -1,6 +1,7 @@
 //! `UNetConfig`: every size and option of the DDPM U-Net (serde, with defaults for the
 //! optional parts), its presets, and the checks that make a config buildable.
 
+pub use super::embedding::TimeSinusoid;
 use super::limits::{check_sizes, MAX_BLOCKS, MAX_IMAGE_SIDE, MAX_LEVELS, MAX_WIDTH};
 use crate::nn::ConvGroups;
 use crate::ops::attention::MAX_HEAD_DIM;
@@ -58,6 +59,16 @@ pub enum AttentionAt {
     Levels(Vec<usize>),
 }
 
+/// PyTorch's GroupNorm epsilon, every wgdiff U-Net's.
+fn default_norm_eps() -> f32 {
+    1e-5
+}
+
+/// Symmetric padding of the downsampling convs, every wgdiff U-Net's.
+fn default_downsample_padding() -> usize {
+    1
+}
+
 /// The DDPM U-Net's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UNetConfig {
@@ -71,12 +82,27 @@ pub struct UNetConfig {
     /// ResBlocks per down level (up levels have one more).
     pub res_blocks: usize,
     pub attention: AttentionAt,
+    /// Heads of every attention block, unless `head_dim` is set.
     pub heads: usize,
+    /// Channels per head instead of a fixed head count: a block of C channels has C / head_dim
+    /// heads (diffusers' `attention_head_dim`).
+    #[serde(default)]
+    pub head_dim: Option<usize>,
     /// GroupNorm groups of every norm.
     pub norm_groups: usize,
+    /// The epsilon of every GroupNorm.
+    #[serde(default = "default_norm_eps")]
+    pub norm_eps: f32,
     /// Sinusoidal time features (even), then a Linear to `time_embed_dim`, SiLU, Linear.
     pub time_sinusoid_dim: usize,
+    /// The sinusoid's frequencies and order (DDPM's unless imported).
+    #[serde(default)]
+    pub time_sinusoid: TimeSinusoid,
     pub time_embed_dim: usize,
+    /// Padding of the stride-2 downsampling convs: 1 on every side, or 0 after one zero row and
+    /// column on the bottom and right (the DDPM paper's TensorFlow models as diffusers holds them).
+    #[serde(default = "default_downsample_padding")]
+    pub downsample_padding: usize,
     #[serde(default)]
     pub dropout: f32,
     /// Groups of every 3x3 conv (resolved per layer, see [`ConvGroups`]).
@@ -104,9 +130,13 @@ impl UNetConfig {
             res_blocks: 2,
             attention: AttentionAt::Resolutions(vec![7]),
             heads: 4,
+            head_dim: None,
             norm_groups: 8,
+            norm_eps: default_norm_eps(),
             time_sinusoid_dim: 128,
+            time_sinusoid: TimeSinusoid::default(),
             time_embed_dim: 512,
+            downsample_padding: default_downsample_padding(),
             dropout: 0.0,
             conv_groups: ConvGroups::default(),
             bottleneck: None,
@@ -140,9 +170,13 @@ impl UNetConfig {
             res_blocks: 2,
             attention: AttentionAt::Resolutions(vec![16]),
             heads: 4,
+            head_dim: None,
             norm_groups: 32,
+            norm_eps: default_norm_eps(),
             time_sinusoid_dim: 128,
+            time_sinusoid: TimeSinusoid::default(),
             time_embed_dim: 512,
+            downsample_padding: default_downsample_padding(),
             dropout: 0.1,
             conv_groups: ConvGroups::default(),
             bottleneck: None,
@@ -171,6 +205,11 @@ impl UNetConfig {
     /// Channels of level `level`.
     pub fn channels(&self, level: usize) -> usize {
         self.base_channels * self.channel_mult[level]
+    }
+
+    /// Heads of an attention block over `channels` channels.
+    pub fn heads_at(&self, channels: usize) -> usize {
+        self.head_dim.map_or(self.heads, |d| channels / d.max(1))
     }
 
     /// Whether the ResBlocks of `level` are followed by self-attention.
@@ -249,21 +288,47 @@ impl UNetConfig {
                 ));
             }
             let attends = self.has_attention(level) || level == levels - 1;
-            if attends && (self.heads == 0 || c % self.heads != 0 || c / self.heads > MAX_HEAD_DIM) {
-                return bad(format!(
-                    "{} heads must divide the {c} channels of level {level} into heads of at most {MAX_HEAD_DIM}",
-                    self.heads
-                ));
+            let heads = self.heads_at(c);
+            if attends && (heads == 0 || c % heads != 0 || c / heads > MAX_HEAD_DIM) {
+                return bad(match self.head_dim {
+                    Some(d) => format!(
+                        "head_dim {d} must divide the {c} channels of level {level} and be at most {MAX_HEAD_DIM}"
+                    ),
+                    None => format!(
+                        "{heads} heads must divide the {c} channels of level {level} into heads of at most \
+                         {MAX_HEAD_DIM}"
+                    ),
+                });
             }
         }
         if self.time_sinusoid_dim < 4 || self.time_sinusoid_dim % 2 != 0 || self.time_embed_dim == 0 {
             return bad("time_sinusoid_dim must be even and at least 4, time_embed_dim positive".into());
         }
+        let shift = self.time_sinusoid.freq_shift;
+        if !(shift.is_finite() && f64::from(shift) < (self.time_sinusoid_dim / 2) as f64) {
+            return bad(format!(
+                "time_sinusoid.freq_shift {shift} must be finite and below half of time_sinusoid_dim ({})",
+                self.time_sinusoid_dim / 2
+            ));
+        }
+        if !(self.norm_eps > 0.0 && self.norm_eps.is_finite()) {
+            return bad(format!("norm_eps {} must be positive", self.norm_eps));
+        }
+        if self.downsample_padding > 1 {
+            return bad(format!(
+                "downsample_padding {} must be 1 (every side) or 0 (bottom and right)",
+                self.downsample_padding
+            ));
+        }
         if !(0.0..1.0).contains(&self.dropout) {
             return bad(format!("dropout {} must be in [0, 1)", self.dropout));
         }
-        if self.conv_groups == ConvGroups::Fixed(0) || self.bottleneck == Some(0) || self.classes == Some(0) {
-            return bad("conv_groups, bottleneck and classes must be at least 1 when set".into());
+        if self.conv_groups == ConvGroups::Fixed(0)
+            || self.bottleneck == Some(0)
+            || self.classes == Some(0)
+            || self.head_dim == Some(0)
+        {
+            return bad("conv_groups, bottleneck, classes and head_dim must be at least 1 when set".into());
         }
         Ok(())
     }

@@ -40,6 +40,14 @@ impl AttentionBlock {
         })
     }
 
+    /// The same block with epsilon `eps` in its norm.
+    pub fn with_norm_eps(self, eps: f32) -> AttentionBlock {
+        AttentionBlock {
+            norm: self.norm.with_eps(eps),
+            ..self
+        }
+    }
+
     /// `x` + attention over its positions, in `x`'s dtype (parameters cast at use).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = self.norm.forward(x)?;

@@ -195,6 +195,11 @@ impl GroupNorm {
         })
     }
 
+    /// The same norm with epsilon `eps` (PyTorch's 1e-5 by default).
+    pub fn with_eps(self, eps: f32) -> GroupNorm {
+        GroupNorm { eps, ..self }
+    }
+
     /// The normalised `x` in its dtype (gamma and beta cast at use; statistics in f32).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (gamma, beta) = (self.gamma.to_dtype(x.dtype())?, self.beta.to_dtype(x.dtype())?);

@@ -62,6 +62,15 @@ impl ResBlock {
         })
     }
 
+    /// The same block with epsilon `eps` in both norms.
+    pub fn with_norm_eps(self, eps: f32) -> ResBlock {
+        ResBlock {
+            norm1: self.norm1.with_eps(eps),
+            norm2: self.norm2.with_eps(eps),
+            ..self
+        }
+    }
+
     /// `x` [N, Cin, H, W], `temb` [N, temb] -> [N, Cout, H, W], without dropout.
     pub fn forward(&self, x: &Tensor, temb: &Tensor) -> Result<Tensor> {
         self.forward_with(x, temb, None)

@@ -1,6 +1,7 @@
 //! Inference: load a trained model, build a validated `SampleRequest`, sample it whole, in
 //! batches or step by step, score its samples and time its skip schedules.
 
+pub mod diffusers;
 pub mod grids;
 pub mod model;
 pub mod quality;

@@ -131,7 +131,8 @@ pub struct TrainedModel {
 }
 
 impl TrainedModel {
-    /// Loads a `wgdiff train` checkpoint with its EMA weights (the sampling weights).
+    /// Loads a `wgdiff train` checkpoint with its EMA weights (the sampling weights), or a
+    /// diffusers model folder ([`super::diffusers::read_folder`]).
     pub fn load(gpu: &Gpu, path: &Path) -> Result<TrainedModel> {
         Self::load_with_skip_type(gpu, path, None)
     }
@@ -149,7 +150,11 @@ impl TrainedModel {
                     .into(),
             });
         }
-        let ckpt = Checkpoint::load(path)?;
+        let ckpt = if path.is_dir() {
+            super::diffusers::read_folder(path)?
+        } else {
+            Checkpoint::load(path)?
+        };
         let origin = path.display().to_string();
         let model = Self::from_checkpoint(gpu, &ckpt, &origin, skip_type)?;
         pollster::block_on(model.sampling().check_output_scale(gpu, &origin))?;

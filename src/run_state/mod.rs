@@ -38,6 +38,30 @@ pub struct TrainState {
 }
 
 impl TrainState {
+    /// The state of a model trained elsewhere (an imported one): no steps, no losses, no data
+    /// read; the recipe is the default one, which fine-tuning (`--init`) starts from.
+    pub fn imported(model: ModelConfig, process: Process) -> TrainState {
+        let config = TrainConfig::default();
+        TrainState {
+            batcher: BatcherState {
+                seed: config.seed,
+                epoch: 0,
+                position: 0,
+                batch_size: config.batch,
+                flip: false,
+                dataset_len: 0,
+            },
+            config,
+            model,
+            process,
+            step: 0,
+            losses: Vec::new(),
+            train_seconds: 0.0,
+            scaler: None,
+            fid: Vec::new(),
+        }
+    }
+
     /// The classifier-free guidance scale the run's grids and FID evaluations use and
     /// `wgdiff sample`/`eval` default to: [`CFG_GUIDANCE`] for a class-conditional model
     /// trained with labels dropped (it learned the unconditional branch guidance needs),

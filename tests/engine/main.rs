@@ -16,6 +16,7 @@ mod crash;
 mod data;
 mod determinism;
 mod device;
+mod diffusers;
 mod diffusion;
 mod elementwise;
 mod eval;

@@ -34,8 +34,12 @@ use crate::{Error, Gpu, Result};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Reads the checkpoint at `path` (a file, or an address on the page's site).
+/// Reads the checkpoint at `path` (a file, a diffusers model folder, or an address on the page's site).
 pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
+    if path.is_dir() {
+        // (a diffusers model folder; in a page nothing is a folder)
+        return crate::pipeline::diffusers::read_folder(path);
+    }
     let bytes = read_file(path)
         .await
         .map_err(|e| match path.as_os_str() == DEFAULT_CHECKPOINT {
