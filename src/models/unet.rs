@@ -10,7 +10,11 @@
 //! - `down.i.res.j` (j < res_blocks): ResBlock -> C_i (GroupNorm -> SiLU -> 3x3 conv, + Linear of
 //!   SiLU(temb), GroupNorm -> SiLU -> dropout -> 3x3 conv, + input or its 1x1 conv), followed
 //!   by `down.i.attn.j` at attention levels; each output pushed on hs. Every level but the
-//!   last ends in `down.i.downsample`, a 3x3 stride-2 conv (padding 1), also pushed.
+//!   last ends in `down.i.downsample`, a 3x3 stride-2 conv (padding 1; with
+//!   `downsample_padding` 0, no padding after one zero row and column on the bottom and right),
+//!   also pushed. Attention blocks have `heads` heads, or C / `head_dim` when that is set; every
+//!   GroupNorm has epsilon `norm_eps`; the sinusoid's layout is `time_sinusoid` (a diffusers
+//!   `UNet2DModel` is this network with those settings: `pipeline::diffusers`).
 //! - `mid`: `mid.res.0`, `mid.attn`, `mid.res.1` at the lowest resolution.
 //! - `up.i.res.j` (levels from the deepest up, j <= res_blocks): ResBlock on concat(h, pop(hs))
 //!   -> C_i, then `up.i.attn.j` at attention levels; every level but the top ends in
