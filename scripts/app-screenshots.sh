@@ -10,10 +10,18 @@
 #   docs/app-experiments.png the experiments view after the compression experiment at a toy size
 #   <out>/frames-*.csv     every frame's interval (--frame-log); the app prints the percentiles
 # and, last, one round of `wgdiff bench app` (the train view against `wgdiff train`).
-# Usage: scripts/app-screenshots.sh [OUT_DIR]   (default docs; CI runs it into a temp folder)
+# Usage: scripts/app-screenshots.sh [OUT_DIR] [--quick]   (default docs)
+# --quick (CI, into a temp folder): the compare view scores 8 images per variant instead of 50,
+# and the experiments view and `bench app` are left out (tests/app covers both): ~5 minutes
+# instead of ~17 on lavapipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs}
+quick=${2:-}
+case "$quick" in
+  "" | --quick) ;;
+  *) echo "usage: scripts/app-screenshots.sh [OUT_DIR] [--quick]" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -43,15 +51,19 @@ $bin gui --view train --set sample-every=3 --autorun --out "${TMPDIR:-/tmp}/wgdi
 echo "== skip view: the shipped searched schedule over k(t), FLOPs per skip depth"
 $bin gui --view skip --set schedule=assets/schedules/mnist-small-skip-zero-ddpm20-budget10.json \
   --screenshot "$out/app-skip.png"
-echo "== compare view: DDPM 20 steps against DDIM 10, MNIST-FID over 50 images each"
-$bin gui --view compare --set fid-samples=50 --autorun --screenshot "$out/app-compare.png"
+fid_samples=50
+if [ -n "$quick" ]; then fid_samples=8; fi
+echo "== compare view: DDPM 20 steps against DDIM 10, MNIST-FID over $fid_samples images each"
+$bin gui --view compare --set fid-samples=$fid_samples --autorun --screenshot "$out/app-compare.png"
 echo "== denoise view paused after step 12 of 20 (the step debugger)"
 $bin gui --view denoise --set steps=20 --set pause-after=12 --autorun --out "${TMPDIR:-/tmp}/wgdiff-app-paused" \
   --screenshot "$out/app-paused.png"
-echo "== experiments view: the compression experiment at a toy size (8 images per MNIST-FID, 2 steps)"
-$bin gui --view experiments --set experiment=compression --set samples=8 --set steps=2 \
-  --set out="${TMPDIR:-/tmp}/wgdiff-app-experiment" --autorun --screenshot "$out/app-experiments.png"
 echo "== profile view: a training step of mnist-small, its roofline"
 $bin gui --view profile --autorun --screenshot "$out/app-profile.png"
-echo "== the app's training job against the CLI's: wgdiff bench app (one round of 12 steps)"
-$bin bench app --steps 12 --rounds 1 --skip 2
+if [ -z "$quick" ]; then
+  echo "== experiments view: the compression experiment at a toy size (8 images per MNIST-FID, 2 steps)"
+  $bin gui --view experiments --set experiment=compression --set samples=8 --set steps=2 \
+    --set out="${TMPDIR:-/tmp}/wgdiff-app-experiment" --autorun --screenshot "$out/app-experiments.png"
+  echo "== the app's training job against the CLI's: wgdiff bench app (one round of 12 steps)"
+  $bin bench app --steps 12 --rounds 1 --skip 2
+fi

@@ -39,7 +39,8 @@ enum Command {
     /// Draw images from a trained checkpoint (no flags: the model shipped in assets/models)
     Sample(commands::sample::SampleArgs),
     /// Write a checkpoint's EMA weights alone (what sampling needs: a quarter of the file, for
-    /// the web page or sharing); sample, eval, the app and train --init read it
+    /// the web page or sharing; sample, eval, the app and train --init read it), or with
+    /// --format diffusers a U-Net as a diffusers UNet2DModel folder
     Export(commands::export::ExportArgs),
     /// Convert a model from another tool's layout into a wgdiff checkpoint (diffusers: a
     /// UNet2DModel folder with its scheduler config)

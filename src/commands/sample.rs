@@ -26,7 +26,8 @@ pub struct SamplingArgs {
     /// DDIM's eta: 0 deterministic (the default), 1 as much noise as DDPM's ancestral steps
     #[arg(long)]
     eta: Option<f32>,
-    /// DDIM's timestep spacing: uniform (the default), quadratic (dense near the data) or log-snr
+    /// DDIM's timestep spacing: uniform (the default), quadratic (dense near the data), log-snr or
+    /// trailing (every T/steps-th from the top, as diffusers' `trailing`)
     #[arg(long)]
     spacing: Option<Spacing>,
     /// Class of every image (class-conditional models)

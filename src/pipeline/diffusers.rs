@@ -18,6 +18,7 @@ use crate::diffusion::{BetaSchedule, Objective, Process};
 use crate::models::{AttentionAt, ModelConfig, TimeSinusoid, UNetConfig};
 use crate::run_state::TrainState;
 use crate::{Error, Result};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -157,40 +158,29 @@ impl Keys {
         self.map.remove(key).filter(|v| !v.is_null())
     }
 
-    fn usize_or(&mut self, key: &str, default: usize) -> Result<usize> {
+    /// The value of `key` as a `T` (`kind` says which in the error), `default` when absent.
+    fn value_or<T: DeserializeOwned>(&mut self, key: &str, default: T, kind: &str) -> Result<T> {
         match self.take(key) {
             None => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .map(|n| n as usize)
-                .ok_or_else(|| self.error(format!("`{key}` is {v}; it must be a whole number"))),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|_| self.error(format!("`{key}` is {v}; it must be {kind}"))),
         }
+    }
+
+    fn usize_or(&mut self, key: &str, default: usize) -> Result<usize> {
+        self.value_or(key, default, "a whole number")
     }
 
     fn f64_or(&mut self, key: &str, default: f64) -> Result<f64> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(v) => v
-                .as_f64()
-                .ok_or_else(|| self.error(format!("`{key}` is {v}; it must be a number"))),
-        }
+        self.value_or(key, default, "a number")
     }
 
     fn bool_or(&mut self, key: &str, default: bool) -> Result<bool> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(v) => v
-                .as_bool()
-                .ok_or_else(|| self.error(format!("`{key}` is {v}; it must be true or false"))),
-        }
+        self.value_or(key, default, "true or false")
     }
 
     fn str_or(&mut self, key: &str, default: &str) -> Result<String> {
-        match self.take(key) {
-            None => Ok(default.to_string()),
-            Some(Value::String(s)) => Ok(s),
-            Some(v) => Err(self.error(format!("`{key}` is {v}; it must be a string"))),
-        }
+        self.value_or(key, default.to_string(), "a string")
     }
 
     fn list_or<T>(&mut self, key: &str, default: &[T], item: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>>
@@ -536,7 +526,7 @@ fn process(keys: &mut Keys) -> Result<Process> {
 }
 
 /// Where a diffusers tensor goes in the wgdiff U-Net.
-enum Target {
+pub(super) enum Target {
     /// This wgdiff tensor, transposed when it is a Linear weight ([out, in] -> [in, out]).
     Tensor { name: String, transpose: bool },
     /// Part (0 = q, 1 = k, 2 = v) of the attention block `block`'s stacked `qkv` `param`.
@@ -550,7 +540,7 @@ enum Target {
 }
 
 /// The target of diffusers tensor `key` in a U-Net of `config`, or why it has none.
-fn target(key: &str, config: &UNetConfig) -> std::result::Result<Target, String> {
+pub(super) fn target(key: &str, config: &UNetConfig) -> std::result::Result<Target, String> {
     let levels = config.levels();
     let parts: Vec<&str> = key.split('.').collect();
     let tensor = |name: String, transpose: bool| Ok(Target::Tensor { name, transpose });
@@ -725,7 +715,7 @@ fn weights(files: &DiffusersFiles, config: &UNetConfig) -> Result<BTreeMap<Strin
 }
 
 /// Row-major [cols, rows] of row-major [rows, cols] `data`.
-fn transposed(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+pub(super) fn transposed(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     (0..cols)
         .flat_map(|c| (0..rows).map(move |r| data[r * cols + c]))
         .collect()

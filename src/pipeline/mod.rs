@@ -2,6 +2,7 @@
 //! batches or step by step, score its samples and time its skip schedules.
 
 pub mod diffusers;
+pub mod diffusers_export;
 pub mod grids;
 pub mod model;
 pub mod quality;
@@ -9,7 +10,7 @@ pub mod request;
 pub mod run;
 pub mod speedup;
 
-pub use model::{Sampling, TrainedModel, DEFAULT_CHECKPOINT, DEFAULT_EXPORT};
+pub use model::{read_checkpoint, Sampling, TrainedModel, DEFAULT_CHECKPOINT, DEFAULT_EXPORT};
 pub use quality::{sample_features, GeneratedFeatures};
 pub use request::{SampleRequest, SampleRequestBuilder, MAX_GUIDANCE};
 pub use run::{request_denoiser, run_request, sample_net};

@@ -130,6 +130,16 @@ pub struct TrainedModel {
     pub packed_weights: usize,
 }
 
+/// The checkpoint at `path`: a wgdiff checkpoint file, or a diffusers model folder
+/// ([`super::diffusers::read_folder`]).
+pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
+    if path.is_dir() {
+        super::diffusers::read_folder(path)
+    } else {
+        Checkpoint::load(path)
+    }
+}
+
 impl TrainedModel {
     /// Loads a `wgdiff train` checkpoint with its EMA weights (the sampling weights), or a
     /// diffusers model folder ([`super::diffusers::read_folder`]).
@@ -150,11 +160,7 @@ impl TrainedModel {
                     .into(),
             });
         }
-        let ckpt = if path.is_dir() {
-            super::diffusers::read_folder(path)?
-        } else {
-            Checkpoint::load(path)?
-        };
+        let ckpt = read_checkpoint(path)?;
         let origin = path.display().to_string();
         let model = Self::from_checkpoint(gpu, &ckpt, &origin, skip_type)?;
         pollster::block_on(model.sampling().check_output_scale(gpu, &origin))?;

@@ -38,28 +38,40 @@ pub struct TrainState {
 }
 
 impl TrainState {
-    /// The state of a model trained elsewhere (an imported one): no steps, no losses, no data
-    /// read; the recipe is the default one, which fine-tuning (`--init`) starts from.
-    pub fn imported(model: ModelConfig, process: Process) -> TrainState {
-        let config = TrainConfig::default();
+    /// The state of a run about to take its first step: no steps, losses or FID records yet;
+    /// an f16 run's loss scale at its start.
+    pub fn fresh(
+        config: TrainConfig,
+        model: ModelConfig,
+        process: Process,
+        batcher: BatcherState,
+    ) -> TrainState {
         TrainState {
-            batcher: BatcherState {
-                seed: config.seed,
-                epoch: 0,
-                position: 0,
-                batch_size: config.batch,
-                flip: false,
-                dataset_len: 0,
-            },
+            scaler: (config.precision == Precision::F16).then(LossScaler::default),
+            batcher,
             config,
             model,
             process,
             step: 0,
             losses: Vec::new(),
             train_seconds: 0.0,
-            scaler: None,
             fid: Vec::new(),
         }
+    }
+
+    /// The state of a model trained elsewhere (an imported one): no steps, no losses, no data
+    /// read; the recipe is the default one, which fine-tuning (`--init`) starts from.
+    pub fn imported(model: ModelConfig, process: Process) -> TrainState {
+        let config = TrainConfig::default();
+        let batcher = BatcherState {
+            seed: config.seed,
+            epoch: 0,
+            position: 0,
+            batch_size: config.batch,
+            flip: false,
+            dataset_len: 0,
+        };
+        TrainState::fresh(config, model, process, batcher)
     }
 
     /// The classifier-free guidance scale the run's grids and FID evaluations use and

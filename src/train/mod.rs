@@ -24,7 +24,7 @@ use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, Repli
 use crate::fsio::FileStore;
 use crate::models::DiffusionNet;
 use crate::ops::random::{step_seed, Rng};
-use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LossScaler, LrSchedule};
+use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LrSchedule};
 use crate::pipeline::{sample_net, SampleRequest};
 use crate::run_state::{is_sampling_export, saved_state};
 use crate::{Error, Gpu, Result, Tensor};
@@ -163,17 +163,7 @@ impl Trainer {
                 ))
             })?;
         }
-        let state = TrainState {
-            scaler: (config.precision == Precision::F16).then(LossScaler::default),
-            batcher: batcher.state().clone(),
-            config,
-            model,
-            process,
-            step: 0,
-            losses: Vec::new(),
-            train_seconds: 0.0,
-            fid: Vec::new(),
-        };
+        let state = TrainState::fresh(config, model, process, batcher.state().clone());
         let mut trainer = Trainer::build(gpu, state, batcher)?;
         if let Some((ckpt, _)) = init {
             trainer.init_from(ckpt)?;

@@ -8,7 +8,8 @@
 // explanation a browser without WebGPU gets.
 //   node web/test/page.mjs       (from the repository; web/test.sh builds the site first)
 // Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
-// for the screenshots and figures, default web/test/out), CHROMIUM (default /usr/bin/chromium).
+// for the screenshots and figures, default web/test/out), CHROMIUM (default /usr/bin/chromium),
+// TRAIN_FID=skip leaves out the train view at its defaults (>= 10 minutes; CI leaves it out).
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -20,9 +21,11 @@ const WGDIFF = process.env.WGDIFF ?? "target/release/wgdiff";
 const SHOTS = process.env.SHOTS ?? "web/test/out";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const MINUTES = 60_000;
-// Chromium's WebGPU on SwiftShader, headless, as root, on a machine without a network.
+// Chromium's WebGPU on SwiftShader, headless, as root, on a machine without a network, in a
+// container whose /dev/shm may be small (Chromium's shared memory in /tmp instead: a full
+// /dev/shm closes the browser, seen in CI while the page handed over a download).
 const QUIET = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
-  "--no-first-run", "--disable-sync"];
+  "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"];
 const WEBGPU = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
   "--use-angle=swiftshader", "--enable-unsafe-swiftshader"];
 // The denoise both sides run: the shipped model, DDPM, 20 steps, seed 0, 16 images.
@@ -39,11 +42,34 @@ const FRAME_P95_MS = 250;
 // training (seconds).
 const FID_TARGET = 120;
 const FID_WITHIN_S = 600;
+const TRAIN_FID = process.env.TRAIN_FID !== "skip";
 
 fs.mkdirSync(SHOTS, { recursive: true });
 const log = (...a) => console.log("page test:", ...a);
 function fail(message) {
   throw new Error(message);
+}
+
+/** A browser that says when it goes away and pages that say when they crash. */
+async function launch(args) {
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args });
+  browser.on("disconnected", () => log("the browser closed or crashed"));
+  return browser;
+}
+
+/** A page of `context` (a browser or a browser context) that logs its errors and a crash. */
+async function watchedPage(context, options) {
+  const page = await context.newPage(options);
+  page.on("pageerror", (e) => log("page error:", String(e)));
+  page.on("crash", () => log("the page crashed"));
+  return page;
+}
+
+/** The next download of `page`; a closed browser fails it where it is awaited, not earlier. */
+function nextDownload(page) {
+  const download = page.waitForEvent("download", { timeout: 15 * MINUTES });
+  download.catch(() => {});
+  return download;
 }
 
 /** The page's latest announcement of `event` (data-wgdiff-<event>) once `done(it)` holds. */
@@ -152,15 +178,14 @@ const server = await serve(SITE);
 const site = `http://127.0.0.1:${server.address().port}/`;
 log(`serving ${SITE} at ${site}`);
 const figures = {};
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, ...WEBGPU] });
+const browser = await launch([...QUIET, ...WEBGPU]);
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, acceptDownloads: true });
-  const page = await context.newPage();
-  page.on("pageerror", (e) => log("page error:", String(e)));
+  const page = await watchedPage(context);
 
   // 1. Denoise: completion with step timings, a drawn canvas, the samples' download.
   const query = new URLSearchParams({ view: "denoise", autorun: "1", ...DENOISE });
-  const samplesDownload = page.waitForEvent("download", { timeout: 15 * MINUTES });
+  const samplesDownload = nextDownload(page);
   await page.goto(site + "?" + query);
   await announcement(page, "denoise", `it.step >= ${DENOISE.steps / 2}`, 15 * MINUTES);
   await page.screenshot({ path: path.join(SHOTS, "web-denoise.png") });
@@ -211,7 +236,7 @@ try {
   const train = new URLSearchParams({ view: "train", autorun: "1", preset: "tiny", steps: "20",
     batch: "8", lr: "0.003", warmup: "10", "max-minutes": "0", "sample-every": "0",
     "checkpoint-every": "0", "fid-share": "0" }); // (20 steps would score no live MNIST-FID)
-  const checkpointDownload = page.waitForEvent("download", { timeout: 15 * MINUTES });
+  const checkpointDownload = nextDownload(page);
   await page.goto(site + "?" + train);
   const trained = await announcement(page, "train", `it.status === "done"`, 15 * MINUTES);
   await page.waitForTimeout(1500); // the final sample grid
@@ -230,18 +255,20 @@ try {
 
   // 5. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
   // training (the run's own clock: scoring included, loading not), while frames keep coming.
-  await page.goto(site + "?view=train&autorun=1");
-  const reached = await announcement(page, "train",
-    `(it.fid ?? []).some((r) => r.fid <= ${FID_TARGET}) || it.elapsed > ${FID_WITHIN_S} || it.status !== "running"`,
-    FID_WITHIN_S * 1000 + 5 * MINUTES);
-  await page.screenshot({ path: path.join(SHOTS, "web-train-fid.png") });
-  const scored = reached.fid ?? [];
-  const best = scored.reduce((a, r) => (a && a.fid <= r.fid ? a : r), null);
-  Object.assign(figures, { train_fid: scored, train_fid_elapsed_s: reached.elapsed, train_fid_step: reached.step });
-  log(`train view at its defaults: MNIST-FID ${scored.map((r) => `${r.fid.toFixed(1)} at step ${r.step}`).join(", ")}; ${reached.elapsed.toFixed(0)} s of training at step ${reached.step}`);
-  if (!best || best.fid > FID_TARGET)
-    fail(`the page's training reached MNIST-FID ${best ? best.fid.toFixed(1) : "(none scored)"} in ${reached.elapsed.toFixed(0)} s, not ${FID_TARGET} within ${FID_WITHIN_S} s`);
-  await checkFrames(page, "training");
+  if (TRAIN_FID) {
+    await page.goto(site + "?view=train&autorun=1");
+    const reached = await announcement(page, "train",
+      `(it.fid ?? []).some((r) => r.fid <= ${FID_TARGET}) || it.elapsed > ${FID_WITHIN_S} || it.status !== "running"`,
+      FID_WITHIN_S * 1000 + 5 * MINUTES);
+    await page.screenshot({ path: path.join(SHOTS, "web-train-fid.png") });
+    const scored = reached.fid ?? [];
+    const best = scored.reduce((a, r) => (a && a.fid <= r.fid ? a : r), null);
+    Object.assign(figures, { train_fid: scored, train_fid_elapsed_s: reached.elapsed, train_fid_step: reached.step });
+    log(`train view at its defaults: MNIST-FID ${scored.map((r) => `${r.fid.toFixed(1)} at step ${r.step}`).join(", ")}; ${reached.elapsed.toFixed(0)} s of training at step ${reached.step}`);
+    if (!best || best.fid > FID_TARGET)
+      fail(`the page's training reached MNIST-FID ${best ? best.fid.toFixed(1) : "(none scored)"} in ${reached.elapsed.toFixed(0)} s, not ${FID_TARGET} within ${FID_WITHIN_S} s`);
+    await checkFrames(page, "training");
+  } else log("train view at its defaults: left out (TRAIN_FID=skip)");
   await context.close();
 } finally {
   await browser.close();
@@ -251,10 +278,9 @@ try {
 // drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights). Last
 // and in a browser of its own: run in the first browser after the denoise, that browser closed
 // during the training phase (CI, 2026-11-27).
-const own = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, ...WEBGPU] });
+const own = await launch([...QUIET, ...WEBGPU]);
 try {
-  const page = await own.newPage({ viewport: { width: 1280, height: 860 } });
-  page.on("pageerror", (e) => log("page error:", String(e)));
+  const page = await watchedPage(own, { viewport: { width: 1280, height: 860 } });
   for (const { file, says } of brokenCheckpoints()) {
     await page.goto(site + "?" + new URLSearchParams({ view: "denoise", checkpoint: file }));
     const handle = await page.waitForFunction(() => {
@@ -282,7 +308,7 @@ try {
 }
 
 // 7. A browser without WebGPU gets the explanation, not the app.
-const plain = await chromium.launch({ executablePath: CHROMIUM, args: [...QUIET, "--disable-features=WebGPU"] });
+const plain = await launch([...QUIET, "--disable-features=WebGPU"]);
 try {
   const page = await plain.newPage({ viewport: { width: 1000, height: 500 } });
   await page.goto(site);

@@ -1,5 +1,5 @@
-//! Time grids the samplers walk: VP timesteps spaced uniformly, quadratically (DDIM paper) or
-//! uniformly in log-SNR (DPM-Solver), optionally rounded to distinct integers; plain linspaces.
+//! Time grids the samplers walk: VP timesteps spaced uniformly, quadratically (DDIM paper),
+//! uniformly in log-SNR (DPM-Solver) or trailing (diffusers), rounded to distinct integers; linspaces.
 
 use crate::diffusion::schedule::AlphaBars;
 use crate::{Error, Result};
@@ -15,6 +15,9 @@ pub enum Spacing {
     Quadratic,
     /// Evenly in log-SNR, lambda = log(alpha / std) (DPM-Solver's default).
     LogSnr,
+    /// Every (T/steps)-th timestep counted down from the first, the last at T/steps - 1, then
+    /// the data (diffusers' `trailing` spacing; its DDIM scheduler steps by exactly T/steps).
+    Trailing,
 }
 
 impl std::str::FromStr for Spacing {
@@ -26,8 +29,9 @@ impl std::str::FromStr for Spacing {
             "uniform" => Ok(Spacing::Uniform),
             "quadratic" => Ok(Spacing::Quadratic),
             "log-snr" => Ok(Spacing::LogSnr),
+            "trailing" => Ok(Spacing::Trailing),
             _ => Err(Error::Diffusion(format!(
-                "unknown timestep spacing `{name}`; choose uniform, quadratic or log-snr"
+                "unknown timestep spacing `{name}`; choose uniform, quadratic, log-snr or trailing"
             ))),
         }
     }
@@ -42,9 +46,11 @@ pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, 
         0.5 * (log_ab - (-log_ab.exp()).ln_1p())
     };
     let (lambda_start, lambda_end) = (lambda(last), lambda(0.0));
+    let stride = (last + 1.0) / points as f64;
     linspace(1.0, 0.0, points)
         .into_iter()
-        .map(|u| match spacing {
+        .enumerate()
+        .map(|(i, u)| match spacing {
             Spacing::Uniform => u * last,
             Spacing::Quadratic => u * u * last,
             Spacing::LogSnr => {
@@ -52,6 +58,8 @@ pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, 
                 let l = lambda_end + u * (lambda_start - lambda_end);
                 alpha_bars.timestep_of_log_alpha_bar(-softplus(-2.0 * l))
             }
+            // (diffusers: round(arange(T, 0, -T/n)) - 1)
+            Spacing::Trailing => (last + 1.0 - i as f64 * stride).round() - 1.0,
         })
         .collect()
 }
