@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: scripts/fuzz.sh [MINUTES] ["LOADERS"]
 # Fuzzes every loader (idx, cifar, image_folder, checkpoint, compressed_checkpoint,
-# schedule_file, toml_config, data_strings; or the LOADERS named, e.g. "idx checkpoint") for
+# schedule_file, toml_config, data_strings, diffusers; or the LOADERS named, e.g. "idx checkpoint") for
 # MINUTES each (default 10) with seeded mutations of valid inputs, two loaders at a time, and
 # reports cases, errors and panics per loader. A case that kills the process (abort, out of
 # memory) is reported with the seed that replays it:
@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-10}
-loaders=${2:-"idx cifar image_folder checkpoint compressed_checkpoint schedule_file toml_config data_strings"}
+loaders=${2:-"idx cifar image_folder checkpoint compressed_checkpoint schedule_file toml_config data_strings diffusers"}
 export WGDIFF_FUZZ_SECONDS=$((minutes * 60))
 log=$(mktemp -d)
 # Build once and run a copy of the test binary, so edits during a long run change nothing.

@@ -1,11 +1,12 @@
 //! Benchmark harness shared by every `wgdiff bench ...` (interleaved repetitions, medians,
-//! a table and JSON lines) and `bench conv|matmul|block|train`.
+//! a table and JSON lines) and `bench conv|matmul|block|train|step`.
 
 pub mod app;
 pub mod block;
 pub mod conv;
 pub mod matmul;
 pub mod scaling;
+pub mod step;
 pub mod train;
 
 use crate::median::median;

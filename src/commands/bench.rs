@@ -1,13 +1,16 @@
-//! `wgdiff bench conv|block|matmul`: interleaved timings of kernel variants, printed as a
-//! table (plus the ratios the issues' targets are about) or as JSON lines.
+//! `wgdiff bench conv|block|matmul|train|step`: interleaved timings of kernel variants and
+//! model steps, printed as a table (plus the ratios the issues' targets are about) or JSON lines.
 
 use super::distributed::{Distributed, Job};
 use super::print_tuner;
 use anyhow::{Context, Result};
 use clap::Subcommand;
+use std::path::PathBuf;
 use std::sync::Arc;
 use wgdiff::bench::conv::{ConvVariant, Passes};
 use wgdiff::gpu::{describe, DeviceSet};
+use wgdiff::pipeline::diffusers::is_diffusers_folder;
+use wgdiff::pipeline::TrainedModel;
 use wgdiff::train::TrainConfig;
 use wgdiff::AdapterChoice;
 
@@ -87,6 +90,30 @@ pub enum BenchCommand {
         #[arg(long, value_enum)]
         distributed: Option<Distributed>,
     },
+    /// One sampling step (the network call and a DDIM update) of a checkpoint's model at each
+    /// batch size, in rounds; with --beside-diffusers, diffusers' step on PyTorch's CPU in the
+    /// same rounds (the checkpoint then a diffusers folder) and their ratio per round
+    Step {
+        /// The model: a wgdiff checkpoint or a diffusers folder
+        #[arg(long, default_value = wgdiff::pipeline::DEFAULT_CHECKPOINT)]
+        checkpoint: PathBuf,
+        /// Batch sizes, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "1,16")]
+        batches: Vec<usize>,
+        /// Timed rounds (the median is reported)
+        #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
+        reps: usize,
+        /// Untimed steps per batch size before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// A Python with torch and diffusers (e.g. a venv's bin/python): time diffusers' step
+        /// beside wgdiff's, round by round
+        #[arg(long, value_name = "PYTHON")]
+        beside_diffusers: Option<PathBuf>,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// The app's training job against `wgdiff train` on the same settings (the library's
     /// recipe unless --set), in alternating rounds: steps per second of each and their ratio,
     /// and the app's frame intervals while it trains. Opens the app's window, so it needs a
@@ -137,6 +164,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
     | BenchCommand::Block { json, .. }
     | BenchCommand::Train { json, .. }
     | BenchCommand::Matmul { json, .. }
+    | BenchCommand::Step { json, .. }
     | BenchCommand::App(super::bench_app::BenchAppArgs { json, .. })) = what;
     if !json {
         eprintln!("device: {}", describe(&gpu.info));
@@ -218,6 +246,53 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             }
             Ok(())
         }
+        BenchCommand::Step {
+            checkpoint,
+            batches,
+            reps,
+            warmup,
+            beside_diffusers,
+            json,
+        } => {
+            if batches.contains(&0) {
+                anyhow::bail!("--batches: every batch size must be at least 1");
+            }
+            let model = TrainedModel::load(gpu, &checkpoint)?;
+            let mut helper = match &beside_diffusers {
+                Some(python) => {
+                    if !is_diffusers_folder(&checkpoint) {
+                        anyhow::bail!(
+                            "--beside-diffusers: --checkpoint {} must be a diffusers folder for diffusers to load \
+                             (wgdiff export --format diffusers writes one)",
+                            checkpoint.display()
+                        );
+                    }
+                    Some(super::bench_step::DiffusersStep::start(python, &checkpoint)?)
+                }
+                None => None,
+            };
+            let mut time_diffusers = helper.as_mut().map(|h| move |batch: usize| h.step(batch));
+            let other = time_diffusers.as_mut().map(|f| {
+                (
+                    "diffusers (PyTorch CPU)",
+                    f as &mut wgdiff::bench::step::OtherStep,
+                )
+            });
+            let (rows, measurements) = wgdiff::bench::step::run(
+                gpu,
+                model.net.as_ref(),
+                model.image_shape(),
+                &batches,
+                warmup,
+                reps,
+                other,
+            )?;
+            print_rows(&measurements, json);
+            if !json {
+                print_step_summary(&rows);
+            }
+            Ok(())
+        }
         BenchCommand::Matmul {
             shapes,
             variants,
@@ -246,6 +321,20 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                 print_tuner(gpu);
             }
             Ok(())
+        }
+    }
+}
+
+/// The step table: each batch size's median milliseconds and, beside diffusers, their ratio.
+fn print_step_summary(rows: &[wgdiff::bench::step::StepRow]) {
+    if rows.iter().all(|r| r.other_ms.is_none()) {
+        return;
+    }
+    println!("\n| batch | wgdiff ms/step | diffusers (PyTorch CPU) ms/step | diffusers / wgdiff (median of rounds) |");
+    println!("|---:|---:|---:|---:|");
+    for r in rows {
+        if let (Some(other), Some(ratio)) = (r.other_ms, r.other_over_wgdiff) {
+            println!("| {} | {:.1} | {other:.1} | {ratio:.2} |", r.batch, r.wgdiff_ms);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Fuzz-style tests of every loader (IDX raw/gz, CIFAR-10, image-folder files, checkpoints with
 //! their JSON metadata, compressed checkpoints, skip-schedule files, TOML configs, `--data`
-//! strings): seeded mutations of valid inputs must
+//! strings, diffusers model folders): seeded mutations of valid inputs must
 //! give a value or a clear error, never a panic. Each runs a few hundred cases here;
 //! `scripts/fuzz.sh MINUTES` runs the `fuzz_long_*` forms for that long per loader and reports.
 
@@ -17,6 +17,8 @@ use wgdiff::compress::{compress_checkpoint, CompressPlan, PruneMethod, PrunePlan
 use wgdiff::data::{cifar10, idx_from_bytes, image_folder, load_idx, DataSource, Dataset, Split};
 use wgdiff::diffusion::SkipSchedule;
 use wgdiff::ops::WeightBits;
+use wgdiff::pipeline::diffusers::{import, DiffusersFiles, CONFIG_FILE, SCHEDULER_FILE, WEIGHTS_FILE};
+use wgdiff::pipeline::diffusers_export::export;
 use wgdiff::pipeline::TrainedModel;
 use wgdiff::train::{TrainConfig, Trainer};
 
@@ -414,17 +416,21 @@ fn with_mutated_metadata(m: &mut Mutator, bytes: &[u8]) -> Vec<u8> {
 fn mutated_checkpoint(m: &mut Mutator, valid: &[u8], header_len: usize) -> Vec<u8> {
     match m.0.random_range(0..4) {
         0 => with_mutated_metadata(m, valid),
-        1 => {
-            let header = String::from_utf8_lossy(&valid[8..header_len]).into_owned();
-            let dtype = ["F32", "F16", "I64", "BOOL", "I8", "U8"][m.0.random_range(0..6)];
-            let header = m.text(&header.replace("F32", dtype));
-            let mut out = (header.len() as u64).to_le_bytes().to_vec();
-            out.extend_from_slice(header.as_bytes());
-            out.extend_from_slice(&valid[header_len..]);
-            out
-        }
+        1 => with_mutated_header(m, valid, header_len),
         _ => m.bytes(valid),
     }
+}
+
+/// A valid safetensors file's bytes with its header (names, dtypes, shapes, offsets) mutated as
+/// text, the F32 dtypes perhaps renamed.
+fn with_mutated_header(m: &mut Mutator, valid: &[u8], header_len: usize) -> Vec<u8> {
+    let header = String::from_utf8_lossy(&valid[8..header_len]).into_owned();
+    let dtype = ["F32", "F16", "BF16", "I64", "BOOL", "I8", "U8"][m.0.random_range(0..7)];
+    let header = m.text(&header.replace("F32", dtype));
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&valid[header_len..]);
+    out
 }
 
 /// End of the safetensors header of `bytes` (a valid file's).
@@ -607,6 +613,46 @@ fn fuzz_data_strings(budget: Budget) {
     });
 }
 
+/// A diffusers model (the committed `mnist-attn` fixture) with one of its three files mutated:
+/// config.json or scheduler_config.json as text, the weights' header as text or their bytes;
+/// what imports is built, restored and exported back.
+fn fuzz_diffusers(budget: Budget) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusers/mnist-attn");
+    let [config, weights, scheduler] =
+        [CONFIG_FILE, WEIGHTS_FILE, SCHEDULER_FILE].map(|f| std::fs::read(dir.join(f)).unwrap());
+    let header_len = header_end(&weights);
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+    let (config_text, scheduler_text) = (text(&config), text(&scheduler));
+    fuzz("diffusers", budget, |m| {
+        let mutated = match m.0.random_range(0..4) {
+            0 => (
+                m.text(&config_text).into_bytes(),
+                weights.clone(),
+                scheduler.clone(),
+            ),
+            1 => (
+                config.clone(),
+                weights.clone(),
+                m.text(&scheduler_text).into_bytes(),
+            ),
+            2 => (
+                config.clone(),
+                with_mutated_header(m, &weights, header_len),
+                scheduler.clone(),
+            ),
+            _ => (config.clone(), m.bytes(&weights), scheduler.clone()),
+        };
+        let ckpt = import(&DiffusersFiles {
+            config: &mutated.0,
+            weights: &mutated.1,
+            scheduler: &mutated.2,
+            origin: "fuzzed",
+        })?;
+        TrainedModel::from_checkpoint(gpu(), &ckpt, "fuzzed", None)?;
+        export(&ckpt, "fuzzed")
+    });
+}
+
 #[test]
 fn idx_loader_survives_fuzzing() {
     fuzz_idx(Budget::Cases(SHORT_CASES));
@@ -645,6 +691,17 @@ fn toml_config_loader_survives_fuzzing() {
 #[test]
 fn data_source_strings_survive_fuzzing() {
     fuzz_data_strings(Budget::Cases(SHORT_CASES));
+}
+
+#[test]
+fn diffusers_reader_survives_fuzzing() {
+    fuzz_diffusers(Budget::Cases(SHORT_CASES / 2));
+}
+
+#[test]
+#[ignore = "long: scripts/fuzz.sh"]
+fn fuzz_long_diffusers() {
+    fuzz_diffusers(Budget::long());
 }
 
 #[test]
