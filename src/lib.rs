@@ -35,7 +35,7 @@ pub mod run_state;
 pub mod tensor;
 pub mod train;
 
-pub use autograd::{backward, backward_from, enable_grad, no_grad, NoGradGuard};
+pub use autograd::{backward, backward_from, enable_grad, no_grad, without_grad, NoGradGuard};
 pub use error::{Error, Result};
 pub use gpu::{AdapterChoice, Gpu};
 pub use metrics::{frechet_distance, inception_score, kid, FeatureStats, Predictions};

@@ -83,6 +83,28 @@ pub fn no_grad() -> NoGradGuard {
     NoGradGuard { previous }
 }
 
+/// `future` with graph recording off while it is polled, and only then: a [`no_grad`] guard
+/// held across an `.await` would turn recording off for whatever else the thread runs in the
+/// meantime (in a web page every job shares the one thread: a training step would record nothing).
+pub fn without_grad<F: std::future::Future>(future: F) -> WithoutGrad<F> {
+    WithoutGrad(Box::pin(future))
+}
+
+/// The future [`without_grad`] returns.
+pub struct WithoutGrad<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for WithoutGrad<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let _g = no_grad();
+        self.0.as_mut().poll(cx)
+    }
+}
+
 /// Turns graph recording back on until the guard drops (a backward closure that
 /// differentiates a recomputed sub-graph uses it; backward closures run under `no_grad`).
 pub fn enable_grad() -> NoGradGuard {

@@ -43,7 +43,10 @@ impl Sampling<'_> {
     /// an untrained one less, whatever it was trained to output; a diverged one predicts far
     /// more, and its samples come out black. One network call on two images.
     pub async fn check_output_scale(&self, gpu: &Gpu, origin: &str) -> Result<()> {
-        let _g = crate::no_grad();
+        crate::without_grad(self.output_scale_check(gpu, origin)).await
+    }
+
+    async fn output_scale_check(&self, gpu: &Gpu, origin: &str) -> Result<()> {
         let marginals = self.process.marginals()?;
         let t = marginals.noisiest_time();
         let level = marginals.level(t);

@@ -20,9 +20,9 @@ pub async fn sample_net<'s>(
     start: Option<Start>,
     on_step: Option<&'s mut OnStep<'s>>,
 ) -> Result<(Tensor, usize)> {
-    let _g = crate::no_grad();
     let denoiser = request_denoiser(net, model, request);
-    let out = run_request(gpu, &denoiser, model, process, request, start, on_step).await?;
+    let run = run_request(gpu, &denoiser, model, process, request, start, on_step);
+    let out = crate::without_grad(run).await?;
     Ok((out.samples, out.evaluations))
 }
 
