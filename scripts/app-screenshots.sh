@@ -12,8 +12,9 @@
 # and, last, one round of `wgdiff bench app` (the train view against `wgdiff train`).
 # Usage: scripts/app-screenshots.sh [OUT_DIR] [--quick]   (default docs)
 # --quick (CI, into a temp folder): the compare view scores 8 images per variant instead of 50,
-# and the experiments view and `bench app` are left out (tests/app covers both): ~5 minutes
-# instead of ~17 on lavapipe.
+# kernels are chosen by fixed rules (WGDIFF_DETERMINISTIC=1: no minutes of timing the kernel
+# variants of every new shape on a fresh machine), and the experiments view and `bench app` are
+# left out (tests/app covers both): ~5 minutes instead of ~17 on lavapipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs}
@@ -23,6 +24,7 @@ case "$quick" in
   *) echo "usage: scripts/app-screenshots.sh [OUT_DIR] [--quick]" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
+if [ -n "$quick" ]; then export WGDIFF_DETERMINISTIC=1; fi
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if ! command -v Xvfb >/dev/null; then

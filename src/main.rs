@@ -22,7 +22,7 @@ struct Cli {
     adapter: Option<String>,
     /// Choose every kernel by a fixed rule instead of timing the candidates (and ignore the
     /// autotune cache): bit-identical results from run to run on one adapter, perhaps slower
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "WGDIFF_DETERMINISTIC", value_parser = clap::builder::FalseyValueParser::new())]
     deterministic: bool,
     #[command(subcommand)]
     command: Command,
@@ -143,7 +143,7 @@ fn main() -> ExitCode {
 fn run(command: Command, choice: AdapterChoice) -> Result<()> {
     match command {
         Command::Info => commands::info::run(choice),
-        Command::Export(args) => commands::export::run(args),
+        Command::Export(args) => commands::export::run(choice, args),
         Command::Import { what } => commands::import::run(choice, what),
         Command::Compress(args) => commands::compress::run(choice, args),
         #[cfg(feature = "gui")]

@@ -5,7 +5,8 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use wgdiff::pipeline::diffusers::{CONFIG_FILE, SCHEDULER_FILE, WEIGHTS_FILE};
-use wgdiff::pipeline::{diffusers_export, read_checkpoint, DEFAULT_CHECKPOINT};
+use wgdiff::pipeline::{diffusers_export, read_checkpoint, TrainedModel, DEFAULT_CHECKPOINT};
+use wgdiff::AdapterChoice;
 
 /// What `wgdiff export` writes.
 #[derive(Clone, Copy, ValueEnum)]
@@ -35,10 +36,10 @@ pub struct ExportArgs {
 }
 
 /// Writes the export of `--checkpoint` to `--out` (atomically).
-pub fn run(args: ExportArgs) -> Result<()> {
+pub fn run(choice: AdapterChoice, args: ExportArgs) -> Result<()> {
     match args.format {
         Format::Wgdiff => export_wgdiff(&args.checkpoint, &args.out),
-        Format::Diffusers => export_diffusers(&args.checkpoint, &args.out),
+        Format::Diffusers => export_diffusers(choice, &args.checkpoint, &args.out),
     }
 }
 
@@ -70,7 +71,9 @@ fn export_wgdiff(checkpoint: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-fn export_diffusers(checkpoint: &Path, out: &Path) -> Result<()> {
+/// Checks on the device that every tensor fits the U-Net the checkpoint describes (as `wgdiff
+/// import` does), then writes the folder all or none.
+fn export_diffusers(choice: AdapterChoice, checkpoint: &Path, out: &Path) -> Result<()> {
     if out.is_file() || wgdiff::fsio::list_dir(out).is_ok_and(|files| !files.is_empty()) {
         bail!(
             "--out {}: a diffusers export is a new folder, and this one exists and is not empty; choose another",
@@ -78,7 +81,9 @@ fn export_diffusers(checkpoint: &Path, out: &Path) -> Result<()> {
         );
     }
     let ckpt = read_checkpoint(checkpoint)?;
-    let model = diffusers_export::export(&ckpt, &checkpoint.display().to_string())?;
+    let origin = checkpoint.display().to_string();
+    let model = diffusers_export::export(&ckpt, &origin)?;
+    TrainedModel::from_checkpoint(&super::open_gpu(choice)?, &ckpt, &origin, None)?;
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("creating {}: {e}", out.display()))?;
     wgdiff::fsio::write_all_or_none(out, |staging| {
         let files = [

@@ -80,15 +80,15 @@ pub fn open_gpus(choice: AdapterChoice, set: &DeviceSet) -> Result<Vec<Gpu>> {
     Ok(gpus)
 }
 
-/// Deterministic kernels (`--deterministic`), or the slow-fallback warning and the
+/// The slow-fallback warning, then deterministic kernels (`--deterministic`) or the
 /// autotuner's cache file.
 fn configure(gpu: &Gpu, choice: &AdapterChoice) {
+    if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.clone().or_env()) {
+        eprintln!("{warning}");
+    }
     if DETERMINISTIC.load(Ordering::Relaxed) {
         gpu.set_deterministic(true);
         return;
-    }
-    if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.clone().or_env()) {
-        eprintln!("{warning}");
     }
     if let Some(path) = wgdiff::gpu::tuning_cache_path(&gpu.info) {
         gpu.tuner().on_measure(tuning_notice(&path));

@@ -322,7 +322,6 @@ async fn warm_up(gpu: &Gpu, subject: &Subject<'_>, plan: &Plan) -> Result<()> {
 /// at mid-process times), timed `reps` times with the models interleaved in each round.
 async fn time_evaluations(gpu: &Gpu, models: &[TrainedModel], reps: usize) -> Result<Vec<f64>> {
     const BATCH: usize = 16;
-    let _g = crate::no_grad();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
     let mut seconds = vec![Vec::new(); models.len()];
     // round 0 warms each model up (pipelines, pooled buffers) untimed
@@ -333,7 +332,11 @@ async fn time_evaluations(gpu: &Gpu, models: &[TrainedModel], reps: usize) -> Re
             let t = model.state.process.sample_times(&mut rng, BATCH, 0.4..0.6)?;
             gpu.finish().await?;
             let started = web_time::Instant::now();
-            model.net.forward(&x, &t, None, 0)?.to_vec_async().await?;
+            let y = {
+                let _g = crate::no_grad();
+                model.net.forward(&x, &t, None, 0)?
+            };
+            y.to_vec_async().await?;
             if round > 0 {
                 times.push(started.elapsed().as_secs_f64() / BATCH as f64);
             }

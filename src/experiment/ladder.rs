@@ -217,8 +217,11 @@ pub async fn run_ladder(
     let fixed = batcher.next_batch().to_tensor(gpu)?;
     let mut check = Vec::with_capacity(rungs.len());
     for rung in rungs {
-        let _g = crate::no_grad();
-        check.push(loss_of(&fixed, rung.kernels, 0)?.to_vec_async().await?[0]);
+        let loss = {
+            let _g = crate::no_grad();
+            loss_of(&fixed, rung.kernels, 0)?
+        };
+        check.push(loss.to_vec_async().await?[0]);
     }
 
     let total = rungs.len() * plan.ladder_reps;

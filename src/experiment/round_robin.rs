@@ -75,15 +75,17 @@ pub async fn sample_in_turn(
 /// pass at depth d runs the kernels of skipping d levels).
 pub async fn warm_up(gpu: &Gpu, nets: &[(&dyn DiffusionNet, [usize; 3])], rounds: Rounds) -> Result<()> {
     rounds.check()?;
-    let _g = crate::no_grad();
     let mut sizes: Vec<usize> = rounds.counts().collect();
     sizes.dedup();
-    for n in sizes {
-        for &(net, [c, h, w]) in nets {
-            let x = Tensor::zeros(gpu, &[n, c, h, w], DType::F32)?;
-            let t = vec![500.0; n];
-            for skip in 0..net.levels() {
-                net.forward(&x, &t, None, skip)?;
+    {
+        let _g = crate::no_grad();
+        for n in sizes {
+            for &(net, [c, h, w]) in nets {
+                let x = Tensor::zeros(gpu, &[n, c, h, w], DType::F32)?;
+                let t = vec![500.0; n];
+                for skip in 0..net.levels() {
+                    net.forward(&x, &t, None, skip)?;
+                }
             }
         }
     }

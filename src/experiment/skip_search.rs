@@ -133,7 +133,6 @@ pub async fn measure_depth_costs(
     request: &SampleRequest,
     rounds: usize,
 ) -> Result<Vec<f64>> {
-    let _g = crate::no_grad();
     let denoiser = request_denoiser(sampling.net, sampling.model, request);
     let levels = denoiser.levels();
     let [c, h, w] = sampling.model.image_shape();
@@ -146,7 +145,10 @@ pub async fn measure_depth_costs(
             let k = (i + round) % levels;
             gpu.finish().await?;
             let started = Instant::now();
-            denoiser.predict(&x, t, k)?;
+            {
+                let _g = crate::no_grad();
+                denoiser.predict(&x, t, k)?;
+            }
             gpu.finish().await?;
             if round > 0 {
                 times[k].push(started.elapsed().as_secs_f64() * 1e3);
@@ -210,7 +212,6 @@ impl Denoiser for ProxyProbe<'_> {
 
 /// Measures the [`Proxy`] of `request` (its sampler, steps, count and seed) on `sampling`.
 pub async fn measure_proxy(gpu: &Gpu, sampling: Sampling<'_>, request: &SampleRequest) -> Result<Proxy> {
-    let _g = crate::no_grad();
     let denoiser = request_denoiser(sampling.net, sampling.model, request);
     let marginals = sampling.process.marginals()?;
     let probe = ProxyProbe {
@@ -225,7 +226,7 @@ pub async fn measure_proxy(gpu: &Gpu, sampling: Sampling<'_>, request: &SampleRe
         Ok(())
     };
     let unskipped = request.unskipped();
-    run_request(
+    crate::without_grad(run_request(
         gpu,
         &probe,
         sampling.model,
@@ -233,7 +234,7 @@ pub async fn measure_proxy(gpu: &Gpu, sampling: Sampling<'_>, request: &SampleRe
         &unskipped,
         None,
         Some(&mut on_step),
-    )
+    ))
     .await?;
     let levels = denoiser.levels();
     let mut per_call = Vec::new();

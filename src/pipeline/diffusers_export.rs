@@ -64,8 +64,20 @@ pub fn export(ckpt: &Checkpoint, origin: &str) -> Result<DiffusersModel> {
         }
     }
     if let Some(classes) = unet.classes {
-        let table = &tensors["class_embedding.weight"];
-        let dim = table.shape[1];
+        let table = tensors
+            .get("class_embedding.weight")
+            .ok_or_else(|| fail("has no class table (ema.class_embed.weight) for its classes".into()))?;
+        let (rows, dim) = match table.shape[..] {
+            [rows, dim] => (rows, dim),
+            _ => (0, 0),
+        };
+        if rows != classes + 1 {
+            return Err(fail(format!(
+                "its class table is {:?}, not [{}, dim] ({classes} classes and the null class)",
+                table.shape,
+                classes + 1
+            )));
+        }
         if table.data[classes * dim..].iter().all(|&v| v == 0.0) {
             // (an imported model's null row: diffusers' table has none)
             let mut data = table.data.clone();
@@ -292,6 +304,12 @@ fn placed(
     .ok_or_else(|| "no layer of a diffusers UNet2DModel corresponds to it".to_string())?;
     let out = match key.split_once(".qkv.") {
         Some((block, param)) => {
+            if t.shape.first().is_none_or(|rows| rows % 3 != 0) {
+                return Err(format!(
+                    "stacked q, k and v must have 3n rows, not the shape {:?}",
+                    t.shape
+                ));
+            }
             let third = t.data.len() / 3;
             let mut shape = t.shape.clone();
             shape[0] /= 3;

@@ -15,12 +15,17 @@ use wgdiff::train::{TrainConfig, TrainEvent, Trainer};
 use wgdiff::{AdapterChoice, Gpu};
 
 /// One device for every test; tests take turns (one app at a time on the device, so each
-/// app's frame times and jobs are its own).
+/// app's frame times and jobs are its own). Its kernels are chosen by fixed rules
+/// (deterministic mode, as `wgdiff --deterministic`): no minutes of timing the candidates of
+/// every new shape, and the same kernels as the commands the tests compare the app with.
 fn gpu() -> (&'static Gpu, MutexGuard<'static, ()>) {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     static TURN: Mutex<()> = Mutex::new(());
     let gpu = GPU.get_or_init(|| {
-        Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)")
+        let gpu =
+            Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");
+        gpu.set_deterministic(true);
+        gpu
     });
     (gpu, TURN.lock().unwrap_or_else(|e| e.into_inner()))
 }
@@ -1025,16 +1030,6 @@ fn numbers_masked(text: &str) -> String {
 #[test]
 fn experiments_view_fills_tables_and_plots_live_and_writes_the_reports_wgdiff_experiment_writes() {
     let (gpu, _turn) = gpu();
-    // Kernels by fixed rules here and in the command (`--deterministic`): the same kernels in
-    // both, and no autotuning of the 24 models' new shapes (4.5 minutes on lavapipe).
-    struct Rules<'a>(&'a wgdiff::Gpu);
-    impl Drop for Rules<'_> {
-        fn drop(&mut self) {
-            self.0.set_deterministic(false);
-        }
-    }
-    gpu.set_deterministic(true);
-    let _rules = Rules(gpu);
     let out = scratch("experiments");
     let (app_out, cli_out, cancelled_out) = (out.join("app"), out.join("cli"), out.join("cancelled"));
     let flags = [("samples", "4"), ("steps", "1")];

@@ -2,7 +2,7 @@
 //! what the graph keeps alive (its own device, so the pool's byte counts are this test's).
 
 use crate::common::*;
-use wgdiff::{AdapterChoice, DType, Gpu, Tensor};
+use wgdiff::{DType, Gpu, Tensor};
 
 #[test]
 fn gradients_accumulate_across_backward_calls() {
@@ -96,7 +96,7 @@ fn live_bytes(gpu: &Gpu) -> u64 {
 
 #[test]
 fn the_graph_keeps_only_what_backward_needs_and_frees_it_as_it_runs() {
-    let gpu = Gpu::new_blocking(AdapterChoice::default()).unwrap();
+    let gpu = own_gpu();
     let n = 4096;
     let mut r = rng();
     let mut values = || {

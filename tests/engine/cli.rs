@@ -2,13 +2,7 @@
 //! well formed, `profile --trace` writes a Chrome trace and `--roofline` a PNG, train -> sample
 //! writes its files, outputs never replace inputs or earlier runs, bad settings fail first.
 
-use std::process::Command;
-
-/// The CLI (its kernel-tuning cache is the user's, shared with every other test: a fresh one
-/// per test would tune the same kernels again in each).
-fn wgdiff() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_wgdiff"))
-}
+use crate::common::wgdiff;
 
 #[test]
 fn info_without_a_vulkan_driver_names_the_fix() {

@@ -7,16 +7,34 @@ use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 use wgdiff::{AdapterChoice, DType, Gpu, Result, Tensor};
 
-/// One device for every test in this binary; new tensors are filled with NaN first so
-/// unwritten outputs fail the comparisons.
+/// One device for every test in this binary ([`own_gpu`]); new tensors are filled with NaN
+/// first so unwritten outputs fail the comparisons.
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| {
-        let gpu =
-            Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");
+        let gpu = own_gpu();
         gpu.set_poison(true);
         gpu
     })
+}
+
+/// A device of a test's own, choosing kernels by fixed rules (deterministic mode): timing the
+/// candidates of every new shape the tests make took minutes on lavapipe. Every variant is
+/// checked by the tests that pin it; the measuring itself by tests/engine/determinism.rs and
+/// `kernel_tuning_is_announced_with_the_way_to_skip_it`.
+pub fn own_gpu() -> Gpu {
+    let gpu =
+        Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");
+    gpu.set_deterministic(true);
+    gpu
+}
+
+/// The `wgdiff` binary, choosing kernels by fixed rules (`WGDIFF_DETERMINISTIC=1`, as
+/// [`own_gpu`] does) unless a test removes that variable.
+pub fn wgdiff() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wgdiff"));
+    command.env("WGDIFF_DETERMINISTIC", "1");
+    command
 }
 
 /// A fresh RNG (different inputs on every run unless WGDIFF_TEST_SEED is set).

@@ -2,6 +2,7 @@
 //! an unreadable checkpoint and loses at most one checkpoint interval (`WGDIFF_KILLS`, default
 //! 3; the long form is 20), and SIGINT/SIGTERM write a checkpoint and exit with status 130.
 
+use crate::common::wgdiff;
 use rand::Rng;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ fn run_dir(test: &str) -> PathBuf {
 /// A tiny-preset run that would go on for hours, writing a checkpoint every [`INTERVAL`] steps
 /// (or resuming `resume`); its stderr lines arrive on the returned channel.
 fn start_training(out: &Path, resume: Option<&Path>) -> (Child, mpsc::Receiver<String>) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wgdiff"));
+    let mut cmd = wgdiff();
     cmd.arg("train");
     match resume {
         Some(ckpt) => cmd.args(["--resume".as_ref(), ckpt.as_os_str()]),
@@ -136,7 +137,7 @@ fn sigkill_at_random_moments_never_loses_more_than_one_checkpoint_interval() {
     child.kill().unwrap();
     child.wait().unwrap();
     let step = checkpoint_step(&checkpoint);
-    let status = Command::new(env!("CARGO_BIN_EXE_wgdiff"))
+    let status = wgdiff()
         .args(["train", "--resume"])
         .arg(&checkpoint)
         .args(["--steps", &(step + 1).to_string()])

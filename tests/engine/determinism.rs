@@ -5,14 +5,12 @@ use crate::common::*;
 use wgdiff::gpu::Autotuner;
 use wgdiff::ops::conv::{resolve, ConvGeometry};
 use wgdiff::ops::{ConvImpl, ConvOptions};
-use wgdiff::{AdapterChoice, DType, Gpu, Tensor};
+use wgdiff::{DType, Gpu, Tensor};
 
-/// A fresh device (so the mode cannot reach the tests sharing `gpu()`), poisoned, in
-/// deterministic mode.
+/// A fresh device in deterministic mode, poisoned.
 fn deterministic_gpu() -> Gpu {
-    let gpu = Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter");
+    let gpu = own_gpu();
     gpu.set_poison(true);
-    gpu.set_deterministic(true);
     assert!(gpu.is_deterministic());
     gpu
 }

@@ -1,9 +1,9 @@
 //! Models in the diffusers layout: the committed random-weight `UNet2DModel`s
 //! (scripts/diffusers_fixtures.py) give diffusers' outputs and DDIM runs, and what wgdiff cannot run is refused by name.
 
+use crate::common::gpu;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use wgdiff::checkpoint::{Checkpoint, Stored};
 use wgdiff::diffusion::{NetDenoiser, Process, SampleOptions, Sampler, Spacing, Start, Step};
 use wgdiff::models::{AttentionAt, DiffusionNet, ModelConfig, UNetConfig};
@@ -14,7 +14,7 @@ use wgdiff::pipeline::diffusers::{
 use wgdiff::pipeline::diffusers_export::{export, DiffusersModel};
 use wgdiff::pipeline::TrainedModel;
 use wgdiff::run_state::TrainState;
-use wgdiff::{AdapterChoice, DType, Gpu, Tensor};
+use wgdiff::{DType, Gpu, Tensor};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -55,18 +55,6 @@ fn io(dir: &Path) -> Io {
         ddim_t: all("ddim_t"),
         ddim_steps: all("ddim_steps"),
     }
-}
-
-/// A device of these tests' own in deterministic mode (timing every conv variant of these new
-/// shapes would take minutes on lavapipe), poisoned so that unwritten outputs show.
-fn own_gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| {
-        let gpu = Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter");
-        gpu.set_deterministic(true);
-        gpu.set_poison(true);
-        gpu
-    })
 }
 
 /// max |got - want| / max |want|.
@@ -157,14 +145,14 @@ fn check_ddim(gpu: &Gpu, dir: &Path) {
 #[test]
 fn diffusers_unets_give_the_outputs_diffusers_gives() {
     for name in ["mnist-attn", "rgb64"] {
-        check_forward(own_gpu(), &fixture(name));
+        check_forward(gpu(), &fixture(name));
     }
 }
 
 #[test]
 fn a_ddim_run_on_a_diffusers_unet_follows_diffusers_ddim_scheduler_step_by_step() {
     for name in ["mnist-attn", "rgb64"] {
-        check_ddim(own_gpu(), &fixture(name));
+        check_ddim(gpu(), &fixture(name));
     }
 }
 
@@ -176,8 +164,8 @@ fn a_ddim_run_on_a_diffusers_unet_follows_diffusers_ddim_scheduler_step_by_step(
 fn a_diffusers_unet_made_by_the_script_gives_diffusers_outputs_and_ddim_run() {
     let dir = std::env::var("WGDIFF_DIFFUSERS_MODEL")
         .expect("WGDIFF_DIFFUSERS_MODEL=DIR: the model folder to check");
-    check_forward(own_gpu(), Path::new(&dir));
-    check_ddim(own_gpu(), Path::new(&dir));
+    check_forward(gpu(), Path::new(&dir));
+    check_ddim(gpu(), Path::new(&dir));
 }
 
 /// A change to a config file's JSON.
@@ -373,7 +361,7 @@ fn an_imported_model_exports_to_the_diffusers_files_it_came_from() {
 fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
     // a class-conditional U-Net with a learned null class (classifier-free guidance's), two
     // heads per attention block, attention at its second level
-    let gpu = own_gpu();
+    let gpu = gpu();
     let unet = UNetConfig {
         base_channels: 8,
         channel_mult: vec![1, 2],

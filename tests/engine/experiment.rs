@@ -396,7 +396,7 @@ fn a_comparison_times_every_variant_on_one_seed_and_marks_the_pareto_front() {
     use wgdiff::DType;
     // (a device of its own: peak device memory is read from its pool, which other tests
     // allocating and freeing on the shared device would move; a variant read 0 bytes so)
-    let gpu = &wgdiff::Gpu::new_blocking(wgdiff::AdapterChoice::default()).expect("a GPU adapter");
+    let gpu = &crate::common::own_gpu();
     gpu.set_poison(true);
     let path = tiny_checkpoint(
         "compare",

@@ -3,20 +3,15 @@
 //! weights, device counts without bound, errors that point at the wrong input, counts of zero,
 //! and a display probe's noise on a machine without a display.
 
-use crate::common::gpu;
+use crate::common::{gpu, wgdiff};
 use pollster::block_on;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::data::{grid_png, mnist, save_grid, GridLayout, Split, DEFAULT_MNIST_DIR};
 use wgdiff::diffusion::SkipSchedule;
 use wgdiff::pipeline::DEFAULT_EXPORT;
 use wgdiff::train::{ResumeChanges, TrainConfig, Trainer};
-
-fn wgdiff() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_wgdiff"))
-}
 
 /// A fresh folder for one test.
 fn fresh_dir(test: &str) -> PathBuf {
@@ -306,21 +301,28 @@ fn a_report_that_fails_half_way_replaces_none_of_the_earlier_one() {
 #[test]
 fn kernel_tuning_is_announced_with_the_way_to_skip_it() {
     // (a fresh cache: the first sampling step measures kernel variants, which took minutes in
-    // silence on a CPU adapter)
+    // silence on a CPU adapter; a tiny U-Net's few shapes keep this test short)
     let cache = fresh_dir("tuning-cache");
     let out = cache.join("samples.png");
+    let checkpoint = cache.join("tiny.safetensors");
+    let trainer = Trainer::new(
+        gpu(),
+        TrainConfig {
+            preset: "tiny".into(),
+            steps: 1,
+            batch: 2,
+            out: cache.clone(),
+            ..TrainConfig::default()
+        },
+    )
+    .unwrap();
+    block_on(trainer.save(&checkpoint)).unwrap();
     let run = |extra: &[&str]| {
         let output = wgdiff()
+            .env_remove("WGDIFF_DETERMINISTIC")
             .args(extra)
-            .args([
-                "sample",
-                "--count",
-                "2",
-                "--steps",
-                "1",
-                "--out",
-                out.to_str().unwrap(),
-            ])
+            .args(["sample", "--checkpoint", checkpoint.to_str().unwrap()])
+            .args(["--count", "2", "--steps", "1", "--out", out.to_str().unwrap()])
             .env("WGDIFF_CACHE_DIR", &cache)
             .output()
             .unwrap();

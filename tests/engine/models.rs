@@ -3,11 +3,11 @@
 //! that runs fewer kernels, class conditioning, dropout, the ScoreNet's 1/std(t) scale and the
 //! MLP's gated identity path.
 
-use crate::common::gpu;
+use crate::common::{gpu, own_gpu};
 use wgdiff::models::{preset, DiffusionNet, MlpNetConfig, ModelConfig, SkipType, UNet, UNetConfig, PRESETS};
 use wgdiff::nn::{dropout, ConvGroups};
 use wgdiff::ops::random::Rng;
-use wgdiff::{AdapterChoice, DType, Gpu, Tensor};
+use wgdiff::{DType, Tensor};
 
 fn build(name: &str) -> Box<dyn DiffusionNet> {
     preset(name).unwrap().build(gpu(), 7).unwrap()
@@ -283,7 +283,7 @@ fn f16_forward_and_gradients_track_f32_on_every_network_path() {
 #[test]
 fn skipping_levels_runs_fewer_kernels_for_every_skip_type() {
     // a device of its own: the profiler would record other tests' work on the shared one
-    let gpu = Gpu::new_blocking(AdapterChoice::default()).unwrap();
+    let gpu = own_gpu();
     let x = Tensor::from_f32(&gpu, &[2, 1, 28, 28], &vec![0.25; 2 * 28 * 28]).unwrap();
     let _g = wgdiff::no_grad();
     for skip_type in [SkipType::Zero, SkipType::Duplicate, SkipType::Interpolate] {
@@ -294,7 +294,7 @@ fn skipping_levels_runs_fewer_kernels_for_every_skip_type() {
         let net = UNet::new(&gpu, &config, 5).unwrap();
         let mut counts = Vec::new();
         for skip in 0..net.levels() {
-            net.forward(&x, &[1.0, 2.0], None, skip).unwrap(); // compiles and autotunes
+            net.forward(&x, &[1.0, 2.0], None, skip).unwrap(); // compiles
             gpu.profiler().start().unwrap();
             let y = net.forward(&x, &[1.0, 2.0], None, skip).unwrap();
             let profile = gpu.profiler().stop_blocking().unwrap();

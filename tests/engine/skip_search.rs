@@ -4,7 +4,7 @@
 //! identical to no caching, kept features reused exactly m - 1 times (dispatches counted), and
 //! the errors of bad schedules and cache settings.
 
-use crate::common::{gpu, rng};
+use crate::common::{gpu, own_gpu, rng};
 use crate::eval::pooled_pixel_tracker;
 use rand::Rng as _;
 use std::cell::RefCell;
@@ -21,7 +21,7 @@ use wgdiff::models::{DeepFeatures, DiffusionNet, ModelConfig, UNetConfig};
 use wgdiff::ops::random::Rng;
 use wgdiff::pipeline::SampleRequest;
 use wgdiff::pipeline::Sampling;
-use wgdiff::{AdapterChoice, Gpu, Result, Tensor};
+use wgdiff::{Gpu, Result, Tensor};
 
 /// The tiny U-Net (3 levels) with weights from `seed`, and its config and process.
 fn tiny_unet(gpu: &Gpu, seed: u64) -> (Box<dyn DiffusionNet>, ModelConfig, Process) {
@@ -392,7 +392,7 @@ impl Denoiser for CountingDenoiser<'_> {
 #[test]
 fn kept_features_are_reused_exactly_m_minus_one_times_by_counted_dispatches() {
     // a device of its own: the profiler would record other tests' work on the shared one
-    let gpu = Gpu::new_blocking(AdapterChoice::default()).unwrap();
+    let gpu = own_gpu();
     let (net, _, _) = tiny_unet(&gpu, 6);
     let _g = wgdiff::no_grad();
     let run = |steps: usize, skip: SkipPlan, cache: FeatureCache| {
