@@ -58,11 +58,13 @@ fn train_args(out: &Path, steps: usize) -> Vec<String> {
     args
 }
 
-/// `mpirun -n 2 --oversubscribe` (as root too, as in CI containers) over `args`.
+/// `mpirun -n 2 --oversubscribe` (as root too, as in CI containers) over `args`; the ranks
+/// choose kernels by fixed rules, as [`command`] does.
 fn mpirun(args: &[String]) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.args(["-n", "2", "--oversubscribe", WGDIFF])
         .args(args)
+        .env("WGDIFF_DETERMINISTIC", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     cmd
@@ -146,16 +148,18 @@ fn two_ranks_and_two_ranks_of_two_devices_train_like_one_process() {
     assert_same_run(&one, &checkpoint(&four), "2 ranks x 2 devices, resumed on 1");
 }
 
+/// `wgdiff args` in one process, kernels chosen by fixed rules (`WGDIFF_DETERMINISTIC=1`: no
+/// minutes of timing kernel variants on a fresh machine).
 fn command(args: &[String]) -> Command {
     let mut cmd = Command::new(WGDIFF);
-    cmd.args(args);
+    cmd.args(args).env("WGDIFF_DETERMINISTIC", "1");
     cmd
 }
 
 /// One process resuming the checkpoint of `run` to `steps` steps.
 fn resume(run: &Path, steps: usize) -> Command {
     let checkpoint = run.join("checkpoint.safetensors");
-    let mut cmd = Command::new(WGDIFF);
+    let mut cmd = command(&[]);
     cmd.arg("train")
         .arg("--resume")
         .arg(checkpoint)
