@@ -13,3 +13,5 @@ pub use train::{ClassifierTrainConfig, ClassifierTrainer, EpochRecord, StepStats
 
 /// Where `wgdiff train-classifier --eval` and the tests find the shipped MNIST classifier.
 pub const SHIPPED_MNIST_CLASSIFIER: &str = "assets/models/mnist-classifier.safetensors";
+/// [channels, height, width] of the images MNIST-FID scores.
+pub const MNIST_IMAGE_SHAPE: [usize; 3] = [1, 28, 28];

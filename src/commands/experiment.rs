@@ -192,7 +192,9 @@ pub struct SpeedrunArgs {
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
     wgdiff experiment adaptive-skip --quick     # lavapipe: < 20 min with the models in assets/models\n  \
-    wgdiff experiment adaptive-skip             # real GPU: 2,000 samples per arm, 100 DDPM steps\n\n\
+    wgdiff experiment adaptive-skip             # real GPU: 2,000 samples per arm, 100 DDPM steps\n  \
+    wgdiff experiment adaptive-skip --checkpoint DIR --samples 2 --batch 2 --steps 2 --quick\n  \
+                                                # an imported diffusers U-Net (not MNIST): timings only\n\n\
 Models: the baseline (trained without skipping) and, in --models, <baseline>-skip-zero,\n\
 -skip-duplicate, -skip-interpolate (k-consistent training, c = 2) and -skip-zero-uniform\n\
 (uniform-k training); a missing one is fine-tuned from the baseline (wgdiff train --init\n\
@@ -204,8 +206,9 @@ pub struct AdaptiveSkipArgs {
     /// at 5 and 10 steps, models from assets/models
     #[arg(long)]
     quick: bool,
-    /// The model trained without skipping (Table 1's first row)
-    #[arg(long, default_value = DEFAULT_CHECKPOINT)]
+    /// The model trained without skipping (Table 1's first row): a checkpoint or a diffusers
+    /// folder. A model that is not 1x28x28 MNIST is timed only, under each skip type untrained
+    #[arg(long, visible_alias = "checkpoint", default_value = DEFAULT_CHECKPOINT)]
     baseline: PathBuf,
     /// Folder of the skip-trained models [default: assets/models with --quick, else runs/adaptive-skip/models]
     #[arg(long, value_name = "DIR")]

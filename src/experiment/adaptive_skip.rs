@@ -119,7 +119,8 @@ pub struct ArmResult {
     pub sampler: String,
     pub eta: Option<f32>,
     pub steps: usize,
-    pub scores: Scores,
+    /// None in a run that measures speed alone (a model MNIST-FID cannot score).
+    pub scores: Option<Scores>,
     /// Sampling seconds of each round's batch (feature extraction excluded).
     pub batch_seconds: Vec<f64>,
     /// 1 - median over rounds of (this arm's batch time / the same model's and sampler's
@@ -179,14 +180,14 @@ fn table3_model(models: &[SkipModel]) -> usize {
 }
 
 /// Runs every arm round-robin, `progress(done_batches, total_batches, arm_label)` before each
-/// batch; returns the results in `arms` order.
+/// batch; returns the results in `arms` order, scored by `scoring` (features and the
+/// reference set; without it the arms are timed only).
 pub async fn run(
     gpu: &Gpu,
     models: &[SkipModel],
     arms: &[Arm],
     plan: &Plan,
-    features: &dyn FeatureNet,
-    reference: &Reference,
+    scoring: Option<(&dyn FeatureNet, &Reference)>,
     progress: impl FnMut(usize, usize, &str) -> Result<()>,
 ) -> Result<Vec<ArmResult>> {
     let rounds = Rounds {
@@ -217,6 +218,7 @@ pub async fn run(
             })
         })
         .collect::<Result<Vec<Contender>>>()?;
+    let features = scoring.map(|(features, _)| features);
     let generated = sample_in_turn(gpu, &contenders, rounds, features, progress).await?;
     arms.iter()
         .zip(&generated)
@@ -235,7 +237,9 @@ pub async fn run(
                     _ => None,
                 },
                 steps: arm.steps,
-                scores: g.scores(features, reference)?,
+                scores: scoring
+                    .map(|(features, reference)| g.scores(features, reference))
+                    .transpose()?,
                 batch_seconds: g.batch_seconds.clone(),
                 speedup_percent,
             })

@@ -195,7 +195,7 @@ pub async fn run(
         gpu,
         &contenders,
         rounds,
-        fid.features.as_ref(),
+        Some(fid.features.as_ref()),
         |done, total, label| {
             // the batches, counted in variants' worth of turns
             let what = format!("MNIST-FID over {} images: {label}", plan.fid_samples);

@@ -6,8 +6,9 @@ use super::report::{ModelInfo, BASELINE_LABEL};
 use super::{compression, ladder, ladder_report, skip_search, skip_search_report, speedrun};
 use super::{ExperimentPlan, ExperimentReport, Header};
 use crate::checkpoint::Checkpoint;
-use crate::classifier::{MnistFid, SHIPPED_MNIST_CLASSIFIER};
+use crate::classifier::{MnistFid, MNIST_IMAGE_SHAPE, SHIPPED_MNIST_CLASSIFIER};
 use crate::eval::DEFAULT_STATS_CACHE;
+use crate::models::SkipType;
 use crate::pipeline::{TrainedModel, DEFAULT_CHECKPOINT};
 use crate::{Error, Gpu, Result};
 use std::path::{Path, PathBuf};
@@ -729,7 +730,28 @@ async fn adaptive_skip_run(
         path: baseline.display().to_string(),
         model: TrainedModel::load(gpu, baseline)?,
     }];
-    for (label, skip_type, scheme, suffix) in SKIP_MODELS {
+    let own_skip_type = models[0].skip_type()?;
+    let [c, h, w] = models[0].model.image_shape();
+    let timings_only = [c, h, w] != MNIST_IMAGE_SHAPE;
+    if timings_only {
+        on_event(Event::Note(format!(
+            "{} is a {c}x{h}x{w} model, not MNIST's 1x28x28: timings only (MNIST-FID cannot score it, and \
+             skip-trained models would need its training data); the rows are its own weights under each skip \
+             type, untrained for skips (interpolate's 1x1 convs start fresh)",
+            baseline.display()
+        )))?;
+        for skip_type in [SkipType::Zero, SkipType::Duplicate, SkipType::Interpolate] {
+            if skip_type != own_skip_type {
+                let title = SKIP_MODELS.iter().find(|m| m.1 == skip_type).map_or("", |m| m.0);
+                models.push(SkipModel {
+                    label: format!("{title} (no training for skips)"),
+                    path: baseline.display().to_string(),
+                    model: TrainedModel::load_with_skip_type(gpu, baseline, Some(skip_type))?,
+                });
+            }
+        }
+    }
+    for (label, skip_type, scheme, suffix) in SKIP_MODELS.into_iter().filter(|_| !timings_only) {
         let path = skip_model_path(&setup.models, baseline, suffix);
         if !path.exists() {
             let what = format!(
@@ -765,11 +787,13 @@ async fn adaptive_skip_run(
     for m in &models {
         m.skip_type()?;
     }
-    let MnistFid {
-        classifier,
-        reference,
-        ..
-    } = mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?;
+    let mnist_fid = match timings_only {
+        true => None,
+        false => Some(mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?),
+    };
+    let scoring = mnist_fid
+        .as_ref()
+        .map(|m| (&m.classifier as &dyn crate::eval::FeatureNet, &m.reference));
     let arms = adaptive_skip::arms(&models, plan);
     on_event(Event::Note(format!(
         "{} arms x {} samples in batches of {} (round-robin, so every arm sees the same machine load)",
@@ -777,22 +801,14 @@ async fn adaptive_skip_run(
         plan.samples,
         plan.batch
     )))?;
-    let results = adaptive_skip::run(
-        gpu,
-        &models,
-        &arms,
-        plan,
-        &classifier,
-        &reference,
-        |done, total, label| {
-            on_event(Event::Progress {
-                done,
-                total,
-                unit: "batches",
-                what: label.to_string(),
-            })
-        },
-    )
+    let results = adaptive_skip::run(gpu, &models, &arms, plan, scoring, |done, total, label| {
+        on_event(Event::Progress {
+            done,
+            total,
+            unit: "batches",
+            what: label.to_string(),
+        })
+    })
     .await?;
     for a in &results {
         let sampler = match a.eta {
@@ -800,6 +816,7 @@ async fn adaptive_skip_run(
             None => a.sampler.clone(),
         };
         let speedup = a.speedup_percent.map_or("-".into(), |s| format!("{s:.1}%"));
+        let fid = a.scores.as_ref().map(|s| s.fid);
         on_event(Event::Row {
             table: "Arms: MNIST-FID and speed-up per model, exponent c and sampler",
             columns: &["model", "c", "sampler", "steps", "speed-up", "MNIST-FID"],
@@ -810,23 +827,33 @@ async fn adaptive_skip_run(
                 sampler,
                 a.steps.to_string(),
                 speedup,
-                format!("{:.1}", a.scores.fid),
+                fid.map_or("-".into(), |f| format!("{f:.1}")),
             ],
         })?;
-        if let (None, Some(s), true) = (a.eta, a.speedup_percent, a.steps == plan.steps) {
+        if let (None, Some(s), true, Some(fid)) = (a.eta, a.speedup_percent, a.steps == plan.steps, fid) {
             on_event(Event::Point {
                 plot: &FID_VS_SPEEDUP,
                 series: a.model.clone(),
                 x: s,
-                y: a.scores.fid,
+                y: fid,
             })?;
         }
     }
+    let (metric, reference) = match &mnist_fid {
+        Some(m) => (
+            "MNIST-FID".to_string(),
+            format!(
+                "{} {} images",
+                m.reference.source.images, m.reference.source.dataset
+            ),
+        ),
+        None => ("none (timings only)".to_string(), "nothing".to_string()),
+    };
     Ok(super::report::Report {
         header: header(),
         plan: plan.clone(),
-        metric: "MNIST-FID".into(),
-        reference: format!("{} {} images", reference.source.images, reference.source.dataset),
+        metric,
+        reference,
         models: models.iter().map(ModelInfo::of).collect::<Result<_>>()?,
         arms: results,
     })

@@ -93,7 +93,8 @@ pub struct Report {
     #[serde(flatten)]
     pub header: Header,
     pub plan: Plan,
-    /// "MNIST-FID" (the shipped MNIST classifier's features) or "FID".
+    /// "MNIST-FID" (the shipped MNIST classifier's features), "FID", or "none (timings only)"
+    /// for a model MNIST-FID cannot score (no arm has scores then).
     pub metric: String,
     /// The reference set, e.g. "10000 mnist/test images".
     pub reference: String,
@@ -102,43 +103,23 @@ pub struct Report {
 }
 
 impl ExperimentReport for Report {
-    /// Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png and skip-schedules.png
-    /// (for a U-Net of the first model's levels) into `out`; returns the paths written.
+    /// Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png (when the arms were
+    /// scored) and skip-schedules.png (for a U-Net of the first model's levels) into `out`;
+    /// returns the paths written.
     fn write_files(&self, out: &Path) -> Result<Vec<String>> {
         let levels = self.models.first().map_or(0, |m| m.levels);
         super::write_text_report(out, "adaptive-skip", &self.markdown(), self)?;
-        let series: Vec<Series> = self
-            .models
-            .iter()
-            .map(|m| Series {
-                name: m.label.clone(),
-                points: self
-                    .arms
-                    .iter()
-                    .filter(|a| a.model == m.label && a.eta.is_none() && a.steps == self.plan.steps)
-                    .filter_map(|a| Some((a.speedup_percent?, a.scores.fid, format!("c={}", a.exponent))))
-                    .collect(),
-            })
-            .collect();
-        let subtitle = format!("{} samples, DDPM {} steps", self.plan.samples, self.plan.steps);
-        let caption = format!("{} vs sampling speed-up ({subtitle})", self.metric);
-        let axes = plots::Axes {
-            caption: &caption,
-            x: "speed-up of sampling against c = 0 (%)",
-            y: &self.metric,
-        };
-        plots::curves(&out.join("fid-vs-speedup.png"), axes, &series)?;
         let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
         plots::skip_schedules(&out.join("skip-schedules.png"), levels, &nonzero)?;
-        Ok([
-            "adaptive-skip.md",
-            "adaptive-skip.json",
-            "fid-vs-speedup.png",
-            "skip-schedules.png",
-        ]
-        .iter()
-        .map(|name| out.join(name).display().to_string())
-        .collect())
+        let mut written = vec!["adaptive-skip.md", "adaptive-skip.json", "skip-schedules.png"];
+        if self.arms.iter().any(|a| a.scores.is_some()) {
+            self.plot_fid_vs_speedup(out)?;
+            written.push("fid-vs-speedup.png");
+        }
+        Ok(written
+            .iter()
+            .map(|name| out.join(name).display().to_string())
+            .collect())
     }
 
     /// The whole report as Markdown.
@@ -146,20 +127,32 @@ impl ExperimentReport for Report {
         let mut md = String::new();
         let n = self.plan.samples;
         let metric = &self.metric;
+        let scored = self.arms.iter().any(|a| a.scores.is_some());
         let _ = writeln!(
             md,
-            "# Adaptive U-Net level skipping on MNIST (Tables 1-3 of *Accelerating Diffusion \
-             Models using Adaptive Neural Network Architecture*, Giladi, Meir, Kavar and Elad)\n"
+            "# Adaptive U-Net level skipping{} (Tables 1-3 of *Accelerating Diffusion \
+             Models using Adaptive Neural Network Architecture*, Giladi, Meir, Kavar and Elad)\n",
+            if scored { " on MNIST" } else { ": timings only" }
         );
-        let _ = writeln!(
-            md,
-            "{} Every {metric} below is of **{n} samples** against {}; \
-             the published numbers (after the slash) are CIFAR-10 FIDs of 50,000 samples from a 35.7M-parameter \
-             DDPM, so compare trends, not values. {metric} uses the shipped MNIST classifier's features: it is \
-             not the Inception FID.\n",
-            self.header.markdown(),
-            self.reference
-        );
+        if scored {
+            let _ = writeln!(
+                md,
+                "{} Every {metric} below is of **{n} samples** against {}; \
+                 the published numbers (after the slash) are CIFAR-10 FIDs of 50,000 samples from a 35.7M-parameter \
+                 DDPM, so compare trends, not values. {metric} uses the shipped MNIST classifier's features: it is \
+                 not the Inception FID.\n",
+                self.header.markdown(),
+                self.reference
+            );
+        } else {
+            let _ = writeln!(
+                md,
+                "{} **Timings only**: MNIST-FID scores 1x28x28 MNIST models alone, so the quality cells are \
+                 dashes and Table 2's speed-ups ({n} samples per arm) are what this run measured. The published \
+                 numbers (after the slash) are the paper's CIFAR-10 figures.\n",
+                self.header.markdown()
+            );
+        }
         let _ = writeln!(md, "Models:\n");
         for m in &self.models {
             let _ = writeln!(
@@ -189,7 +182,7 @@ impl ExperimentReport for Report {
             let published = PUBLISHED_FID.iter().find(|(l, _)| *l == m.label).map(|(_, v)| v);
             let _ = write!(md, "| {} |", m.label);
             for (i, c) in EXPONENTS.into_iter().enumerate() {
-                let ours = self.table12(&m.label, c).map(|a| format!("{:.2}", a.scores.fid));
+                let ours = Self::fid_cell(self.table12(&m.label, c));
                 let _ = write!(
                     md,
                     " {} / {} |",
@@ -232,6 +225,43 @@ impl ExperimentReport for Report {
 }
 
 impl Report {
+    /// fid-vs-speedup.png: each model's score against its speed-up at every exponent.
+    fn plot_fid_vs_speedup(&self, out: &Path) -> Result<()> {
+        let series: Vec<Series> = self
+            .models
+            .iter()
+            .map(|m| Series {
+                name: m.label.clone(),
+                points: self
+                    .arms
+                    .iter()
+                    .filter(|a| a.model == m.label && a.eta.is_none() && a.steps == self.plan.steps)
+                    .filter_map(|a| {
+                        Some((
+                            a.speedup_percent?,
+                            a.scores.as_ref()?.fid,
+                            format!("c={}", a.exponent),
+                        ))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let subtitle = format!("{} samples, DDPM {} steps", self.plan.samples, self.plan.steps);
+        let caption = format!("{} vs sampling speed-up ({subtitle})", self.metric);
+        let axes = plots::Axes {
+            caption: &caption,
+            x: "speed-up of sampling against c = 0 (%)",
+            y: &self.metric,
+        };
+        plots::curves(&out.join("fid-vs-speedup.png"), axes, &series)
+    }
+
+    /// The score of an arm, if it was scored.
+    fn fid_cell(arm: Option<&ArmResult>) -> Option<String> {
+        arm.and_then(|a| a.scores.as_ref())
+            .map(|s| format!("{:.2}", s.fid))
+    }
+
     /// Table 1's arm of `label` at exponent `c` (DDPM ancestral at the plan's steps).
     fn table12(&self, label: &str, c: f32) -> Option<&ArmResult> {
         self.arms
@@ -274,15 +304,11 @@ impl Report {
         for eta in ETAS {
             let _ = write!(md, "| η = {eta} |");
             for &s in steps {
-                let cell = self
-                    .table3(ours, TABLE3_EXPONENT, 2 * s, Some(eta))
-                    .map(|a| format!("{:.2}", a.scores.fid));
+                let cell = Self::fid_cell(self.table3(ours, TABLE3_EXPONENT, 2 * s, Some(eta)));
                 let _ = write!(md, " {} |", dash(cell));
             }
             for &s in steps {
-                let cell = self
-                    .table3(BASELINE_LABEL, 0.0, s, Some(eta))
-                    .map(|a| format!("{:.2}", a.scores.fid));
+                let cell = Self::fid_cell(self.table3(BASELINE_LABEL, 0.0, s, Some(eta)));
                 let _ = write!(md, " {} |", dash(cell));
             }
             md.push('\n');
@@ -345,7 +371,11 @@ impl Report {
                 same_kernels.len()
             );
         }
-        let scores = |label: &str, c: f32| self.table12(label, c).map(|a| &a.scores);
+        let scores = |label: &str, c: f32| self.table12(label, c).and_then(|a| a.scores.as_ref());
+        if self.arms.iter().all(|a| a.scores.is_none()) {
+            md.push_str("- Timings only (no arm was scored): no comparison of quality.\n");
+            return md;
+        }
         let (Some(ours), Some(base)) = (scores(zero, c), scores(BASELINE_LABEL, c)) else {
             md.push_str(
                 "- The baseline or the skip-trained zero model is missing at c = 2: no comparison.\n",

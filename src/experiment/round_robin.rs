@@ -42,12 +42,13 @@ impl Rounds {
 }
 
 /// Samples every contender's images round by round, `progress(done_batches, total_batches,
-/// label)` before each batch; returns each contender's features and batch times in order.
+/// label)` before each batch; returns each contender's features (none without `features`: a
+/// run that measures speed alone) and batch times in order.
 pub async fn sample_in_turn(
     gpu: &Gpu,
     contenders: &[Contender<'_>],
     rounds: Rounds,
-    features: &dyn FeatureNet,
+    features: Option<&dyn FeatureNet>,
     mut progress: impl FnMut(usize, usize, &str) -> Result<()>,
 ) -> Result<Vec<GeneratedFeatures>> {
     rounds.check()?;

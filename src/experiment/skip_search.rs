@@ -650,9 +650,13 @@ pub async fn compare(
             })
         })
         .collect::<Result<Vec<Contender>>>()?;
-    let generated = sample_in_turn(gpu, &contenders, rounds, bench.features, |done, total, arm| {
-        on_event(SearchEvent::Batch { done, total, arm })
-    })
+    let generated = sample_in_turn(
+        gpu,
+        &contenders,
+        rounds,
+        Some(bench.features),
+        |done, total, arm| on_event(SearchEvent::Batch { done, total, arm }),
+    )
     .await?;
     let base = arms
         .iter()

@@ -21,25 +21,28 @@ pub struct GeneratedFeatures {
 }
 
 impl GeneratedFeatures {
-    /// Draws `request.count` images as `request` says and appends their features.
+    /// Draws `request.count` images as `request` says and appends their features (with
+    /// `features` None, only the batch's time: a run that measures speed alone).
     pub async fn add_batch(
         &mut self,
         gpu: &Gpu,
         sampling: Sampling<'_>,
         request: &SampleRequest,
-        features: &dyn FeatureNet,
+        features: Option<&dyn FeatureNet>,
     ) -> Result<()> {
         gpu.finish().await?;
         let started = Instant::now();
         let (images, _) = sampling.sample(gpu, request, None).await?;
         gpu.finish().await?;
         self.batch_seconds.push(started.elapsed().as_secs_f64());
-        let f = {
-            let _g = crate::no_grad();
-            features.features(&images)?
-        };
-        self.dim = f.shape()[f.rank() - 1];
-        self.rows.extend(f.to_vec_async().await?);
+        if let Some(features) = features {
+            let f = {
+                let _g = crate::no_grad();
+                features.features(&images)?
+            };
+            self.dim = f.shape()[f.rank() - 1];
+            self.rows.extend(f.to_vec_async().await?);
+        }
         self.count += request.count();
         Ok(())
     }
@@ -91,7 +94,7 @@ pub async fn sample_features(
     let mut generated = GeneratedFeatures::default();
     let request = request.with_count(count)?;
     for part in request.chunks(batch) {
-        generated.add_batch(gpu, sampling, &part, features).await?;
+        generated.add_batch(gpu, sampling, &part, Some(features)).await?;
         progress(generated.count)?;
     }
     Ok(generated)

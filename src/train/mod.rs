@@ -280,7 +280,7 @@ impl Trainer {
     fn build(gpu: &Gpu, state: TrainState, batcher: Batcher) -> Result<Trainer> {
         let c = &state.config;
         let images = state.model.image_shape();
-        if c.fid_every > 0 && images != [1, 28, 28] {
+        if c.fid_every > 0 && images != crate::classifier::MNIST_IMAGE_SHAPE {
             return Err(Error::Config(format!(
                 "fid_every needs a model of 1-channel 28x28 images (MNIST-FID scores them with the MNIST \
                  classifier); this model makes {images:?} images: set fid_every = 0"
@@ -477,7 +477,7 @@ impl Trainer {
     pub fn scores_mnist_fid(&self) -> bool {
         let c = &self.state.config;
         let on_mnist = matches!(c.data.parse::<DataSource>(), Ok(DataSource::Mnist(_)))
-            && self.state.model.image_shape() == [1, 28, 28];
+            && self.state.model.image_shape() == crate::classifier::MNIST_IMAGE_SHAPE;
         self.rank() == 0 && (c.fid_every > 0 || (c.fid_share > 0.0 && on_mnist))
     }
 
