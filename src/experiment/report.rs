@@ -112,7 +112,7 @@ impl ExperimentReport for Report {
         let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
         plots::skip_schedules(&out.join("skip-schedules.png"), levels, &nonzero)?;
         let mut written = vec!["adaptive-skip.md", "adaptive-skip.json", "skip-schedules.png"];
-        if self.arms.iter().any(|a| a.scores.is_some()) {
+        if self.scored() {
             self.plot_fid_vs_speedup(out)?;
             written.push("fid-vs-speedup.png");
         }
@@ -127,7 +127,7 @@ impl ExperimentReport for Report {
         let mut md = String::new();
         let n = self.plan.samples;
         let metric = &self.metric;
-        let scored = self.arms.iter().any(|a| a.scores.is_some());
+        let scored = self.scored();
         let _ = writeln!(
             md,
             "# Adaptive U-Net level skipping{} (Tables 1-3 of *Accelerating Diffusion \
@@ -225,6 +225,11 @@ impl ExperimentReport for Report {
 }
 
 impl Report {
+    /// Whether any arm was scored (a timings-only run has no scores).
+    fn scored(&self) -> bool {
+        self.arms.iter().any(|a| a.scores.is_some())
+    }
+
     /// fid-vs-speedup.png: each model's score against its speed-up at every exponent.
     fn plot_fid_vs_speedup(&self, out: &Path) -> Result<()> {
         let series: Vec<Series> = self
@@ -372,7 +377,7 @@ impl Report {
             );
         }
         let scores = |label: &str, c: f32| self.table12(label, c).and_then(|a| a.scores.as_ref());
-        if self.arms.iter().all(|a| a.scores.is_none()) {
+        if !self.scored() {
             md.push_str("- Timings only (no arm was scored): no comparison of quality.\n");
             return md;
         }
