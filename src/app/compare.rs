@@ -79,11 +79,36 @@ impl CompareView {
         }
     }
 
-    /// The settings a page address or `wgdiff gui --set` may give (the plan's).
-    pub const KEYS: [&'static str; 4] = ["seed", "images", "rounds", "fid-samples"];
+    /// The settings a page address or `wgdiff gui --set` may give: the plan's, and every
+    /// variant's as `LETTER.KEY` (`a.steps=4`, `c.checkpoint=int8.safetensors`: KEY one of the
+    /// denoise view's [`DenoiseSettings::KEYS`]; naming a variant past the last adds copies of
+    /// the last up to it; their seed and image count are the plan's).
+    pub const KEYS: [&'static str; 5] = ["seed", "images", "rounds", "fid-samples", "a.KEY .. d.KEY"];
 
     /// Sets `key` (one of [`Self::KEYS`]) from its text.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        if let Some((letter, setting)) = key.split_once('.') {
+            let index = variant_index(letter).ok_or_else(|| {
+                crate::Error::Config(format!(
+                    "compare setting `{key}`: `{letter}` is not a variant (a to {})",
+                    variant_letter(MAX_VARIANTS - 1).to_lowercase()
+                ))
+            })?;
+            if let Some(plan_key) = match setting {
+                "seed" => Some("seed"),
+                "count" => Some("images"),
+                _ => None,
+            } {
+                return Err(crate::Error::Config(format!(
+                    "compare setting `{key}`: every variant samples the plan's {setting}; set `{plan_key}`"
+                )));
+            }
+            while self.variants.len() <= index {
+                let copy = self.variants.last().cloned().expect("at least one variant");
+                self.variants.push(copy);
+            }
+            return self.variants[index].set(setting, value);
+        }
         let p = &mut self.plan;
         match key {
             "seed" => p.seed = parse_setting(key, value)?,
@@ -474,6 +499,14 @@ impl Recorded {
 }
 
 /// "A", "B", ...
+/// The variant a lower-case letter of a `--set` key names (`a` is the first), if any.
+fn variant_index(letter: &str) -> Option<usize> {
+    match letter.as_bytes() {
+        [c @ b'a'..=b'z'] => Some(usize::from(c - b'a')).filter(|&i| i < MAX_VARIANTS),
+        _ => None,
+    }
+}
+
 fn variant_letter(i: usize) -> String {
     char::from(b'A' + (i as u8 % 26)).to_string()
 }

@@ -123,7 +123,7 @@ pub struct AppOptions {
     pub view: View,
     /// Settings of the first view (`key`, `value`), as a page address's query or
     /// `wgdiff gui --set key=value` give them: the denoise view's [`DenoiseSettings::KEYS`],
-    /// the compare view's plan (`seed`, `images`, `rounds`, `fid-samples`), the train view's
+    /// the compare view's [`CompareView::KEYS`] (its plan, and `a.steps` etc. for variants), the train view's
     /// [`TrainSettings::KEYS`].
     pub settings: Vec<(String, String)>,
     /// Start that view's job (sampling, training, profiling, measuring) at once; a denoise

@@ -951,6 +951,17 @@ fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
             ("steps", "2"),
             "the profile view takes no settings",
         ),
+        (
+            View::Compare,
+            ("e.steps", "2"),
+            "compare setting `e.steps`: `e` is not a variant (a to d)",
+        ),
+        (
+            View::Compare,
+            ("b.seed", "2"),
+            "every variant samples the plan's seed; set `seed`",
+        ),
+        (View::Compare, ("a.sampler", "euler"), "unknown sampler `euler`"),
     ];
     let bad_options: Vec<AppOptions> = bad.iter().map(|(view, kv, _)| options(*view, &[*kv])).collect();
     let errors = std::sync::Arc::new(Mutex::new(Vec::new()));
@@ -975,6 +986,28 @@ fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
     for (err, (_, _, want)) in errors.iter().zip(bad) {
         assert!(err.contains(want), "{err:?} should say {want:?}");
     }
+
+    // A variant's settings as LETTER.KEY; naming the fourth adds copies of the last up to it
+    let compare = options(
+        View::Compare,
+        &[
+            ("images", "4"),
+            ("a.steps", "4"),
+            ("d.sampler", "ddim"),
+            ("d.steps", "3"),
+        ],
+    );
+    let harness = harness_with(gpu, compare, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    let compare = &harness.state().compare;
+    let variants: Vec<(&str, usize)> = compare
+        .variants
+        .iter()
+        .map(|v| (v.sampler.as_str(), v.steps))
+        .collect();
+    assert_eq!(variants, [("ddpm", 4), ("ddim", 10), ("ddim", 10), ("ddim", 3)]);
+    assert_eq!(compare.plan.images, 4);
 
     let train = options(
         View::Train,
