@@ -1,7 +1,8 @@
 //! `wgdiff experiment adaptive-skip` (the adaptive U-Net paper's Tables 1-3 on MNIST),
 //! `skip-search` (schedules searched under an FID budget, and deep-feature caching), `speedrun`
 //! (the recipe search behind `wgdiff train`'s default), `ladder` (the speed ladders of the CUDA
-//! and NYU studies) and `compression` (the UMass MNIST report's tables): Markdown, JSON, PNG.
+//! and NYU studies), `compression` (the UMass MNIST report's tables) and `step-search` (few-step
+//! timestep schedules): Markdown, JSON, PNG.
 
 use super::progress_bar;
 use anyhow::{Context, Result};
@@ -37,6 +38,71 @@ pub enum ExperimentCommand {
     /// (searched on measured per-level times and a cheap proxy, confirmed by real FIDs), and
     /// deep-feature caching, against the k(t) family on one model
     SkipSearch(SkipSearchArgs),
+    /// Few-step timestep schedules: for DPM-Solver++ (or DDIM) at 10 and 5 steps, the timesteps whose
+    /// samples land closest to the sampler's many-step run from the same noise (after "Align Your
+    /// Steps", Sabour, Fidler and Kreis), then every spacing timed and scored beside 50-step DDPM
+    StepSearch(StepSearchArgs),
+}
+
+/// Flags of `wgdiff experiment step-search`.
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    wgdiff experiment step-search --quick                    # lavapipe, the shipped U-Net: ~25 minutes\n  \
+    wgdiff experiment step-search --quick --model runs/mnist/checkpoint.safetensors\n  \
+    wgdiff sample --skip-schedule runs/step-search/schedule-dpm-solver++-10-searched.json\n\n\
+1. Samples the probe batch (--probe-images, seed --seed) with the sampler at --reference-steps\n\
+   on its own spacing: the reference.\n\
+2. For each step count N: starts from the log-SNR-uniform grid and moves each interior timestep\n\
+   (in log-SNR) toward a neighbour, keeping the move when the probe batch's mean squared\n\
+   difference from the reference falls (--sweeps sweeps, each moving half as far).\n\
+3. Samples every row in turn (DDPM at --baseline-steps, the bar; per N the sampler on uniform,\n\
+   quadratic and log-SNR spacing and on the searched timesteps): ms per image and MNIST-FID\n\
+   from one run. Writes step-search.md, step-search.json, time-vs-fid.png and\n\
+   schedule-SAMPLER-N-searched.json per N to --out.")]
+pub struct StepSearchArgs {
+    /// Small run for lavapipe: 16 probe images, a 100-step reference, 2 sweeps, 200 images per
+    /// MNIST-FID
+    #[arg(long)]
+    quick: bool,
+    /// The checkpoint to search on (a VP model of MNIST digits)
+    #[arg(long, default_value = DEFAULT_CHECKPOINT)]
+    model: PathBuf,
+    /// Step counts to search, comma-separated [default: 10,5]
+    #[arg(long, value_delimiter = ',')]
+    steps: Option<Vec<usize>>,
+    /// dpm-solver++ or ddim (deterministic: runs from the same noise are compared) [default: dpm-solver++]
+    #[arg(long)]
+    sampler: Option<String>,
+    /// Steps of the reference run [default: 100 with --quick, else 200]
+    #[arg(long)]
+    reference_steps: Option<usize>,
+    /// Images every candidate schedule samples [default: 16 with --quick, else 64]
+    #[arg(long)]
+    probe_images: Option<usize>,
+    /// Coordinate-descent sweeps [default: 2 with --quick, else 4]
+    #[arg(long)]
+    sweeps: Option<usize>,
+    /// Steps of the DDPM bar [default: 50]
+    #[arg(long)]
+    baseline_steps: Option<usize>,
+    /// Images per MNIST-FID [default: 200 with --quick, else 1000]
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Images per timed batch [default: 50 with --quick, else 100]
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Seed of the sampling noise (the probe batch's; round r of the final run uses seed + r)
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The MNIST classifier whose features give MNIST-FID
+    #[arg(long, default_value = SHIPPED_MNIST_CLASSIFIER)]
+    classifier: PathBuf,
+    /// Folder of cached reference statistics
+    #[arg(long, default_value = DEFAULT_STATS_CACHE)]
+    cache: PathBuf,
+    /// Output folder
+    #[arg(long, default_value = "runs/step-search")]
+    out: PathBuf,
 }
 
 /// Flags of `wgdiff experiment skip-search`.
@@ -289,6 +355,26 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
             set(&mut setup, "budget", budgets)?;
             set(&mut setup, "sampler", a.sampler)?;
             set(&mut setup, "confirmations", a.confirmations)?;
+            set(&mut setup, "model", Some(a.model.display()))?;
+            set(&mut setup, "classifier", Some(a.classifier.display()))?;
+            set(&mut setup, "cache", Some(a.cache.display()))?;
+            set(&mut setup, "out", Some(a.out.display()))?;
+            setup
+        }
+        ExperimentCommand::StepSearch(a) => {
+            let mut setup = Setup::new(Kind::StepSearch, a.quick);
+            let steps = a
+                .steps
+                .map(|s| s.iter().map(usize::to_string).collect::<Vec<_>>().join(","));
+            set(&mut setup, "steps", steps)?;
+            set(&mut setup, "sampler", a.sampler)?;
+            set(&mut setup, "reference-steps", a.reference_steps)?;
+            set(&mut setup, "probe-images", a.probe_images)?;
+            set(&mut setup, "sweeps", a.sweeps)?;
+            set(&mut setup, "baseline-steps", a.baseline_steps)?;
+            set(&mut setup, "samples", a.samples)?;
+            set(&mut setup, "batch", a.batch)?;
+            set(&mut setup, "seed", Some(a.seed))?;
             set(&mut setup, "model", Some(a.model.display()))?;
             set(&mut setup, "classifier", Some(a.classifier.display()))?;
             set(&mut setup, "cache", Some(a.cache.display()))?;

@@ -41,8 +41,9 @@ pub struct SamplingArgs {
     /// levels skipped at normalised time t [default: 0 = no skipping]
     #[arg(long, conflicts_with = "skip_schedule")]
     skip_exponent: Option<f32>,
-    /// A per-step skip schedule (JSON, from `wgdiff experiment skip-search`); its sampler and
-    /// step count are the defaults of --sampler and --steps
+    /// A schedule file (JSON): levels skipped per step (`wgdiff experiment skip-search`) and/or
+    /// the steps' timesteps (`wgdiff experiment step-search`, which then replace --spacing); its
+    /// sampler and step count are the defaults of --sampler and --steps
     #[arg(long, value_name = "FILE")]
     skip_schedule: Option<PathBuf>,
     /// Deep-feature caching (DeepCache): compute the deep levels' features at one network call

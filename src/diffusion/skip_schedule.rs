@@ -1,7 +1,8 @@
-//! A per-step skip schedule as a JSON file: what `wgdiff experiment skip-search` writes and
-//! `wgdiff sample --skip-schedule` and the app's skip view read (a hand-written one works too).
+//! A per-step schedule as a JSON file: the levels skipped at each step (`wgdiff experiment
+//! skip-search`) and optionally the timesteps (`wgdiff experiment step-search`); read by `wgdiff
+//! sample --skip-schedule`, `eval`, the app and the page (a hand-written one works too).
 
-use super::sampler::Sampler;
+use super::sampler::{check_timesteps, Sampler};
 use super::skip::SkipPlan;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -25,12 +26,36 @@ pub struct SkipSchedule {
     pub levels: usize,
     /// k_i: deep levels skipped by every network call of step i (step 0 starts from noise).
     pub skips: Vec<usize>,
-    /// Normalised time of each step's first network call (1 = noise); may be empty.
+    /// Normalised time of each step's first network call (1 = noise), as the search saw it
+    /// (what the skip view plots); may be empty.
     #[serde(default)]
     pub times: Vec<f32>,
-    /// How the search found it (absent in a hand-written schedule).
+    /// The VP timesteps (0..T-1) the sampler's steps call the network at, when the schedule
+    /// fixes them (`wgdiff experiment step-search`; DDPM, DDIM, DPM-Solver++); empty: the
+    /// sampler's own spacing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timesteps: Vec<f64>,
+    /// How the skip search found it (absent in a hand-written schedule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchRecord>,
+    /// How the step search found its timesteps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_search: Option<StepSearchRecord>,
+}
+
+/// How `wgdiff experiment step-search` found a schedule's timesteps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSearchRecord {
+    /// The checkpoint searched on.
+    pub model: String,
+    /// Steps of the reference run (the same sampler on its own spacing).
+    pub reference_steps: usize,
+    pub probe_images: usize,
+    /// Mean squared difference of the probe batch from the reference run's samples: these
+    /// timesteps', and the sampler's own spacing's at the same steps.
+    pub discrepancy: f64,
+    pub spacing_discrepancy: f64,
+    pub date: String,
 }
 
 /// What a searched schedule promises, and the figures that back it.
@@ -66,7 +91,9 @@ impl SkipSchedule {
             levels,
             skips,
             times,
+            timesteps: Vec::new(),
             search: None,
+            step_search: None,
         }
     }
 
@@ -114,6 +141,17 @@ impl SkipSchedule {
                 schedule.times.len(),
                 schedule.skips.len()
             )));
+        }
+        if !schedule.timesteps.is_empty() {
+            let name = schedule.sampler.name();
+            if !schedule.sampler.takes_timesteps() {
+                return Err(bad(format!(
+                    "`timesteps` are for the ddpm, ddim and dpm-solver++ samplers; {name} walks its own time grid"
+                )));
+            }
+            // (T - 1 is the model's: checked when a request is built on it)
+            check_timesteps(&schedule.timesteps, schedule.skips.len(), f64::INFINITY, name)
+                .map_err(|e| bad(e.to_string()))?;
         }
         Ok(schedule)
     }

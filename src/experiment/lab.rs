@@ -4,6 +4,7 @@
 use super::adaptive_skip::{self, skip_model_path, SkipModel, SKIP_MODELS};
 use super::report::{ModelInfo, BASELINE_LABEL};
 use super::{compression, ladder, ladder_report, skip_search, skip_search_report, speedrun};
+use super::{step_search, step_search_report};
 use super::{ExperimentPlan, ExperimentReport, Header};
 use crate::checkpoint::Checkpoint;
 use crate::classifier::{MnistFid, MNIST_IMAGE_SHAPE, SHIPPED_MNIST_CLASSIFIER};
@@ -22,15 +23,17 @@ pub enum Kind {
     Ladder,
     SkipSearch,
     Speedrun,
+    StepSearch,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::AdaptiveSkip,
         Kind::Compression,
         Kind::Ladder,
         Kind::SkipSearch,
         Kind::Speedrun,
+        Kind::StepSearch,
     ];
 
     /// The subcommand's name: `wgdiff experiment <name>`.
@@ -41,6 +44,7 @@ impl Kind {
             Kind::Ladder => "ladder",
             Kind::SkipSearch => "skip-search",
             Kind::Speedrun => "speedrun",
+            Kind::StepSearch => "step-search",
         }
     }
 
@@ -64,6 +68,10 @@ impl Kind {
                  the k(t) family"
             }
             Kind::Speedrun => "MNIST-FID against training time for the candidate recipes behind `wgdiff train`'s default",
+            Kind::StepSearch => {
+                "few-step timestep schedules searched against a many-step run (after \"Align Your Steps\", Sabour, \
+                 Fidler and Kreis): each spacing's time and MNIST-FID beside 50-step DDPM"
+            }
         }
     }
 
@@ -110,6 +118,15 @@ pub struct SkipSearchSetup {
     pub cache: PathBuf,
 }
 
+/// The step search's model and plan.
+#[derive(Clone, Debug)]
+pub struct StepSearchSetup {
+    pub plan: step_search::Plan,
+    pub model: PathBuf,
+    pub classifier: PathBuf,
+    pub cache: PathBuf,
+}
+
 /// Which experiment, how much of it, and where its report goes.
 #[derive(Clone, Debug)]
 pub enum Plan {
@@ -118,6 +135,7 @@ pub enum Plan {
     Ladder(ladder::Plan),
     SkipSearch(SkipSearchSetup),
     Speedrun(speedrun::Plan),
+    StepSearch(StepSearchSetup),
 }
 
 /// An experiment to run: its plan, the folder its report goes to, and the flags that would make
@@ -158,6 +176,12 @@ impl Setup {
                 cache: DEFAULT_STATS_CACHE.into(),
             }),
             Kind::Speedrun => Plan::Speedrun(speedrun::Plan::choose(quick)),
+            Kind::StepSearch => Plan::StepSearch(StepSearchSetup {
+                plan: step_search::Plan::choose(quick),
+                model: DEFAULT_CHECKPOINT.into(),
+                classifier: SHIPPED_MNIST_CLASSIFIER.into(),
+                cache: DEFAULT_STATS_CACHE.into(),
+            }),
         };
         Setup {
             plan,
@@ -173,6 +197,7 @@ impl Setup {
             Plan::Ladder(_) => Kind::Ladder,
             Plan::SkipSearch(_) => Kind::SkipSearch,
             Plan::Speedrun(_) => Kind::Speedrun,
+            Plan::StepSearch(_) => Kind::StepSearch,
         }
     }
 
@@ -207,6 +232,21 @@ impl Setup {
                 "out",
             ],
             Plan::Speedrun(_) => &["budget", "out"],
+            Plan::StepSearch(_) => &[
+                "samples",
+                "batch",
+                "steps",
+                "sampler",
+                "reference-steps",
+                "probe-images",
+                "sweeps",
+                "baseline-steps",
+                "seed",
+                "model",
+                "classifier",
+                "cache",
+                "out",
+            ],
         }
     }
 
@@ -259,6 +299,27 @@ impl Setup {
                     .collect::<Result<_>>()?
             }
             (Plan::Speedrun(p), "budget") => p.budget_seconds = seconds()?,
+            (Plan::StepSearch(s), "samples") => s.plan.samples = count()?,
+            (Plan::StepSearch(s), "batch") => s.plan.batch = count()?,
+            (Plan::StepSearch(s), "steps") => {
+                s.plan.steps = value
+                    .split(',')
+                    .map(|n| {
+                        n.trim()
+                            .parse::<usize>()
+                            .map_err(|_| bad("comma-separated step counts"))
+                    })
+                    .collect::<Result<_>>()?
+            }
+            (Plan::StepSearch(s), "sampler") => s.plan.sampler = value.parse()?,
+            (Plan::StepSearch(s), "reference-steps") => s.plan.reference_steps = count()?,
+            (Plan::StepSearch(s), "probe-images") => s.plan.probe_images = count()?,
+            (Plan::StepSearch(s), "sweeps") => s.plan.sweeps = count()?,
+            (Plan::StepSearch(s), "baseline-steps") => s.plan.baseline_steps = count()?,
+            (Plan::StepSearch(s), "seed") => s.plan.seed = seed()?,
+            (Plan::StepSearch(s), "model") => s.model = path(),
+            (Plan::StepSearch(s), "classifier") => s.classifier = path(),
+            (Plan::StepSearch(s), "cache") => s.cache = path(),
             _ => {
                 return Err(Error::Config(format!(
                     "experiment {kind} has no --{key}: its flags are --{}",
@@ -307,6 +368,24 @@ impl Setup {
                 .collect::<Vec<_>>()
                 .join(","),
             (Plan::Speedrun(p), "budget") => p.budget_seconds.to_string(),
+            (Plan::StepSearch(s), "samples") => s.plan.samples.to_string(),
+            (Plan::StepSearch(s), "batch") => s.plan.batch.to_string(),
+            (Plan::StepSearch(s), "steps") => s
+                .plan
+                .steps
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            (Plan::StepSearch(s), "sampler") => s.plan.sampler.to_string(),
+            (Plan::StepSearch(s), "reference-steps") => s.plan.reference_steps.to_string(),
+            (Plan::StepSearch(s), "probe-images") => s.plan.probe_images.to_string(),
+            (Plan::StepSearch(s), "sweeps") => s.plan.sweeps.to_string(),
+            (Plan::StepSearch(s), "baseline-steps") => s.plan.baseline_steps.to_string(),
+            (Plan::StepSearch(s), "seed") => s.plan.seed.to_string(),
+            (Plan::StepSearch(s), "model") => path(&s.model),
+            (Plan::StepSearch(s), "classifier") => path(&s.classifier),
+            (Plan::StepSearch(s), "cache") => path(&s.cache),
             _ => String::new(),
         }
     }
@@ -324,6 +403,7 @@ impl Setup {
         match &self.plan {
             Plan::Ladder(p) => p.validate(),
             Plan::SkipSearch(s) => s.plan.validate(),
+            Plan::StepSearch(s) => s.plan.validate(),
             _ => Ok(()),
         }
     }
@@ -392,6 +472,7 @@ pub async fn run(gpu: &Gpu, setup: &Setup, command: &str, on_event: &mut Sink<'_
         Plan::Ladder(p) => Box::new(ladder_run(gpu, p, header, on_event).await?),
         Plan::SkipSearch(s) => Box::new(skip_search_run(gpu, s, header, on_event).await?),
         Plan::Speedrun(p) => Box::new(speedrun_run(gpu, p, header, on_event).await?),
+        Plan::StepSearch(s) => Box::new(step_search_run(gpu, s, header, on_event).await?),
     };
     // (all files or none: a full disk half-way leaves the earlier report whole)
     let written = crate::fsio::write_all_or_none(&setup.out, |staging| report.write_files(staging))?;
@@ -1006,6 +1087,145 @@ async fn skip_search_run(
         levels,
         costs_ms: costs,
         proxy,
+        searched,
+        arms,
+    })
+}
+
+const STEP_SEARCH: LivePlot = LivePlot {
+    title: "Step search: distance from the many-step run per probe run",
+    x: "probe run",
+    y: "mean squared difference",
+    joined: true,
+};
+const SCHEDULES_TIME_VS_FID: LivePlot = LivePlot {
+    title: "Every schedule: MNIST-FID against ms per image",
+    x: "ms per image",
+    y: "MNIST-FID",
+    joined: false,
+};
+
+async fn step_search_run(
+    gpu: &Gpu,
+    setup: &StepSearchSetup,
+    header: impl Fn() -> Header,
+    on_event: &mut Sink<'_>,
+) -> Result<step_search_report::Report> {
+    let plan = &setup.plan;
+    let model = TrainedModel::load(gpu, &setup.model)?;
+    let sampling = model.sampling();
+    if model.image_shape() != MNIST_IMAGE_SHAPE {
+        return Err(Error::Config(format!(
+            "{} samples {:?} images; the step search scores MNIST-FID, which needs 1x28x28 MNIST digits",
+            setup.model.display(),
+            model.image_shape()
+        )));
+    }
+    let MnistFid {
+        classifier,
+        reference,
+        ..
+    } = mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?;
+    // every row: the model's own guidance, a mix of its classes
+    let base = crate::pipeline::SampleRequest::for_state(&model.state)
+        .count(plan.batch)
+        .seed(plan.seed)
+        .build()?;
+    let probe = base.with_count(plan.probe_images)?;
+    on_event(Event::Note(format!(
+        "the reference: {} at {} steps on {} probe images",
+        plan.sampler, plan.reference_steps, plan.probe_images
+    )))?;
+    let reference_run = probe.with_sampler(plan.sampler, plan.reference_steps)?;
+    let reference_samples = step_search::probe_samples(gpu, sampling, &reference_run).await?;
+    let mut searched = Vec::new();
+    let mut probe_runs = 0;
+    for &steps in &plan.steps {
+        on_event(Event::Note(format!("searching {steps} timesteps")))?;
+        let found = step_search::search(
+            gpu,
+            sampling,
+            plan,
+            (&probe, &reference_samples),
+            steps,
+            &mut |p| {
+                probe_runs += 1;
+                on_event(Event::Progress {
+                    done: p.done,
+                    total: p.total,
+                    unit: "probe runs",
+                    what: format!("{steps} steps"),
+                })?;
+                on_event(Event::Point {
+                    plot: &STEP_SEARCH,
+                    series: format!("{} steps", p.steps),
+                    x: p.done as f64,
+                    y: p.best,
+                })
+            },
+        )
+        .await?;
+        let timesteps: Vec<String> = found.timesteps.iter().map(|t| format!("{t:.0}")).collect();
+        on_event(Event::Row {
+            table: "Searched timesteps: distance from the many-step run",
+            columns: &["steps", "own spacing", "searched", "timesteps"],
+            key: steps.to_string(),
+            cells: vec![
+                steps.to_string(),
+                format!("{:.2e}", found.spacing_discrepancy),
+                format!("{:.2e}", found.discrepancy),
+                timesteps.join(", "),
+            ],
+        })?;
+        searched.push(found);
+    }
+    let arms = step_search::arms(plan, &base, &searched)?;
+    on_event(Event::Note(format!(
+        "{} rows x {} images in batches of {}, in turn",
+        arms.len(),
+        plan.samples,
+        plan.batch
+    )))?;
+    let arms = step_search::compare(
+        gpu,
+        sampling,
+        plan,
+        &arms,
+        (&classifier, &reference),
+        |done, total, arm| {
+            on_event(Event::Progress {
+                done,
+                total,
+                unit: "batches",
+                what: arm.to_string(),
+            })
+        },
+    )
+    .await?;
+    for a in &arms {
+        on_event(Event::Row {
+            table: "Every schedule: time and MNIST-FID, taking turns",
+            columns: &["sampler, steps, schedule", "MNIST-FID", "ms per image"],
+            key: a.arm.label.clone(),
+            cells: vec![
+                a.arm.label.clone(),
+                format!("{:.2}", a.scores.fid),
+                format!("{:.1}", a.ms_per_image),
+            ],
+        })?;
+        on_event(Event::Point {
+            plot: &SCHEDULES_TIME_VS_FID,
+            series: a.arm.schedule.clone(),
+            x: a.ms_per_image,
+            y: a.scores.fid,
+        })?;
+    }
+    Ok(step_search_report::Report {
+        header: header(),
+        plan: plan.clone(),
+        model: setup.model.display().to_string(),
+        levels: model.net.levels(),
+        metric: "MNIST-FID".into(),
         searched,
         arms,
     })

@@ -24,6 +24,10 @@ pub mod skip_search;
 pub mod skip_search_report;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod speedrun;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod step_search;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod step_search_report;
 
 use crate::Result;
 use serde::Serialize;

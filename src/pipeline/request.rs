@@ -2,7 +2,8 @@
 //! caching, class, guidance), built once by `SampleRequestBuilder`, which decides every default.
 
 use crate::diffusion::{
-    default_sampler, FeatureCache, Process, Sampler, SkipPlan, SkipSchedule, Spacing, DEFAULT_SAMPLER_STEPS,
+    check_timesteps, default_sampler, FeatureCache, Process, Sampler, SkipPlan, SkipSchedule, Spacing,
+    DEFAULT_SAMPLER_STEPS,
 };
 use crate::models::ModelConfig;
 use crate::run_state::{check_finite_nonnegative, TrainState};
@@ -26,6 +27,7 @@ pub struct SampleRequest {
     class: Option<u32>,
     guidance: f32,
     precision: DType,
+    timesteps: Option<Vec<f64>>,
 }
 
 impl SampleRequest {
@@ -45,6 +47,7 @@ impl SampleRequest {
             class: None,
             guidance: 1.0,
             precision: DType::F32,
+            timesteps: None,
         }
     }
 
@@ -97,6 +100,12 @@ impl SampleRequest {
         self.precision
     }
 
+    /// The VP timesteps of the steps' network calls, when given (a searched schedule) instead
+    /// of the sampler's spacing.
+    pub fn timesteps(&self) -> Option<&[f64]> {
+        self.timesteps.as_deref()
+    }
+
     /// This request split into requests of at most `batch` images (batch 0 counts as 1), the
     /// i-th seeded `seed + i`: how `wgdiff sample --batch` and `eval` draw any count in memory
     /// that fits (the same seed, count and batch give the same images).
@@ -124,6 +133,30 @@ impl SampleRequest {
     /// The same request for `seed`.
     pub fn with_seed(&self, seed: u64) -> SampleRequest {
         SampleRequest { seed, ..self.clone() }
+    }
+
+    /// The same request on `sampler` for `steps` steps at its own spacing (no given timesteps;
+    /// the sampler refuses a process it does not fit when it runs).
+    pub fn with_sampler(&self, sampler: Sampler, steps: usize) -> Result<SampleRequest> {
+        if steps == 0 {
+            return Err(Error::Config("sampler steps must be at least 1".into()));
+        }
+        Ok(SampleRequest {
+            sampler,
+            steps,
+            timesteps: None,
+            ..self.clone()
+        })
+    }
+
+    /// The same request walking `timesteps` (one step each; the sampler checks them when it
+    /// runs).
+    pub fn with_timesteps(&self, timesteps: Vec<f64>) -> SampleRequest {
+        SampleRequest {
+            steps: timesteps.len(),
+            timesteps: Some(timesteps),
+            ..self.clone()
+        }
     }
 
     /// The same request with the whole network at every call (no skipping, no caching).
@@ -158,6 +191,7 @@ pub struct SampleRequestBuilder<'a> {
     class: Option<u32>,
     guidance: f32,
     precision: DType,
+    timesteps: Option<Vec<f64>>,
 }
 
 impl<'a> SampleRequestBuilder<'a> {
@@ -206,11 +240,22 @@ impl<'a> SampleRequestBuilder<'a> {
         self
     }
 
-    /// A searched schedule: its per-step depths, and its sampler and steps unless set.
+    /// A searched schedule: its per-step depths and timesteps (when it has them), and its
+    /// sampler and steps unless set.
     pub fn schedule(mut self, schedule: &SkipSchedule) -> Self {
         self.sampler = self.sampler.or(Some(schedule.sampler));
         self.steps = self.steps.or(Some(schedule.steps()));
         self.skip = schedule.plan();
+        if !schedule.timesteps.is_empty() {
+            self.timesteps = Some(schedule.timesteps.clone());
+        }
+        self
+    }
+
+    /// The VP timesteps of the steps' network calls instead of the sampler's spacing (DDPM,
+    /// DDIM, DPM-Solver++; the step count is theirs unless set).
+    pub fn timesteps(mut self, timesteps: Option<Vec<f64>>) -> Self {
+        self.timesteps = timesteps;
         self
     }
 
@@ -249,7 +294,8 @@ impl<'a> SampleRequestBuilder<'a> {
             }
             None => (default_sampler(self.process), DEFAULT_SAMPLER_STEPS),
         };
-        let steps = self.steps.unwrap_or(default_steps);
+        let given = self.timesteps.as_ref().map(Vec::len);
+        let steps = self.steps.or(given).unwrap_or(default_steps);
         if steps == 0 {
             return bad("sampler steps must be at least 1".into());
         }
@@ -259,6 +305,18 @@ impl<'a> SampleRequestBuilder<'a> {
                 sampler.name(),
                 self.process.name()
             ));
+        }
+        if let Some(timesteps) = &self.timesteps {
+            let last = match (sampler.takes_timesteps(), self.process) {
+                (true, Process::Vp { steps, .. }) => *steps as f64 - 1.0,
+                _ => {
+                    return bad(format!(
+                        "given timesteps (a timestep schedule) are for the ddpm, ddim and dpm-solver++ samplers; this request uses {}",
+                        sampler.name()
+                    ))
+                }
+            };
+            check_timesteps(timesteps, steps, last, sampler.name())?;
         }
         if let SkipPlan::Exponent(c) = self.skip {
             check_finite_nonnegative("the skip exponent c", c, "never skip levels")?;
@@ -294,6 +352,7 @@ impl<'a> SampleRequestBuilder<'a> {
             class: self.class,
             guidance: self.guidance,
             precision: self.precision,
+            timesteps: self.timesteps,
         })
     }
 }

@@ -74,6 +74,7 @@ pub async fn run_request<'s>(
         on_step,
         clip_x0: Some(1.0),
         start,
+        timesteps: request.timesteps().map(<[f64]>::to_vec),
     };
     let mut rng = Rng::new(request.seed());
     request

@@ -616,3 +616,116 @@ fn the_pareto_front_keeps_what_no_other_variant_beats_in_time_and_fid() {
     mark_pareto(&mut rows);
     assert_eq!([rows[0].pareto, rows[1].pareto], [false, true]);
 }
+
+/// The step search at toy size: the searched timesteps land closer to the many-step run than the
+/// log-SNR grid they start from, the schedule file reproduces the distance the search measured
+/// and samples from the command line, and every spacing is timed and scored beside the bar.
+#[test]
+fn the_step_search_finds_timesteps_nearer_the_many_step_run_and_scores_every_spacing() {
+    use wgdiff::diffusion::SkipSchedule;
+    use wgdiff::experiment::lab::{self, Kind, Setup};
+    use wgdiff::experiment::step_search::{discrepancy, probe_samples};
+    use wgdiff::pipeline::SampleRequest;
+    let model = tiny_checkpoint(
+        "step-search",
+        TrainConfig {
+            preset: "tiny".into(),
+            steps: 2,
+            batch: 4,
+            ..TrainConfig::default()
+        },
+    );
+    let out = std::env::temp_dir().join(format!("wgdiff-experiment-step-search-{}", std::process::id()));
+    let mut setup = Setup::new(Kind::StepSearch, true);
+    for (key, value) in [
+        ("model", model.to_str().unwrap()),
+        ("steps", "3"),
+        ("reference-steps", "8"),
+        ("probe-images", "4"),
+        ("sweeps", "1"),
+        ("baseline-steps", "3"),
+        ("samples", "4"),
+        ("batch", "4"),
+        ("out", out.to_str().unwrap()),
+    ] {
+        setup.set(key, value).unwrap();
+    }
+    let finished = pollster::block_on(lab::run(gpu(), &setup, "wgdiff experiment", &mut |_| Ok(()))).unwrap();
+    let name = "schedule-dpm-solver++-3-searched.json";
+    let written: Vec<&str> = finished
+        .written
+        .iter()
+        .map(|w| w.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        written,
+        ["step-search.md", "step-search.json", "time-vs-fid.png", name]
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("step-search.json")).unwrap()).unwrap();
+    let searched = &report["searched"][0];
+    let figure = |key: &str| searched[key].as_f64().unwrap();
+    assert_eq!(
+        searched["runs"],
+        2 + 2 * 2,
+        "the own spacing, the start, 2 moves of 2 interior points"
+    );
+    assert!(figure("discrepancy") < figure("start_discrepancy"), "{searched}");
+    let arms: Vec<(&str, f64, f64)> = report["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let (fid, ms) = (
+                a["scores"]["fid"].as_f64().unwrap(),
+                a["ms_per_image"].as_f64().unwrap(),
+            );
+            (a["arm"]["schedule"].as_str().unwrap(), fid, ms)
+        })
+        .collect();
+    let schedules: Vec<&str> = arms.iter().map(|a| a.0).collect();
+    assert_eq!(schedules, ["ddpm", "uniform", "quadratic", "log-snr", "searched"]);
+    assert!(
+        arms.iter().all(|&(_, fid, ms)| fid.is_finite() && ms > 0.0),
+        "{arms:?}"
+    );
+    assert!(finished.markdown.contains("Align Your Steps") && finished.markdown.contains("## Verdict"));
+
+    // the file's timesteps give the probe batch the distance the search reported
+    let schedule = SkipSchedule::load(&out.join(name)).unwrap();
+    assert_eq!((schedule.timesteps.len(), schedule.timesteps[0]), (3, 999.0));
+    let record = schedule.step_search.as_ref().expect("the search's record");
+    assert_eq!(record.discrepancy, figure("discrepancy"));
+    let trained = TrainedModel::load(gpu(), &model).unwrap();
+    let probe = SampleRequest::for_state(&trained.state).count(4).seed(0);
+    let reference_run = probe
+        .clone()
+        .build()
+        .unwrap()
+        .with_sampler(schedule.sampler, 8)
+        .unwrap();
+    let sample = |request| pollster::block_on(probe_samples(gpu(), trained.sampling(), &request)).unwrap();
+    let again = discrepancy(
+        &sample(probe.schedule(&schedule).build().unwrap()),
+        &sample(reference_run),
+    );
+    assert!(
+        (again - record.discrepancy).abs() <= 1e-9 * record.discrepancy,
+        "{again} vs {}",
+        record.discrepancy
+    );
+
+    let samples = out.join("samples.png");
+    let status = crate::common::wgdiff()
+        .args(["sample", "--count", "2", "--checkpoint", model.to_str().unwrap()])
+        .args([
+            "--skip-schedule",
+            out.join(name).to_str().unwrap(),
+            "--out",
+            samples.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success() && samples.exists());
+    std::fs::remove_dir_all(&out).unwrap();
+}

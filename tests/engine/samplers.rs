@@ -19,7 +19,9 @@
 use crate::common::gpu;
 use crate::exact::{check_moments, gaussian, two_modes, Allowance, Exact};
 use std::time::Instant;
-use wgdiff::diffusion::{BetaSchedule, Objective, Process, SampleOptions, Sampler, Spacing, Start, Step};
+use wgdiff::diffusion::{
+    BetaSchedule, Objective, Process, SampleOptions, Sampler, SkipSchedule, Spacing, Start, Step,
+};
 use wgdiff::ops::random::Rng;
 use wgdiff::Tensor;
 
@@ -395,5 +397,119 @@ fn a_start_of_the_wrong_shape_or_time_is_refused_by_name() {
         let refused = Sampler::Ddpm.run(&process, &exact, gpu(), &shape, &mut Rng::new(1), options);
         let message = refused.err().expect("refused").to_string();
         assert!(message.contains(says), "{message}");
+    }
+}
+
+/// `timesteps` as given (a searched schedule): the spacing's own grid given one by one samples
+/// exactly what the spacing samples, another grid samples something else, and grids a sampler
+/// cannot walk are refused by name.
+#[test]
+fn given_timesteps_replace_the_sampler_s_spacing() {
+    let process = vp(Objective::Eps);
+    let exact = Exact::new(&process, two_modes());
+    let draw = |sampler: Sampler, steps: usize, timesteps: Option<Vec<f64>>| {
+        let options = SampleOptions {
+            steps: Some(steps),
+            timesteps,
+            ..Default::default()
+        };
+        sampler
+            .run(&process, &exact, gpu(), &[256, 2], &mut Rng::new(7), options)
+            .and_then(|out| out.samples.to_vec())
+    };
+    // uniform spacing: DDIM's 5 calls at round(999 u) for u = 1, 3/4, .., 0; DPM-Solver++'s 4
+    // calls at 999 u (fractional) for u = 1, .., 1/4, then on to 0
+    let ddim = Sampler::Ddim {
+        eta: 0.0,
+        spacing: Spacing::Uniform,
+    };
+    let dpm = Sampler::DpmSolverPp {
+        spacing: Spacing::Uniform,
+    };
+    let ddim_grid = vec![999.0, 749.0, 500.0, 250.0, 0.0];
+    let dpm_grid = vec![999.0, 749.25, 499.5, 249.75];
+    assert_eq!(
+        draw(ddim, 5, None).unwrap(),
+        draw(ddim, 5, Some(ddim_grid)).unwrap()
+    );
+    let spaced = draw(dpm, 4, None).unwrap();
+    assert_eq!(spaced, draw(dpm, 4, Some(dpm_grid)).unwrap());
+    let other = draw(dpm, 4, Some(vec![999.0, 400.0, 100.0, 20.0])).unwrap();
+    assert!(spaced.iter().zip(&other).filter(|(a, b)| a != b).count() > 400);
+
+    for (sampler, steps, timesteps, says) in [
+        (
+            dpm,
+            4,
+            vec![999.0, 500.0, 100.0],
+            "the given timesteps are 3, for 4 steps",
+        ),
+        (
+            dpm,
+            3,
+            vec![999.0, 100.0, 500.0],
+            "must decrease from noise to data, but 500 follows 100",
+        ),
+        (dpm, 2, vec![1500.0, 10.0], "hold 1500, outside 0..=999"),
+        (dpm, 2, vec![500.0, f64::NAN], "hold NaN"),
+        (dpm, 2, vec![500.0, 0.0], "its last timestep lies above 0"),
+        (
+            Sampler::OdeHeun,
+            2,
+            vec![500.0, 10.0],
+            "given timesteps are for ddpm, ddim and dpm-solver++",
+        ),
+    ] {
+        let message = draw(sampler, steps, Some(timesteps))
+            .expect_err("refused")
+            .to_string();
+        assert!(message.contains(says), "{message:?} should say {says:?}");
+    }
+    let branch = SampleOptions {
+        steps: Some(2),
+        timesteps: Some(vec![300.0, 100.0]),
+        start: Some(paused_state(&process, ddim, 4, 2, &exact)),
+        ..Default::default()
+    };
+    let message = dpm
+        .run(&process, &exact, gpu(), &[N, 2], &mut Rng::new(7), branch)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        message.contains("given timesteps are for runs from noise"),
+        "{message}"
+    );
+
+    // in a schedule file: read back as written, refused by name where the sampler cannot walk them
+    let file = |sampler: &str, timesteps: &str| {
+        format!(
+            r#"{{"format": "wgdiff skip schedule", "sampler": {sampler}, "levels": 2, "skips": [0, 0, 0], "timesteps": {timesteps}}}"#
+        )
+    };
+    let dpm_file = r#"{"name": "dpm-solver++", "spacing": "log-snr"}"#;
+    let schedule = SkipSchedule::from_json(file(dpm_file, "[999, 310.5, 42]").as_bytes(), "s.json").unwrap();
+    assert_eq!(schedule.timesteps, [999.0, 310.5, 42.0]);
+    assert_eq!(
+        SkipSchedule::from_json(&schedule.to_json(), "again").unwrap(),
+        schedule
+    );
+    for (sampler, timesteps, says) in [
+        (dpm_file, "[999, 42]", "the given timesteps are 2, for 3 steps"),
+        (dpm_file, "[999, 42, 310]", "but 310 follows 42"),
+        (dpm_file, "[999, 42, -1]", "hold -1, outside 0..=T-1"),
+        (
+            r#"{"name": "ode-heun"}"#,
+            "[999, 310, 42]",
+            "`timesteps` are for the ddpm, ddim and dpm-solver++ samplers; ode-heun walks its own time grid",
+        ),
+    ] {
+        let err = SkipSchedule::from_json(file(sampler, timesteps).as_bytes(), "s.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("s.json") && err.contains(says),
+            "{err:?} should say {says:?}"
+        );
     }
 }

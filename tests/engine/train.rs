@@ -767,7 +767,9 @@ fn sample_requests_decide_their_steps_in_one_place() {
         levels: 2,
         skips: vec![1, 0, 0],
         times: Vec::new(),
+        timesteps: Vec::new(),
         search: None,
+        step_search: None,
     };
     let scheduled = request(SampleRequest::builder(&model, &ddpm).schedule(&schedule));
     assert_eq!((scheduled.sampler().name(), scheduled.steps()), ("ddim", 3));
@@ -784,6 +786,32 @@ fn sample_requests_decide_their_steps_in_one_place() {
     );
     let eta = SampleRequest::builder(&model, &ddpm).sampler_named(None, Some(0.5), None);
     assert!(eta.unwrap_err().to_string().contains("choose --sampler ddim"));
+    // a timestep schedule's timesteps reach the request, checked against the model's T
+    let timed = SkipSchedule {
+        timesteps: vec![999.0, 500.0, 20.0],
+        ..schedule.clone()
+    };
+    let with_timesteps = request(SampleRequest::builder(&model, &ddpm).schedule(&timed));
+    assert_eq!(with_timesteps.timesteps(), Some(&[999.0, 500.0, 20.0][..]));
+    let past_t = SkipSchedule {
+        timesteps: vec![5000.0, 500.0, 20.0],
+        ..schedule.clone()
+    };
+    let err = SampleRequest::builder(&model, &ddpm)
+        .schedule(&past_t)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("hold 5000, outside 0..=999"), "{err}");
+    let err = SampleRequest::builder(&model, &ddpm)
+        .sampler("pc".parse().unwrap())
+        .timesteps(Some(vec![999.0, 20.0]))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("for the ddpm, ddim and dpm-solver++ samplers; this request uses pc"),
+        "{err}"
+    );
 }
 
 /// A diverged run (NaN weights, or finite ones blown up past 1e6) never writes over its good

@@ -7,12 +7,14 @@ use crate::diffusion::process::combine;
 use crate::{Error, Result, Tensor};
 
 /// x_prev = sqrt(ab_prev) x0 + sqrt(1 - ab_prev - s²) eps + s z with
-/// s = eta sqrt((1 - ab_prev)/(1 - ab) · (1 - ab/ab_prev)); the last step lands on x0.
+/// s = eta sqrt((1 - ab_prev)/(1 - ab) · (1 - ab/ab_prev)); the last step lands on x0. The
+/// timesteps are the spacing's or the `given` ones, rounded to distinct integers.
 pub(super) async fn run(
     ctx: &mut Context<'_, '_>,
     steps: usize,
     eta: f64,
     spacing: Spacing,
+    given: Option<&[f64]>,
 ) -> Result<Tensor> {
     if !(0.0..=1.0).contains(&eta) {
         return Err(Error::Diffusion(format!(
@@ -25,11 +27,11 @@ pub(super) async fn run(
         .cloned()
         .ok_or_else(|| Error::Diffusion("ddim/ddpm need a VP process".into()))?;
     let from = ctx.first_time(alpha_bars.last()).round();
-    let times = distinct_integers(
-        &vp_times(&alpha_bars, spacing, steps, from),
-        from as usize + 1,
-        "ddim/ddpm",
-    )?;
+    let times = match given {
+        Some(times) => times.to_vec(),
+        None => vp_times(&alpha_bars, spacing, steps, from),
+    };
+    let times = distinct_integers(&times, from as usize + 1, "ddim/ddpm")?;
     let mut x = ctx.initial(1.0)?;
     for (i, &t) in times.iter().enumerate() {
         let (eps, x0) = ctx.eps_and_x0(&x, t)?;

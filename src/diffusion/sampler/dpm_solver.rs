@@ -10,14 +10,23 @@ use crate::{Error, Result, Tensor};
 /// `lower_order_final`), which is more stable for very few steps.
 const LOWER_ORDER_FINAL_BELOW: usize = 15;
 
-/// `steps` network evaluations from T-1 (or the start's time) to timestep 0 (not evaluated there).
-pub(super) async fn run(ctx: &mut Context<'_, '_>, steps: usize, spacing: Spacing) -> Result<Tensor> {
+/// `steps` network evaluations from T-1 (or the start's time) to timestep 0 (not evaluated
+/// there), at the spacing's timesteps or at `given` ones (then on to 0).
+pub(super) async fn run(
+    ctx: &mut Context<'_, '_>,
+    steps: usize,
+    spacing: Spacing,
+    given: Option<&[f64]>,
+) -> Result<Tensor> {
     let alpha_bars = ctx
         .marginals
         .alpha_bars()
         .cloned()
         .ok_or_else(|| Error::Diffusion("dpm-solver++ needs a VP process".into()))?;
-    let times = vp_times(&alpha_bars, spacing, steps + 1, ctx.first_time(alpha_bars.last()));
+    let times = match given {
+        Some(times) => times.iter().copied().chain([0.0]).collect(),
+        None => vp_times(&alpha_bars, spacing, steps + 1, ctx.first_time(alpha_bars.last())),
+    };
     let level = |t: f64| {
         let ab = alpha_bars.alpha_bar(t);
         let (alpha, std) = (ab.sqrt(), (1.0 - ab).sqrt());

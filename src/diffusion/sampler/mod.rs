@@ -18,7 +18,7 @@ use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
 use context::Context;
 use serde::{Deserialize, Serialize};
-pub use timesteps::Spacing;
+pub use timesteps::{check_timesteps, log_snr, timestep_of_log_snr, Spacing};
 
 /// A sampler and its own settings. `name()` / `FromStr` use the CLI names `ddpm`, `ddim`,
 /// `ald`, `euler-maruyama`, `pc`, `ode-heun`, `ode-rk45`, `dpm-solver++` (parsing gives the
@@ -83,6 +83,10 @@ pub struct SampleOptions<'a> {
     pub clip_x0: Option<f32>,
     /// Begin from this state instead of pure noise (a branch of an earlier run; see [`Start`]).
     pub start: Option<Start>,
+    /// The VP timesteps of the steps' network calls instead of the sampler's spacing (a
+    /// searched schedule; DDPM, DDIM and DPM-Solver++ only, one per step, decreasing within
+    /// [0, T-1]; DPM-Solver++ steps on to 0 after the last). Not with `start`.
+    pub timesteps: Option<Vec<f64>>,
 }
 
 /// A state to sample on from: `x` (the sample shape) where the sampler's first network call is
@@ -275,6 +279,10 @@ impl Sampler {
         if let Some(start) = &options.start {
             check_start(start, process, &marginals, shape)?;
         }
+        if let Some(timesteps) = &options.timesteps {
+            self.check_timesteps(timesteps, steps, &marginals, options.start.is_some())?;
+        }
+        let given = options.timesteps.as_deref();
         let mut ctx = Context::new(
             marginals,
             denoiser,
@@ -286,8 +294,8 @@ impl Sampler {
         );
         ctx.clip_x0 = options.clip_x0;
         let samples = match *self {
-            Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform).await?,
-            Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing).await?,
+            Sampler::Ddpm => ddim::run(&mut ctx, steps, 1.0, Spacing::Uniform, given).await?,
+            Sampler::Ddim { eta, spacing } => ddim::run(&mut ctx, steps, eta as f64, spacing, given).await?,
             Sampler::Ald {
                 steps_per_level,
                 step_size,
@@ -298,13 +306,43 @@ impl Sampler {
             }
             Sampler::OdeHeun => ode::heun(&mut ctx, steps).await?,
             Sampler::OdeRk45 { rtol, atol } => ode::rk45(&mut ctx, steps, rtol as f64, atol as f64).await?,
-            Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing).await?,
+            Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing, given).await?,
         };
         Ok(SampleOutput {
             samples,
             evaluations: ctx.evaluations,
             cache: ctx.cache.map(|c| c.counts).unwrap_or_default(),
         })
+    }
+
+    /// True for the samplers that can walk given timesteps ([`SampleOptions::timesteps`]).
+    pub fn takes_timesteps(&self) -> bool {
+        matches!(
+            self,
+            Sampler::Ddpm | Sampler::Ddim { .. } | Sampler::DpmSolverPp { .. }
+        )
+    }
+
+    /// Errors unless this sampler can walk `timesteps` for `steps` steps of a run from noise.
+    fn check_timesteps(
+        &self,
+        timesteps: &[f64],
+        steps: usize,
+        marginals: &Marginals,
+        branch: bool,
+    ) -> Result<()> {
+        let name = self.name();
+        let Some(alpha_bars) = marginals.alpha_bars().filter(|_| self.takes_timesteps()) else {
+            return Err(Error::Diffusion(format!(
+                "sampler `{name}` walks its own time grid; given timesteps are for ddpm, ddim and dpm-solver++"
+            )));
+        };
+        if branch {
+            return Err(Error::Diffusion(format!(
+                "{name}: a branch from a paused step walks its own grid from there; given timesteps are for runs from noise"
+            )));
+        }
+        check_timesteps(timesteps, steps, alpha_bars.last(), name)
     }
 
     /// Blocking [`Sampler::run_async`] for native programs and tests (never in a page).

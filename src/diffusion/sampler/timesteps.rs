@@ -1,5 +1,6 @@
 //! Time grids the samplers walk: VP timesteps spaced uniformly, quadratically (DDIM paper),
-//! uniformly in log-SNR (DPM-Solver) or trailing (diffusers), rounded to distinct integers; linspaces.
+//! uniformly in log-SNR (DPM-Solver), trailing (diffusers) or given one by one (a searched
+//! schedule), rounded to distinct integers; log-SNR both ways; linspaces.
 
 use crate::diffusion::schedule::AlphaBars;
 use crate::{Error, Result};
@@ -37,14 +38,22 @@ impl std::str::FromStr for Spacing {
     }
 }
 
+/// The log-SNR lambda = log(alpha / std) = (log ab - log(1 - ab)) / 2 at VP timestep `tau`.
+pub fn log_snr(alpha_bars: &AlphaBars, tau: f64) -> f64 {
+    let log_ab = alpha_bars.log_alpha_bar(tau);
+    0.5 * (log_ab - (-log_ab.exp()).ln_1p())
+}
+
+/// The VP timestep whose log-SNR is `lambda` (the inverse of [`log_snr`]).
+pub fn timestep_of_log_snr(alpha_bars: &AlphaBars, lambda: f64) -> f64 {
+    // alpha-bar = sigmoid(2 lambda)  =>  log alpha-bar = -softplus(-2 lambda)
+    alpha_bars.timestep_of_log_alpha_bar(-softplus(-2.0 * lambda))
+}
+
 /// `points` fractional timesteps from `from` (T-1 for a run from noise) down to 0.
 pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, from: f64) -> Vec<f64> {
     let last = from;
-    // lambda = log(alpha/std) = (log ab - log(1 - ab)) / 2
-    let lambda = |tau: f64| {
-        let log_ab = alpha_bars.log_alpha_bar(tau);
-        0.5 * (log_ab - (-log_ab.exp()).ln_1p())
-    };
+    let lambda = |tau: f64| log_snr(alpha_bars, tau);
     let (lambda_start, lambda_end) = (lambda(last), lambda(0.0));
     let stride = (last + 1.0) / points as f64;
     linspace(1.0, 0.0, points)
@@ -53,15 +62,41 @@ pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, 
         .map(|(i, u)| match spacing {
             Spacing::Uniform => u * last,
             Spacing::Quadratic => u * u * last,
-            Spacing::LogSnr => {
-                // alpha-bar = sigmoid(2 lambda)  =>  log alpha-bar = -softplus(-2 lambda)
-                let l = lambda_end + u * (lambda_start - lambda_end);
-                alpha_bars.timestep_of_log_alpha_bar(-softplus(-2.0 * l))
-            }
+            Spacing::LogSnr => timestep_of_log_snr(alpha_bars, lambda_end + u * (lambda_start - lambda_end)),
             // (diffusers: round(arange(T, 0, -T/n)) - 1)
             Spacing::Trailing => (last + 1.0 - i as f64 * stride).round() - 1.0,
         })
         .collect()
+}
+
+/// Errors unless `timesteps` can be a sampler's grid of `steps` network calls: as many,
+/// finite, strictly decreasing, within [0, `last`] (T-1) and, for DPM-Solver++, which steps on
+/// to 0 after its last call, above 0.
+pub fn check_timesteps(timesteps: &[f64], steps: usize, last: f64, sampler: &str) -> Result<()> {
+    let bad = |why: String| Err(Error::Diffusion(format!("{sampler}: the given timesteps {why}")));
+    if timesteps.len() != steps {
+        return bad(format!(
+            "are {}, for {steps} steps (give one per step)",
+            timesteps.len()
+        ));
+    }
+    if let Some(t) = timesteps.iter().find(|t| !(0.0..=last).contains(*t)) {
+        let range = match last.is_finite() {
+            true => format!("0..={last}"),
+            false => "0..=T-1".into(),
+        };
+        return bad(format!("hold {t}, outside {range} (the process's timesteps)"));
+    }
+    if let Some(w) = timesteps.windows(2).find(|w| w[1] >= w[0]) {
+        return bad(format!(
+            "must decrease from noise to data, but {} follows {}",
+            w[1], w[0]
+        ));
+    }
+    if sampler == "dpm-solver++" && timesteps.last() == Some(&0.0) {
+        return bad("end at 0; dpm-solver++ steps on to 0 after its last network call, so its last timestep lies above 0".into());
+    }
+    Ok(())
 }
 
 /// `times` (decreasing, in [0, T-1]) rounded to distinct integers, still decreasing and
