@@ -16,8 +16,8 @@ pub use denoiser::{guide, Denoiser, Guided, NetDenoiser};
 pub use loss::{Network, Weighting};
 pub use process::{Level, Marginals, Objective, Output, Process, Sde};
 pub use sampler::{
-    check_timesteps, default_sampler, log_snr, timestep_of_log_snr, OnStep, SampleOptions, SampleOutput,
-    Sampler, Spacing, Start, Step, DEFAULT_SAMPLER_STEPS,
+    check_timesteps, default_sampler, log_snr, timestep_of_log_snr, vp_times, OnStep, SampleOptions,
+    SampleOutput, Sampler, Spacing, Start, Step, DEFAULT_SAMPLER_STEPS,
 };
 pub use schedule::{AlphaBars, BetaSchedule};
 pub use skip::{join_depths, skip_intervals, skip_levels, SkipInterval, SkipPlan};

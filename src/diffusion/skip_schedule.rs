@@ -52,9 +52,11 @@ pub struct StepSearchRecord {
     pub reference_steps: usize,
     pub probe_images: usize,
     /// Mean squared difference of the probe batch from the reference run's samples: these
-    /// timesteps', and the sampler's own spacing's at the same steps.
+    /// timesteps', and that of the spacing the search started from (the nearest of uniform,
+    /// quadratic and log-SNR at the same steps).
     pub discrepancy: f64,
-    pub spacing_discrepancy: f64,
+    pub start: String,
+    pub start_discrepancy: f64,
     pub date: String,
 }
 

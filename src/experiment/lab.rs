@@ -1165,16 +1165,16 @@ async fn step_search_run(
             },
         )
         .await?;
-        let timesteps: Vec<String> = found.timesteps.iter().map(|t| format!("{t:.0}")).collect();
         on_event(Event::Row {
             table: "Searched timesteps: distance from the many-step run",
-            columns: &["steps", "own spacing", "searched", "timesteps"],
+            columns: &["steps", "start", "start's distance", "searched", "timesteps"],
             key: steps.to_string(),
             cells: vec![
                 steps.to_string(),
-                format!("{:.2e}", found.spacing_discrepancy),
+                found.start.clone(),
+                format!("{:.2e}", found.start_discrepancy()),
                 format!("{:.2e}", found.discrepancy),
-                timesteps.join(", "),
+                found.timesteps_text(),
             ],
         })?;
         searched.push(found);

@@ -4,14 +4,15 @@
 //! "Align Your Steps" (Sabour, Fidler and Kreis, 2024) chooses a few-step schedule by bounding
 //! how far its samples land from the many-step ones; here that distance is measured directly
 //! (mean squared difference over a probe batch) and minimised by coordinate descent on the
-//! schedule's interior points in log-SNR, starting from DPM-Solver's log-SNR-uniform grid. The
+//! schedule's interior points in log-SNR, starting from the nearest of the uniform, quadratic
+//! and log-SNR-uniform grids. The
 //! experiment then samples every spacing (uniform, quadratic, log-SNR, searched) and the DDPM
 //! bar in turn, timed and scored by MNIST-FID in one run.
 
 use super::round_robin::{sample_in_turn, warm_up, Contender, Rounds};
 use super::ExperimentPlan;
 use crate::diffusion::{
-    log_snr, timestep_of_log_snr, AlphaBars, Sampler, SkipSchedule, Spacing, StepSearchRecord,
+    log_snr, timestep_of_log_snr, vp_times, AlphaBars, Sampler, SkipSchedule, Spacing, StepSearchRecord,
 };
 use crate::eval::{FeatureNet, Reference, Scores};
 use crate::median::median;
@@ -146,6 +147,13 @@ impl From<&Plan> for Rounds {
     }
 }
 
+/// The spacings a search may start from, by name.
+const STARTS: [(&str, Spacing); 3] = [
+    ("uniform", Spacing::Uniform),
+    ("quadratic", Spacing::Quadratic),
+    ("log-snr", Spacing::LogSnr),
+];
+
 /// A searched schedule.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Searched {
@@ -153,12 +161,36 @@ pub struct Searched {
     /// The sampler's network-call timesteps (DPM-Solver++ then steps on to 0).
     pub timesteps: Vec<f64>,
     /// Mean squared difference of the probe batch from the reference run's: the searched
-    /// schedule's, the log-SNR-uniform grid's it started from, and the sampler's own spacing's.
+    /// schedule's, and each spacing's (uniform, quadratic, log-snr: the nearest was the start).
     pub discrepancy: f64,
-    pub start_discrepancy: f64,
-    pub spacing_discrepancy: f64,
+    pub spacings: Vec<(String, f64)>,
+    /// The spacing the search started from.
+    pub start: String,
     /// Probe runs the search took.
     pub runs: usize,
+}
+
+impl Searched {
+    /// The distance of the spacing the search started from.
+    pub fn start_discrepancy(&self) -> f64 {
+        self.spacings
+            .iter()
+            .find(|(name, _)| *name == self.start)
+            .map_or(f64::NAN, |(_, d)| *d)
+    }
+
+    /// The timesteps as text: whole ones as integers, others to one decimal.
+    pub fn timesteps_text(&self) -> String {
+        let text: Vec<String> = self
+            .timesteps
+            .iter()
+            .map(|&t| match t.fract() == 0.0 {
+                true => format!("{t:.0}"),
+                false => format!("{t:.1}"),
+            })
+            .collect();
+        text.join(", ")
+    }
 }
 
 /// How the search goes: `done` of `total` probe runs for `steps`, and the best so far.
@@ -198,40 +230,44 @@ pub async fn search(
 ) -> Result<Searched> {
     let alpha_bars = vp_alpha_bars(sampling)?;
     let points = plan.grid_points(steps);
-    let total = 2 + plan.sweeps * 2 * (points - 2);
-    let mut runs = 0;
+    let total = STARTS.len() + plan.sweeps * 2 * (points - 2);
     let measure = |request: SampleRequest| async move {
         let samples = probe_samples(gpu, sampling, &request).await?;
         Ok::<f64, Error>(discrepancy(&samples, reference))
     };
-    let spaced = probe.with_sampler(plan.sampler, steps)?;
-    let spacing_discrepancy = measure(spaced.clone()).await?;
-    runs += 1;
-    // the grid in log-SNR, uniform between its fixed ends (T-1 and 0)
-    let (first, last) = (log_snr(&alpha_bars, alpha_bars.last()), log_snr(&alpha_bars, 0.0));
-    let mut lambdas: Vec<f64> = (0..points)
-        .map(|i| first + (last - first) * i as f64 / (points - 1) as f64)
-        .collect();
-    let timesteps = |lambdas: &[f64]| timesteps_of(plan, &alpha_bars, lambdas);
-    let start_discrepancy = measure(spaced.with_timesteps(timesteps(&lambdas))).await?;
-    runs += 1;
-    let mut best = start_discrepancy;
-    progress(Probe {
-        steps,
-        done: runs,
-        total,
-        best,
-    })?;
+    let runs_of = probe.with_sampler(plan.sampler, steps)?;
+    // every spacing's grid (its ends T-1 and 0), the nearest the start
+    let mut spacings = Vec::new();
+    let mut best: Option<(f64, Vec<f64>, &str)> = None;
+    for (name, spacing) in STARTS {
+        let grid = vp_times(&alpha_bars, spacing, points, alpha_bars.last());
+        let d = measure(runs_of.with_timesteps(calls_of(plan, &grid))).await?;
+        spacings.push((name.to_string(), d));
+        if best.as_ref().is_none_or(|b| d < b.0) {
+            best = Some((d, grid, name));
+        }
+        let so_far = best.as_ref().map_or(d, |b| b.0);
+        progress(Probe {
+            steps,
+            done: spacings.len(),
+            total,
+            best: so_far,
+        })?;
+    }
+    let (mut best, mut grid, start) = best.expect("three spacings measured");
+    let mut runs = spacings.len();
+    let lambda = |t: f64| log_snr(&alpha_bars, t);
     for sweep in 0..plan.sweeps {
         let share = 0.5f64.powi(sweep as i32 + 1);
         for i in 1..points - 1 {
             for neighbour in [i - 1, i + 1] {
-                let mut trial = lambdas.clone();
-                trial[i] += share * (lambdas[neighbour] - lambdas[i]);
-                let d = measure(spaced.with_timesteps(timesteps(&trial))).await?;
+                let mut trial = grid.clone();
+                let moved = lambda(grid[i]) + share * (lambda(grid[neighbour]) - lambda(grid[i]));
+                trial[i] = timestep_of_log_snr(&alpha_bars, moved);
+                let d = measure(runs_of.with_timesteps(calls_of(plan, &trial))).await?;
                 runs += 1;
                 if d < best {
-                    (best, lambdas) = (d, trial);
+                    (best, grid) = (d, trial);
                 }
                 progress(Probe {
                     steps,
@@ -244,25 +280,20 @@ pub async fn search(
     }
     Ok(Searched {
         steps,
-        timesteps: timesteps(&lambdas),
+        timesteps: calls_of(plan, &grid),
         discrepancy: best,
-        start_discrepancy,
-        spacing_discrepancy,
+        spacings,
+        start: start.to_string(),
         runs,
     })
 }
 
-/// The sampler's network-call timesteps of a grid given in log-SNR (its ends exactly T-1 and 0).
-fn timesteps_of(plan: &Plan, alpha_bars: &AlphaBars, lambdas: &[f64]) -> Vec<f64> {
-    let n = lambdas.len();
-    let grid = lambdas.iter().enumerate().map(|(i, &l)| match i {
-        0 => alpha_bars.last(),
-        i if i + 1 == n => 0.0,
-        _ => timestep_of_log_snr(alpha_bars, l),
-    });
+/// The sampler's network-call timesteps of a grid from T-1 to 0: DPM-Solver++ calls at all
+/// but the last point, DDIM at every one.
+fn calls_of(plan: &Plan, grid: &[f64]) -> Vec<f64> {
     match plan.sampler {
-        Sampler::DpmSolverPp { .. } => grid.take(n - 1).collect(),
-        _ => grid.collect(),
+        Sampler::DpmSolverPp { .. } => grid[..grid.len() - 1].to_vec(),
+        _ => grid.to_vec(),
     }
 }
 

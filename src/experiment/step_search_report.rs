@@ -88,7 +88,8 @@ impl Report {
             reference_steps: self.plan.reference_steps,
             probe_images: self.plan.probe_images,
             discrepancy: s.discrepancy,
-            spacing_discrepancy: s.spacing_discrepancy,
+            start: s.start.clone(),
+            start_discrepancy: s.start_discrepancy(),
             date: self.header.date.clone(),
         }
     }
@@ -120,24 +121,24 @@ impl ExperimentReport for Report {
              difference between {} probe images drawn with the candidate timesteps and the same images (same noise) \
              from the {}-step run, minimised by coordinate descent on the interior timesteps in log-SNR \
              ({} sweeps; sweep s moves a point 2^-s of the way to a neighbour and keeps the move if the distance \
-             falls), starting from the log-SNR-uniform grid.\n",
+             falls), starting from the nearest of the three spacings' grids.\n",
             p.probe_images, p.reference_steps, p.sweeps
         );
         let _ = writeln!(
             md,
-            "| steps | sampler's own spacing | log-SNR-uniform start | searched | probe runs | searched timesteps |\n|---|---|---|---|---|---|"
+            "| steps | uniform | quadratic | log-SNR | searched (from) | probe runs | searched timesteps |\n|---|---|---|---|---|---|---|"
         );
         for s in &self.searched {
-            let timesteps: Vec<String> = s.timesteps.iter().map(|t| format!("{t:.0}")).collect();
+            let spacings: Vec<String> = s.spacings.iter().map(|(_, d)| format!("{d:.2e}")).collect();
             let _ = writeln!(
                 md,
-                "| {} | {:.2e} | {:.2e} | {:.2e} | {} | {} |",
+                "| {} | {} | {:.2e} ({}) | {} | {} |",
                 s.steps,
-                s.spacing_discrepancy,
-                s.start_discrepancy,
+                spacings.join(" | "),
                 s.discrepancy,
+                s.start,
                 s.runs,
-                timesteps.join(", ")
+                s.timesteps_text()
             );
         }
         let _ = writeln!(

@@ -18,7 +18,7 @@ use crate::ops::random::Rng;
 use crate::{Error, Gpu, Result, Tensor};
 use context::Context;
 use serde::{Deserialize, Serialize};
-pub use timesteps::{check_timesteps, log_snr, timestep_of_log_snr, Spacing};
+pub use timesteps::{check_timesteps, log_snr, timestep_of_log_snr, vp_times, Spacing};
 
 /// A sampler and its own settings. `name()` / `FromStr` use the CLI names `ddpm`, `ddim`,
 /// `ald`, `euler-maruyama`, `pc`, `ode-heun`, `ode-rk45`, `dpm-solver++` (parsing gives the

@@ -51,7 +51,7 @@ pub fn timestep_of_log_snr(alpha_bars: &AlphaBars, lambda: f64) -> f64 {
 }
 
 /// `points` fractional timesteps from `from` (T-1 for a run from noise) down to 0.
-pub(super) fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, from: f64) -> Vec<f64> {
+pub fn vp_times(alpha_bars: &AlphaBars, spacing: Spacing, points: usize, from: f64) -> Vec<f64> {
     let last = from;
     let lambda = |tau: f64| log_snr(alpha_bars, tau);
     let (lambda_start, lambda_end) = (lambda(last), lambda(0.0));
