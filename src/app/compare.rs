@@ -529,7 +529,11 @@ async fn compare_job(
         let checkpoint = platform::read_checkpoint(&path).await?;
         let origin = path.display().to_string();
         let model = TrainedModel::from_checkpoint(&gpu, &checkpoint, &origin, s.skip_type)?;
-        let request = s.request(&model)?;
+        let schedule = match &s.schedule {
+            Some(file) => Some(super::skip::read_schedule(Path::new(file)).await?.schedule),
+            None => None,
+        };
+        let request = s.request(&model, schedule.as_ref())?;
         variants.push(Variant {
             label: variant_label(i, s),
             checkpoint,

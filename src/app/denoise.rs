@@ -6,9 +6,12 @@ use super::branches::Branches;
 use super::export::{export_frames, save_samples};
 use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
+use super::skip::{read_schedule, LoadedSchedule};
 use super::{parse_setting, platform, Shared};
 use crate::data::grid_columns;
-use crate::diffusion::{FeatureCache, Sampler, SkipPlan, Start, Step};
+use crate::diffusion::{
+    log_snr, vp_times, FeatureCache, Sampler, SkipPlan, SkipSchedule, Spacing, Start, Step,
+};
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::pipeline::{sample_net, SampleRequest, TrainedModel};
 use crate::{DType, Gpu, Result, Tensor};
@@ -82,20 +85,35 @@ pub struct DenoiseSettings {
     pub pause_after: Option<usize>,
     /// The dtype the network runs in (f16 needs the adapter's SHADER_F16; a page has none).
     pub precision: DType,
+    /// A schedule file whose sampler, steps, timesteps (`wgdiff experiment step-search`) and
+    /// skip depths (`skip-search`) a run from noise follows; None: the settings above.
+    pub schedule: Option<String>,
 }
 
 impl DenoiseSettings {
-    /// The library's request for these settings on `model`.
-    pub fn request(&self, model: &TrainedModel) -> Result<SampleRequest> {
+    /// The library's request for these settings on `model`, following `schedule` (the
+    /// settings' schedule file, read) when given: its sampler, steps, timesteps and depths.
+    pub fn request(&self, model: &TrainedModel, schedule: Option<&SkipSchedule>) -> Result<SampleRequest> {
+        let (sampler, steps) = match schedule {
+            Some(s) => (s.sampler, s.steps()),
+            None => (self.sampler.parse()?, self.steps),
+        };
         let mut builder = SampleRequest::for_state(&model.state)
-            .sampler(self.sampler.parse()?)
-            .steps(Some(self.steps))
+            .sampler(sampler)
+            .steps(Some(steps))
             .count(self.count)
             .seed(self.seed)
             .skip(SkipPlan::Exponent(self.skip_exponent))
             .cache(self.cache(model.net.levels()))
             .precision(self.precision)
             .class(self.class);
+        if let Some(schedule) = schedule {
+            schedule.check_levels(
+                model.net.levels(),
+                self.schedule.as_deref().unwrap_or("the schedule"),
+            )?;
+            builder = builder.schedule(schedule);
+        }
         // a guidance set for a conditional model does not carry over to an unconditional one
         if let (Some(guidance), Some(_)) = (self.guidance, model.state.model.classes()) {
             builder = builder.guidance(guidance);
@@ -131,7 +149,7 @@ impl DenoiseSettings {
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 12] = [
+    pub const KEYS: [&'static str; 13] = [
         "checkpoint",
         "sampler",
         "steps",
@@ -144,6 +162,7 @@ impl DenoiseSettings {
         "cache-depth",
         "pause-after",
         "precision",
+        "schedule",
     ];
 
     /// Sets `key` (one of [`Self::KEYS`]) from its text.
@@ -163,6 +182,7 @@ impl DenoiseSettings {
             "cache-interval" => self.cache_interval = parse_setting(key, value)?,
             "cache-depth" => self.cache_depth = Some(parse_setting(key, value)?),
             "pause-after" => self.pause_after = Some(parse_setting(key, value)?),
+            "schedule" => self.schedule = (!value.is_empty()).then(|| value.to_string()),
             "precision" => {
                 self.precision = match value {
                     "f32" => DType::F32,
@@ -224,6 +244,8 @@ pub enum DenoiseMessage {
     /// The run stopped after this step (1-based), as `pause_after` asked.
     Paused(usize),
     Exported(String),
+    /// The settings' schedule file, read.
+    Schedule(Box<LoadedSchedule>),
 }
 
 /// The denoise view's state.
@@ -254,6 +276,10 @@ pub struct DenoiseView {
     pub save_when_done: bool,
     /// The step debugger: branches from the recorded steps, and which run the timeline shows.
     pub branches: Branches,
+    /// The settings' schedule file as last read (its timesteps plotted beside uniform ones).
+    pub schedule: Option<LoadedSchedule>,
+    /// The schedule file field: a shipped searched schedule or any path.
+    schedule_path: String,
 }
 
 impl DenoiseView {
@@ -272,6 +298,7 @@ impl DenoiseView {
             cache_depth: None,
             pause_after: None,
             precision: DType::F32,
+            schedule: None,
         };
         DenoiseView {
             settings: settings.clone(),
@@ -292,6 +319,8 @@ impl DenoiseView {
             samples: None,
             save_when_done: false,
             branches: Branches::new(settings.clone()),
+            schedule: None,
+            schedule_path: crate::diffusion::skip_schedule::SHIPPED_TIMESTEP_SCHEDULES[0].into(),
         }
     }
 
@@ -440,6 +469,19 @@ impl DenoiseView {
                     )));
                 }
                 Event::Message(DenoiseMessage::Exported(text)) => self.message = Some(Ok(text)),
+                Event::Message(DenoiseMessage::Schedule(loaded)) => {
+                    // the file decides the sampler and the steps
+                    self.settings.sampler = loaded.schedule.sampler.name().to_string();
+                    self.settings.steps = loaded.schedule.steps();
+                    self.settings.schedule = Some(loaded.path.clone());
+                    self.schedule_path = loaded.path.clone();
+                    if self.frames.is_empty() {
+                        // (a run's file arrives before its first step: the run is the file's)
+                        self.planned_steps = loaded.schedule.steps();
+                        self.branches.reset(self.settings.clone());
+                    }
+                    self.schedule = Some(*loaded);
+                }
                 Event::Finished(Err(e)) => {
                     self.save_when_done = false;
                     platform::announce(
@@ -655,6 +697,76 @@ impl DenoiseView {
                     }
                 });
         });
+        self.schedule_ui(ui);
+    }
+
+    /// The schedule file a run follows (a searched timestep or skip schedule), and its
+    /// timesteps on the noise-level axis beside the sampler's uniform ones.
+    fn schedule_ui(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        // the sampler or steps changed by hand: the file no longer describes the run
+        if let Some(loaded) = &self.schedule {
+            let s = &self.settings;
+            if s.schedule.is_some()
+                && (s.sampler != loaded.schedule.sampler.name() || s.steps != loaded.schedule.steps())
+            {
+                self.settings.schedule = None;
+                self.message = Some(Ok(format!(
+                    "schedule {} is off: it is for {} at {} steps",
+                    loaded.path,
+                    loaded.schedule.sampler,
+                    loaded.schedule.steps()
+                )));
+            }
+        }
+        ui.horizontal(|ui| {
+            let was_on = self.settings.schedule.is_some();
+            let mut on = was_on;
+            let running = self.is_running();
+            let mut picked = false;
+            ui.add_enabled_ui(!running, |ui| {
+                ui.checkbox(&mut on, "schedule file").on_hover_text(
+                    "follow a schedule file's sampler, steps, timesteps (wgdiff experiment step-search) and skip \
+                     depths (skip-search)",
+                );
+                egui::ComboBox::new("schedule file", "shipped, or")
+                    .selected_text(self.schedule_path.clone())
+                    .width(380.0)
+                    .show_ui(ui, |ui| {
+                        for path in crate::diffusion::skip_schedule::SHIPPED_TIMESTEP_SCHEDULES {
+                            picked |= ui
+                                .selectable_value(&mut self.schedule_path, path.to_string(), path)
+                                .clicked();
+                        }
+                    });
+                let label = ui.label("a path");
+                ui.add(egui::TextEdit::singleline(&mut self.schedule_path).desired_width(260.0))
+                    .labelled_by(label.id);
+                picked |= ui.button("Load schedule").clicked();
+            });
+            if on && (picked || !was_on) {
+                self.load_schedule(&ctx, self.schedule_path.clone());
+            } else if !on && was_on {
+                self.settings.schedule = None;
+                self.schedule = None;
+            }
+        });
+        if let (Some(loaded), Some(model)) = (&self.schedule, &self.model) {
+            if self.settings.schedule.is_some() {
+                ui.label(loaded.summary());
+                timesteps_plot(ui, &loaded.schedule, &model.process);
+            }
+        }
+    }
+
+    /// Reads the schedule file at `path` in the background; the run then follows it.
+    fn load_schedule(&mut self, ctx: &egui::Context, path: String) {
+        self.settings.schedule = Some(path.clone());
+        self.job = Some(Job::start(ctx, "schedule", move |job| async move {
+            let loaded = read_schedule(std::path::Path::new(&path)).await?;
+            job.send(DenoiseMessage::Schedule(Box::new(loaded)));
+            Ok(())
+        }));
     }
 
     fn grid_ui(&self, ui: &mut egui::Ui) {
@@ -880,6 +992,50 @@ pub(super) fn sampling_controls(
     });
 }
 
+/// A schedule's timesteps on the noise-level axis (log-SNR, noise on the left) beside the
+/// uniform spacing's at the same steps; nothing for a schedule without timesteps or a process
+/// without VP timesteps.
+fn timesteps_plot(ui: &mut egui::Ui, schedule: &SkipSchedule, process: &crate::diffusion::Process) {
+    let Some(alpha_bars) = process.marginals().ok().and_then(|m| m.alpha_bars().cloned()) else {
+        return;
+    };
+    if schedule.timesteps.is_empty() {
+        return;
+    }
+    let steps = schedule.steps();
+    // DPM-Solver++ walks steps + 1 points (its last call, then 0); DDPM and DDIM steps points
+    let points = match schedule.sampler {
+        Sampler::DpmSolverPp { .. } => steps + 1,
+        _ => steps,
+    };
+    let uniform: Vec<f64> = vp_times(&alpha_bars, Spacing::Uniform, points, alpha_bars.last())
+        .into_iter()
+        .take(steps)
+        .collect();
+    let row = |times: &[f64], y: f64| -> Vec<[f64; 2]> {
+        times.iter().map(|&t| [log_snr(&alpha_bars, t), y]).collect()
+    };
+    ui.label(format!(
+        "the {steps} network calls on the noise-level axis: log-SNR = log(alpha/std), noise on the left"
+    ));
+    egui_plot::Plot::new("timesteps on the noise-level axis")
+        .height(130.0)
+        .legend(egui_plot::Legend::default())
+        .show_y(false)
+        .include_y(-0.5)
+        .include_y(2.5)
+        .x_axis_label("log-SNR")
+        .show(ui, |plot| {
+            plot.points(
+                egui_plot::Points::new("the schedule file's timesteps", row(&schedule.timesteps, 1.0))
+                    .radius(4.0),
+            );
+            plot.points(
+                egui_plot::Points::new(format!("uniform, {steps} steps"), row(&uniform, 0.0)).radius(4.0),
+            );
+        });
+}
+
 /// The grid layout of a batch of `shape` [N, C, H, W]: images of at most 32 pixels magnified
 /// `scale` times, larger ones half as much.
 pub(super) fn grid_layout(shape: [usize; 4], scale: u32) -> GridLayout {
@@ -905,7 +1061,16 @@ pub(super) async fn sample_job(
     if branch.is_none() {
         job.send(DenoiseMessage::Loaded(Box::new(ModelInfo::of(path, &loaded))));
     }
-    let request = settings.request(&loaded)?;
+    // (a branch walks its own grid from the paused step: a file's timesteps are for runs from noise)
+    let schedule = match (&settings.schedule, &branch) {
+        (Some(path), None) => {
+            let loaded = read_schedule(std::path::Path::new(path)).await?;
+            job.send(DenoiseMessage::Schedule(Box::new(loaded.clone())));
+            Some(loaded.schedule)
+        }
+        _ => None,
+    };
+    let request = settings.request(&loaded, schedule.as_ref())?;
     let first_index = branch.as_ref().map_or(0, |(_, first)| *first);
     let started = Instant::now();
     let mut last = Instant::now();

@@ -27,7 +27,7 @@ pub struct LoadedSchedule {
 }
 
 /// Reads and checks a schedule file (on the page: one picked or fetched from its site).
-async fn read_schedule(path: &std::path::Path) -> crate::Result<LoadedSchedule> {
+pub(super) async fn read_schedule(path: &std::path::Path) -> crate::Result<LoadedSchedule> {
     let bytes = platform::read_file(path).await?;
     let origin = path.display().to_string();
     let schedule = SkipSchedule::from_json(&bytes, &origin)?;

@@ -12,6 +12,14 @@ use serde::{Deserialize, Serialize};
 /// assets/schedules/README.md). The app's skip view loads it by default.
 pub const SHIPPED_SCHEDULE: &str = "assets/schedules/mnist-small-skip-zero-ddpm20-budget10.json";
 
+/// The timestep schedules shipped with the repository: `wgdiff experiment step-search --quick`'s
+/// DPM-Solver++ schedules for the shipped U-Net at 10 and 5 steps (how they were made is in
+/// assets/schedules/README.md). The app's denoise view offers them.
+pub const SHIPPED_TIMESTEP_SCHEDULES: [&str; 2] = [
+    "assets/schedules/mnist-small-dpm-solver++-10-searched.json",
+    "assets/schedules/mnist-small-dpm-solver++-5-searched.json",
+];
+
 /// The `format` every schedule file carries.
 pub const SCHEDULE_FORMAT: &str = "wgdiff skip schedule";
 

@@ -246,6 +246,51 @@ fn denoise_view_records_every_step_and_scrubs_through_them() {
     h.snapshot("denoise_view");
 }
 
+/// A searched timestep schedule in the denoise view: the run follows the file's sampler, steps
+/// and timesteps, the view plots them beside the uniform ones, and a hand-changed step count
+/// turns the file off.
+#[test]
+fn denoise_view_follows_a_searched_timestep_schedule_and_plots_it() {
+    use wgdiff::diffusion::skip_schedule::SHIPPED_TIMESTEP_SCHEDULES;
+    use wgdiff::diffusion::SkipSchedule;
+    let (gpu, _turn) = gpu();
+    let out = scratch("timesteps");
+    let file = SHIPPED_TIMESTEP_SCHEDULES[1];
+    let schedule = SkipSchedule::load(Path::new(file)).unwrap();
+    let options = AppOptions {
+        checkpoint: shipped_model(),
+        out: out.clone(),
+        view: View::Denoise,
+        settings: vec![("schedule".into(), file.into()), ("count".into(), "4".into())],
+        autorun: true,
+        ..AppOptions::default()
+    };
+    let mut h = harness_with(gpu, options, |cc, gpu, options| {
+        WgdiffApp::new(cc, gpu, options).expect("the app opens")
+    });
+    let steps = schedule.steps();
+    step_until(&mut h, 120, "the schedule's sampler steps", |app| {
+        app.denoise.frames.len() == steps && !app.denoise.is_running()
+    });
+    let app = h.state();
+    let s = &app.denoise.settings;
+    assert_eq!((s.sampler.as_str(), s.steps), ("dpm-solver++", steps));
+    let times: Vec<f32> = app.denoise.frames.iter().map(|f| f.t).collect();
+    let want: Vec<f32> = schedule.timesteps.iter().map(|&t| t as f32).collect();
+    assert_eq!(times, want, "every step calls the network at the file's timestep");
+    h.step();
+    assert!(h
+        .query_by_label_contains(&format!("the {steps} network calls on the noise-level axis"))
+        .is_some());
+    save_screenshot(&mut h, "app-timesteps");
+    h.state_mut().denoise.settings.steps = steps + 2;
+    h.step();
+    let app = h.state();
+    assert_eq!(app.denoise.settings.schedule, None);
+    let says = app.denoise.message.clone().unwrap().unwrap();
+    assert!(says.contains("is off: it is for dpm-solver++"), "{says}");
+}
+
 #[test]
 fn denoise_view_exports_pngs_and_gifs() {
     let (gpu, _turn) = gpu();
