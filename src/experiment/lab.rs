@@ -1139,7 +1139,6 @@ async fn step_search_run(
     let reference_run = probe.with_sampler(plan.sampler, plan.reference_steps)?;
     let reference_samples = step_search::probe_samples(gpu, sampling, &reference_run).await?;
     let mut searched = Vec::new();
-    let mut probe_runs = 0;
     for &steps in &plan.steps {
         on_event(Event::Note(format!("searching {steps} timesteps")))?;
         let found = step_search::search(
@@ -1149,7 +1148,6 @@ async fn step_search_run(
             (&probe, &reference_samples),
             steps,
             &mut |p| {
-                probe_runs += 1;
                 on_event(Event::Progress {
                     done: p.done,
                     total: p.total,
