@@ -2,9 +2,11 @@
 //! shows their tables filling in, their plots drawing live, progress with ETA, and the report.
 
 use super::jobs::{is_running, Event, Job, JobContext};
+use super::platform;
 use super::train::clock;
 use super::Shared;
 use crate::experiment::lab::{self, Kind, LivePlot, Setup};
+use crate::experiment::Inputs;
 use crate::{Gpu, Result};
 use eframe::egui;
 use egui_plot::{Legend, Line, PlotPoints, Points};
@@ -57,6 +59,8 @@ pub struct ExperimentsView {
     pub tables: Vec<Table>,
     pub plots: Vec<Plot>,
     pub finished: Option<lab::Finished>,
+    /// The folder of the last run's report (a page's files to download).
+    report_dir: std::path::PathBuf,
     pub message: Option<std::result::Result<String, String>>,
 }
 
@@ -74,6 +78,7 @@ impl Default for ExperimentsView {
             tables: Vec::new(),
             plots: Vec::new(),
             finished: None,
+            report_dir: Default::default(),
             message: None,
         };
         view.reset_fields();
@@ -164,6 +169,7 @@ impl ExperimentsView {
         self.message = None;
         self.phase = None;
         self.started = Some(Instant::now());
+        self.report_dir = setup.out.clone();
         let gpu = shared.gpu.clone();
         self.job = Some(Job::start(ctx, "experiment", move |job| {
             experiment_job(gpu, setup, job)
@@ -178,15 +184,33 @@ impl ExperimentsView {
                 Event::Message(message) => self.take(message),
                 Event::Finished(Err(e)) => {
                     self.phase = None;
+                    let announced = serde_json::json!({ "status": "failed", "error": e });
+                    platform::announce("experiment", &announced.to_string());
                     self.message = Some(Err(e));
                 }
                 Event::Finished(Ok(())) => {
                     self.phase = None;
                     let seconds = self.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+                    let kept = match platform::IN_PAGE {
+                        true => "kept in the page (download below)",
+                        false => "wrote",
+                    };
                     self.message = Some(Ok(match &self.finished {
-                        Some(f) => format!("done in {seconds:.0} s; wrote {}", f.written.join(", ")),
+                        Some(f) => format!("done in {seconds:.0} s; {kept} {}", f.names().join(", ")),
                         None => format!("cancelled after {seconds:.0} s; no report written"),
                     }));
+                    let announced = serde_json::json!({
+                        "status": if self.finished.is_some() { "done" } else { "cancelled" },
+                        "seconds": seconds,
+                        "files": self.finished.as_ref().map(|f| f.names()),
+                        "markdown": self.finished.as_ref().map(|f| &f.markdown),
+                        "tables": self.tables.iter().map(|t| serde_json::json!({
+                            "title": t.title,
+                            "columns": t.columns,
+                            "rows": t.rows.iter().map(|(_, cells)| cells).collect::<Vec<_>>(),
+                        })).collect::<Vec<_>>(),
+                    });
+                    platform::announce("experiment", &announced.to_string());
                 }
             }
         }
@@ -269,12 +293,20 @@ impl ExperimentsView {
 
     pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
         let ctx = ui.ctx().clone();
-        ui.label(
-            "The experiments that reproduce the studies' tables, run by the same library code as \
-             `wgdiff experiment`: rows fill in and plots draw as they are measured, and the report files \
-             are the ones the command writes. Its work is not paced: its times are the command's, and the \
-             app draws between its submissions.",
-        );
+        ui.label(match platform::IN_PAGE {
+            false => {
+                "The experiments that reproduce the studies' tables, run by the same library code as \
+                 `wgdiff experiment`: rows fill in and plots draw as they are measured, and the report files \
+                 are the ones the command writes. Its work is not paced: its times are the command's, and the \
+                 app draws between its submissions."
+            }
+            true => {
+                "The experiments whose files this site holds, run by the same library code as `wgdiff \
+                 experiment`: rows fill in and plots draw as they are measured, and the report's Markdown, \
+                 JSON and schedule files are kept here to download (its PNG plots are drawn natively only). \
+                 Its work is paced like every job in the page, so its times are the page's."
+            }
+        });
         let running = self.is_running();
         ui.add_enabled_ui(!running, |ui| self.settings_ui(ui));
         ui.horizontal(|ui| {
@@ -305,6 +337,18 @@ impl ExperimentsView {
             ui.add(egui::ProgressBar::new(fraction).text(text));
         }
         super::message_label(ui, &self.message);
+        if let (true, Some(f)) = (platform::IN_PAGE, &self.finished) {
+            ui.horizontal_wrapped(|ui| {
+                ui.label("download:");
+                for name in f.names() {
+                    if ui.button(name).clicked() {
+                        if let Err(e) = platform::deliver(&self.report_dir.join(name)) {
+                            self.message = Some(Err(e.to_string()));
+                        }
+                    }
+                }
+            });
+        }
         if !self.notes.is_empty() {
             egui::CollapsingHeader::new(format!("log ({} lines)", self.notes.len()))
                 .default_open(true)
@@ -333,7 +377,8 @@ impl ExperimentsView {
             egui::ComboBox::from_label("experiment")
                 .selected_text(self.kind.name())
                 .show_ui(ui, |ui| {
-                    for k in Kind::ALL {
+                    // (a page lists the experiments whose files its site holds)
+                    for k in Kind::ALL.into_iter().filter(|&k| runs_here(k)) {
                         ui.selectable_value(&mut self.kind, k, k.name());
                     }
                 });
@@ -431,17 +476,45 @@ impl Drop for Unpaced<'_> {
     }
 }
 
-/// Runs `setup` with the library's experiment runner, unpaced, sending its events; Cancel stops
-/// it at its next event.
+/// Whether experiment `kind` runs here: natively all do; a page runs those whose files its site
+/// holds ([`Setup::page_inputs`]).
+fn runs_here(kind: Kind) -> bool {
+    !platform::IN_PAGE || Setup::new(kind, true).page_inputs().is_ok()
+}
+
+/// Runs `setup` with the library's experiment runner, sending its events; Cancel stops it at
+/// its next event. Natively unpaced, reading its files from disk and writing its report there;
+/// in a page (paced, as every job there) its files are fetched from the site first, and the
+/// report's files are kept as the page's files under the setup's folder, to download.
 async fn experiment_job(gpu: Gpu, setup: Setup, job: JobContext<ExperimentMessage>) -> Result<()> {
-    let _unpaced = Unpaced::new(&gpu);
+    let _unpaced = (!platform::IN_PAGE).then(|| Unpaced::new(&gpu));
+    let inputs = match platform::IN_PAGE {
+        true => {
+            let mut files = Vec::new();
+            for path in setup.page_inputs()? {
+                job.send(ExperimentMessage::Event(lab::Event::Note(format!(
+                    "fetching {}",
+                    path.display()
+                ))));
+                let bytes = platform::read_file(&path).await?;
+                files.push((path, bytes));
+            }
+            Inputs::Fetched(files)
+        }
+        false => Inputs::Disk,
+    };
     let command = format!("{} (from wgdiff gui)", setup.command());
-    let finished = lab::run(&gpu, &setup, &command, &mut |event| {
+    let finished = lab::run(&gpu, &setup, &inputs, &command, &mut |event| {
         job.check()?;
         job.send(ExperimentMessage::Event(event));
         Ok(())
     })
     .await?;
+    if platform::IN_PAGE {
+        for (name, bytes) in &finished.files {
+            platform::write_file(&setup.out.join(name), bytes)?;
+        }
+    }
     job.send(ExperimentMessage::Finished(finished));
     Ok(())
 }

@@ -5,7 +5,6 @@ mod branches;
 mod compare;
 mod denoise;
 mod device;
-#[cfg(not(target_arch = "wasm32"))]
 mod experiments;
 mod export;
 mod frame_clock;
@@ -211,7 +210,6 @@ pub struct WgdiffApp {
     pub skip: skip::SkipView,
     pub train: train::TrainView,
     pub profile: profile::ProfileView,
-    #[cfg(not(target_arch = "wasm32"))]
     pub experiments: experiments::ExperimentsView,
     pub device: device::DeviceView,
     pub clock: FrameClock,
@@ -252,7 +250,6 @@ impl WgdiffApp {
             skip: skip::SkipView::default(),
             train: train::TrainView::new(&shared),
             profile: profile::ProfileView::new(&shared),
-            #[cfg(not(target_arch = "wasm32"))]
             experiments: experiments::ExperimentsView::default(),
             device: device::DeviceView::default(),
             // (the page announces its frame times instead of writing a log)
@@ -267,7 +264,6 @@ impl WgdiffApp {
                 View::Train => app.train.settings.set(key, value)?,
                 View::Skip => app.skip.set(key, value)?,
                 View::Compare => app.compare.set(key, value)?,
-                #[cfg(not(target_arch = "wasm32"))]
                 View::Experiments => app.experiments.set(key, value)?,
                 view => {
                     return Err(Error::Config(format!(
@@ -293,10 +289,7 @@ impl WgdiffApp {
                 View::Compare => app.compare.run(ctx, &app.shared),
                 View::Train => app.train.start(ctx, &app.shared, false),
                 View::Profile => app.profile.run(ctx, &app.shared),
-                #[cfg(not(target_arch = "wasm32"))]
                 View::Experiments => app.experiments.start(ctx, &app.shared),
-                #[cfg(target_arch = "wasm32")]
-                View::Experiments => {}
                 View::Device => {}
             }
         }
@@ -311,19 +304,11 @@ impl WgdiffApp {
             Activity::Sampling
         } else if self.profile.is_running() {
             Activity::Profiling
-        } else if self.skip.is_running() || self.experiments_running() {
+        } else if self.skip.is_running() || self.experiments.is_running() {
             Activity::Measuring
         } else {
             Activity::Idle
         }
-    }
-
-    /// Whether an experiment runs (never in a page, which has none).
-    fn experiments_running(&self) -> bool {
-        #[cfg(not(target_arch = "wasm32"))]
-        return self.experiments.is_running();
-        #[cfg(target_arch = "wasm32")]
-        return false;
     }
 
     fn tabs(&mut self, ui: &mut egui::Ui) {
@@ -368,10 +353,7 @@ impl WgdiffApp {
             View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
             View::Skip => self.skip.settled(),
             View::Compare => !self.compare.is_running() && self.compare.scored(),
-            #[cfg(not(target_arch = "wasm32"))]
             View::Experiments => self.experiments.done(),
-            #[cfg(target_arch = "wasm32")]
-            View::Experiments => true,
             View::Device => true,
         };
         let after = self.shared.options.screenshot_after;
@@ -456,7 +438,6 @@ impl eframe::App for WgdiffApp {
         self.skip.poll(&self.shared);
         self.train.poll(&ctx, &self.shared);
         self.profile.poll();
-        #[cfg(not(target_arch = "wasm32"))]
         self.experiments.poll();
         self.device.poll();
         egui::Panel::top("tabs").show(ui, |ui| self.tabs(ui));
@@ -472,10 +453,7 @@ impl eframe::App for WgdiffApp {
                 View::Skip => self.skip.ui(ui, &self.shared, &self.denoise),
                 View::Train => self.train.ui(ui, &self.shared),
                 View::Profile => self.profile.ui(ui, &self.shared),
-                #[cfg(not(target_arch = "wasm32"))]
                 View::Experiments => self.experiments.ui(ui, &self.shared),
-                #[cfg(target_arch = "wasm32")]
-                View::Experiments => experiments_in_page(ui),
                 View::Device => self.device.ui(ui, &self.shared),
             });
         });
@@ -503,20 +481,9 @@ impl eframe::App for WgdiffApp {
         #[cfg(not(target_arch = "wasm32"))]
         self.train.wait_for_checkpoint();
         self.profile.cancel();
-        #[cfg(not(target_arch = "wasm32"))]
         self.experiments.cancel();
         self.write_logs();
     }
-}
-
-/// The experiments view in a page: what it would need, and where to run them instead.
-#[cfg(target_arch = "wasm32")]
-fn experiments_in_page(ui: &mut egui::Ui) {
-    ui.label(
-        "The experiments (adaptive-skip, compression, ladder, skip-search, speedrun) read and write files \
-         and need more memory than a page has: run them in the desktop app (`wgdiff gui --view experiments`) \
-         or with `wgdiff experiment`. The compare view runs here.",
-    );
 }
 
 /// A setting's value parsed from its text, or an error naming the setting.

@@ -72,10 +72,9 @@ impl MnistFid {
 
     /// [`shipped`](Self::shipped) from the files in `assets/models/` (relative to the working
     /// folder).
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn shipped_files(gpu: &Gpu) -> Result<MnistFid> {
         let read = |path: &str| {
-            std::fs::read(path).map_err(|e| {
+            crate::fsio::read_io(Path::new(path)).map_err(|e| {
                 Error::Config(format!(
                     "MNIST-FID needs {path} ({e}): it ships in assets/models/, so run wgdiff from the repository \
                      folder"

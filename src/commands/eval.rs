@@ -195,9 +195,12 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
         1.0 => String::new(),
         w => format!(", guidance {w}"),
     };
+    let kid_text = scores
+        .kid
+        .map_or(String::new(), |(kid, sd)| format!("  KID {kid:.4} ± {sd:.4}"));
     println!(
-        "{} {:.2}  KID {:.4} ± {:.4}{is_text}  ({} samples from {} {steps} steps{guidance} vs {} {} images; {reference_note})",
-        scores.metric, scores.fid, scores.kid.0, scores.kid.1, scores.samples, request.sampler(),
+        "{} {:.2}{kid_text}{is_text}  ({} samples from {} {steps} steps{guidance} vs {} {} images; {reference_note})",
+        scores.metric, scores.fid, scores.samples, request.sampler(),
         scores.reference_images, data.name
     );
     eprintln!(

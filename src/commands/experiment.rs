@@ -14,7 +14,7 @@ use std::time::Instant;
 use wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER;
 use wgdiff::eval::DEFAULT_STATS_CACHE;
 use wgdiff::experiment::lab::{self, Event, Kind, Setup};
-use wgdiff::experiment::{compression, skip_search};
+use wgdiff::experiment::{compression, skip_search, Inputs};
 use wgdiff::gpu::describe;
 use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 use wgdiff::Gpu;
@@ -234,11 +234,14 @@ pub struct LadderArgs {
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
     wgdiff experiment speedrun --quick     # lavapipe: 4 training minutes per recipe (~1 h with the U-Nets' evaluations)\n  \
-    wgdiff experiment speedrun             # 30 training minutes per recipe, 1,000 samples per evaluation\n\n\
-Recipes: the previous default (the MNIST U-Net, batch 64, EMA 0.999), today's default (the\n\
-class-conditional residual MLP, v on the cosine schedule, guidance 2), the same MLP without\n\
-classes, with eps on linear betas, at double width, and the small U-Net with the new optimiser\n\
-settings. Each first takes one untimed\n\
+    wgdiff experiment speedrun             # 30 training minutes per recipe, 1,000 samples per evaluation\n  \
+    wgdiff experiment speedrun --quick --recipes default,min-snr,lr-decay --budget 270\n\n\
+Recipes (--recipes keys): previous (the MNIST U-Net, batch 64, EMA 0.999, the default before\n\
+the speed-run), default (today's: the class-conditional residual MLP, v on the cosine schedule,\n\
+guidance 2), the same MLP without classes (unconditional), with eps on linear betas\n\
+(eps-linear), at double width (mlp-1024), with min-SNR-5 loss weighting (min-snr), with the lr\n\
+decaying over the last 30% (lr-decay), at batch 256 (batch-256), and the small U-Net with the\n\
+new optimiser settings (unet-small). Each first takes one untimed\n\
 warm-up step (pipelines, kernel autotuning). They train round-robin in time slices, so a machine that\n\
 slows down slows every recipe alike; only time inside the training step counts. Writes\n\
 speedrun.md, speedrun.json and fid-vs-time.png to --out.")]
@@ -249,6 +252,9 @@ pub struct SpeedrunArgs {
     /// Training seconds per recipe [default: 240 with --quick, else 1800]
     #[arg(long)]
     budget: Option<f64>,
+    /// Comma-separated recipe keys to race, in that order (see below) [default: all]
+    #[arg(long, value_name = "KEY,KEY")]
+    recipes: Option<String>,
     /// Output folder
     #[arg(long, default_value = "runs/speedrun")]
     out: PathBuf,
@@ -323,6 +329,7 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
         }
         ExperimentCommand::Speedrun(a) => {
             let mut setup = Setup::new(Kind::Speedrun, a.quick);
+            set(&mut setup, "recipes", a.recipes.as_ref())?;
             set(&mut setup, "budget", a.budget)?;
             set(&mut setup, "out", Some(a.out.display()))?;
             setup
@@ -388,13 +395,18 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let mut terminal = Terminal::new();
-    let finished = block_on(lab::run(gpu, &setup, &command, &mut |event| {
+    let finished = block_on(lab::run(gpu, &setup, &Inputs::Disk, &command, &mut |event| {
         terminal.show(event);
         Ok(())
     }));
     terminal.bar.finish_and_clear();
     let finished = finished.with_context(|| format!("experiment {}", setup.kind().name()))?;
-    eprintln!("wrote {}", finished.written.join(", "));
+    let written: Vec<String> = finished
+        .names()
+        .iter()
+        .map(|name| setup.out.join(name).display().to_string())
+        .collect();
+    eprintln!("wrote {}", written.join(", "));
     println!("{}", finished.markdown);
     Ok(())
 }

@@ -30,8 +30,8 @@ pub struct TrainArgs {
     /// TOML file with any of the settings below (flags given here win)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Continue the run saved in this checkpoint with its settings; --steps, --lr, --warmup,
-    /// --max-grad-norm, --max-minutes, --out, --checkpoint-every, --sample-every, --grid-images
+    /// Continue the run saved in this checkpoint with its settings; --steps, --lr, --lr-decay,
+    /// --warmup, --max-grad-norm, --max-minutes, --out, --checkpoint-every, --sample-every, --grid-images
     /// and --grid-steps may change (e.g. a lower --lr after divergence); other flags are refused
     #[arg(long, value_name = "CHECKPOINT")]
     resume: Option<PathBuf>,
@@ -68,6 +68,10 @@ pub struct TrainArgs {
     /// Linear learning-rate warm-up steps [default: 50]
     #[arg(long)]
     warmup: Option<u32>,
+    /// Decay the learning rate linearly to 0 over this share of the run at its end (its
+    /// --steps or --max-minutes, whichever ends it first), e.g. 0.3 [default: 0 = no decay]
+    #[arg(long, value_name = "SHARE")]
+    lr_decay: Option<f32>,
     /// Clip the global gradient norm (0 = off) [default: 1]
     #[arg(long)]
     max_grad_norm: Option<f32>,
@@ -194,6 +198,7 @@ impl TrainArgs {
             steps: self.steps,
             lr: self.lr,
             warmup: self.warmup,
+            lr_decay: self.lr_decay,
             max_grad_norm: self.max_grad_norm,
             max_minutes: self.max_minutes,
             out: self.out.clone(),
@@ -254,6 +259,7 @@ impl TrainArgs {
             batch,
             lr,
             warmup,
+            lr_decay,
             max_grad_norm,
             ema_decay,
             seed,

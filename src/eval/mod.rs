@@ -209,27 +209,24 @@ pub struct Scores {
     /// "FID" or "MNIST-FID".
     pub metric: String,
     pub fid: f64,
-    /// Mean and standard deviation of KID over subsets.
-    pub kid: (f64, f64),
+    /// Mean and standard deviation of KID over subsets; None against a reference of FID
+    /// statistics only (the shipped MNIST test statistics a page scores with).
+    pub kid: Option<(f64, f64)>,
     /// Generated images the scores are of.
     pub samples: usize,
     /// Reference images (statistics) and the reference rows KID drew from.
     pub reference_images: usize,
 }
 
-/// Scores of generated feature rows (`dim` wide) against `reference`; KID uses subsets of
-/// min(1000, both sizes) rows with a fixed seed.
+/// Scores of generated feature rows (`dim` wide) against `reference`; KID (when the reference
+/// has its feature rows) uses subsets of min(1000, both sizes) rows with a fixed seed.
 pub fn compare(metric: &str, rows: &[f32], dim: usize, reference: &Reference) -> Result<Scores> {
-    if reference.kid_rows.is_empty() {
-        return Err(Error::Config(format!(
-            "the reference ({} {} images) holds FID statistics only; KID needs its feature rows (compute \
-             the reference from the images)",
-            reference.source.images, reference.source.dataset
-        )));
-    }
     let stats = FeatureStats::from_features(rows, dim)?;
     let fid = frechet_distance(&stats, &reference.stats)?;
-    let kid = kid(rows, &reference.kid_rows, dim, KID_SUBSETS, None, 0)?;
+    let kid = match reference.kid_rows.is_empty() {
+        true => None,
+        false => Some(kid(rows, &reference.kid_rows, dim, KID_SUBSETS, None, 0)?),
+    };
     Ok(Scores {
         metric: metric.to_string(),
         fid,

@@ -285,7 +285,7 @@ pub fn markdown(rows: &[Row], plan: &Plan, device: &str) -> String {
 /// plotters draws text only there; a page exports the plot it shows.)
 #[cfg(not(target_arch = "wasm32"))]
 pub fn plot_png(rows: &[Row], name: &std::path::Path) -> Result<Vec<u8>> {
-    use super::plots::{curves_and_points_png, Axes, Series};
+    use super::plots::{curves_and_points, Axes, Series};
     let scored: Vec<&Row> = rows.iter().filter(|r| r.fid.is_some()).collect();
     if scored.is_empty() {
         return Err(Error::Config(
@@ -319,5 +319,5 @@ pub fn plot_png(rows: &[Row], name: &std::path::Path) -> Result<Vec<u8>> {
         x: "ms per image",
         y: "MNIST-FID (lower is better)",
     };
-    curves_and_points_png(name, axes, &series)
+    curves_and_points(name, axes, &series)
 }

@@ -3,8 +3,9 @@
 //! a trained DDPM U-Net and NCSN ScoreNet, each row with its file size (raw and gzipped),
 //! sampling ms per image, peak device memory and MNIST-FID, the report's numbers beside.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
-use super::{ExperimentPlan, ExperimentReport, Header};
+use super::{ExperimentPlan, ExperimentReport, Header, ReportFile};
 use crate::checkpoint::Checkpoint;
 use crate::compress::{
     compress_checkpoint, gzipped_len, CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan,
@@ -18,6 +19,7 @@ use crate::{DType, Gpu, Result};
 use rand::SeedableRng;
 use serde::Serialize;
 use std::fmt::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// The NCSN ScoreNet shipped for the compression tables (trained by `wgdiff train --preset
@@ -435,10 +437,14 @@ impl ExperimentReport for Report {
         md
     }
 
-    /// Writes compression.md, compression.json, fid-vs-size.png and fid-vs-ms.png into `out`;
-    /// returns the file names.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        super::write_text_report(out, "compression", &self.markdown(), self)?;
+    /// compression.md and compression.json.
+    fn files(&self) -> Result<Vec<ReportFile>> {
+        super::text_files("compression", &self.markdown(), self)
+    }
+
+    /// fid-vs-size.png and fid-vs-ms.png.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>> {
         let mut models: Vec<&str> = self.rows.iter().map(|r| r.model.as_str()).collect();
         models.dedup();
         let series = |x: &dyn Fn(&Row) -> f64| -> Vec<Series> {
@@ -455,8 +461,8 @@ impl ExperimentReport for Report {
                 })
                 .collect()
         };
-        plots::scatter(
-            &out.join("fid-vs-size.png"),
+        let size = plots::scatter(
+            Path::new("fid-vs-size.png"),
             Axes {
                 caption: "MNIST-FID against the gzipped checkpoint",
                 x: "gzipped size (KB)",
@@ -464,8 +470,8 @@ impl ExperimentReport for Report {
             },
             &series(&|r| r.gzipped_bytes as f64 / 1e3),
         )?;
-        plots::scatter(
-            &out.join("fid-vs-ms.png"),
+        let time = plots::scatter(
+            Path::new("fid-vs-ms.png"),
             Axes {
                 caption: "MNIST-FID against sampling time",
                 x: "ms per image",
@@ -473,13 +479,9 @@ impl ExperimentReport for Report {
             },
             &series(&|r| r.ms_per_image),
         )?;
-        Ok([
-            "compression.md",
-            "compression.json",
-            "fid-vs-size.png",
-            "fid-vs-ms.png",
-        ]
-        .map(String::from)
-        .to_vec())
+        Ok(vec![
+            ("fid-vs-size.png".into(), size),
+            ("fid-vs-ms.png".into(), time),
+        ])
     }
 }

@@ -5,15 +5,20 @@ use super::adaptive_skip::{self, skip_model_path, SkipModel, SKIP_MODELS};
 use super::report::{ModelInfo, BASELINE_LABEL};
 use super::{compression, ladder, ladder_report, skip_search, skip_search_report, speedrun};
 use super::{step_search, step_search_report};
-use super::{ExperimentPlan, ExperimentReport, Header};
-use crate::checkpoint::Checkpoint;
-use crate::classifier::{MnistFid, MNIST_IMAGE_SHAPE, SHIPPED_MNIST_CLASSIFIER};
+use super::{ExperimentPlan, ExperimentReport, Header, Inputs, ReportFile};
+use crate::classifier::{MnistFid, MNIST_IMAGE_SHAPE, SHIPPED_MNIST_CLASSIFIER, SHIPPED_MNIST_TEST_STATS};
 use crate::eval::DEFAULT_STATS_CACHE;
 use crate::models::SkipType;
-use crate::pipeline::{TrainedModel, DEFAULT_CHECKPOINT};
 use crate::{Error, Gpu, Result};
 use std::path::{Path, PathBuf};
 use web_time::Instant;
+
+/// The model the experiments sample by default: the shipped checkpoint, or in a page the
+/// EMA-only export of it that the page's site holds.
+const DEFAULT_MODEL: &str = match cfg!(target_arch = "wasm32") {
+    true => crate::pipeline::DEFAULT_EXPORT,
+    false => crate::pipeline::DEFAULT_CHECKPOINT,
+};
 
 /// The experiments, in the order the app lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,7 +159,7 @@ impl Setup {
         let plan = match kind {
             Kind::AdaptiveSkip => Plan::AdaptiveSkip(AdaptiveSkipSetup {
                 plan: adaptive_skip::Plan::choose(quick),
-                baseline: DEFAULT_CHECKPOINT.into(),
+                baseline: DEFAULT_MODEL.into(),
                 models: match quick {
                     true => "assets/models".into(),
                     false => "runs/adaptive-skip/models".into(),
@@ -165,7 +170,7 @@ impl Setup {
             }),
             Kind::Compression => Plan::Compression(CompressionSetup {
                 plan: compression::Plan::choose(quick),
-                unet: DEFAULT_CHECKPOINT.into(),
+                unet: DEFAULT_MODEL.into(),
                 scorenet: compression::SHIPPED_SCORENET.into(),
             }),
             Kind::Ladder => Plan::Ladder(ladder::Plan::choose(quick)),
@@ -178,7 +183,7 @@ impl Setup {
             Kind::Speedrun => Plan::Speedrun(speedrun::Plan::choose(quick)),
             Kind::StepSearch => Plan::StepSearch(StepSearchSetup {
                 plan: step_search::Plan::choose(quick),
-                model: DEFAULT_CHECKPOINT.into(),
+                model: DEFAULT_MODEL.into(),
                 classifier: SHIPPED_MNIST_CLASSIFIER.into(),
                 cache: DEFAULT_STATS_CACHE.into(),
             }),
@@ -231,7 +236,7 @@ impl Setup {
                 "cache",
                 "out",
             ],
-            Plan::Speedrun(_) => &["budget", "out"],
+            Plan::Speedrun(_) => &["recipes", "budget", "out"],
             Plan::StepSearch(_) => &[
                 "samples",
                 "batch",
@@ -299,6 +304,10 @@ impl Setup {
                     .collect::<Result<_>>()?
             }
             (Plan::Speedrun(p), "budget") => p.budget_seconds = seconds()?,
+            (Plan::Speedrun(p), "recipes") => {
+                p.recipes = value.split(',').map(|k| k.trim().to_string()).collect();
+                speedrun::choose_recipes(&p.recipes)?;
+            }
             (Plan::StepSearch(s), "samples") => s.plan.samples = count()?,
             (Plan::StepSearch(s), "batch") => s.plan.batch = count()?,
             (Plan::StepSearch(s), "steps") => {
@@ -390,6 +399,43 @@ impl Setup {
         }
     }
 
+    /// The files a page fetches from its site before running this setup (models, the shipped
+    /// classifier and its statistics), or why the experiment runs natively only.
+    pub fn page_inputs(&self) -> Result<Vec<PathBuf>> {
+        let scoring = |classifier: &Path| match classifier.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
+            true => Ok(vec![classifier.to_path_buf(), SHIPPED_MNIST_TEST_STATS.into()]),
+            false => Err(Error::Config(format!(
+                "a page scores MNIST-FID with the shipped classifier and its statistics of the test split, \
+                 not {}: run this one natively (`wgdiff experiment`, the desktop app)",
+                classifier.display()
+            ))),
+        };
+        let native_only = |why: &str| {
+            Err(Error::Config(format!(
+                "experiment {} {why}: it runs natively only (`wgdiff experiment {}`, or the desktop app); a \
+                 page runs compression, skip-search and step-search",
+                self.kind().name(),
+                self.kind().name()
+            )))
+        };
+        let with = |mut models: Vec<PathBuf>, scoring: Vec<PathBuf>| {
+            models.extend(scoring);
+            Ok(models)
+        };
+        match &self.plan {
+            Plan::StepSearch(s) => with(vec![s.model.clone()], scoring(&s.classifier)?),
+            Plan::SkipSearch(s) => with(vec![s.model.clone()], scoring(&s.classifier)?),
+            Plan::Compression(s) => with(
+                vec![s.unet.clone(), s.scorenet.clone()],
+                scoring(Path::new(SHIPPED_MNIST_CLASSIFIER))?,
+            ),
+            Plan::AdaptiveSkip(_) => {
+                native_only("fine-tunes the skip-trained models it lacks and writes them")
+            }
+            Plan::Ladder(_) | Plan::Speedrun(_) => native_only("trains on MNIST's training split"),
+        }
+    }
+
     /// The `wgdiff experiment` command that runs this setup.
     pub fn command(&self) -> String {
         std::iter::once(format!("wgdiff experiment {}", self.kind().name()))
@@ -454,37 +500,63 @@ pub type Sink<'a> = dyn FnMut(Event) -> Result<()> + 'a;
 pub struct Finished {
     /// The report's Markdown (what `wgdiff experiment` prints).
     pub markdown: String,
-    /// The files written into the setup's folder.
-    pub written: Vec<String>,
+    /// The report's files (natively written into the setup's folder; a page keeps them), its
+    /// text files first and then its plots.
+    pub files: Vec<ReportFile>,
 }
 
-/// Runs `setup` on `gpu`, telling `on_event` what happens, then writes its report files into
-/// `setup.out` (the report's header names `command` and the device). The same run for
-/// `wgdiff experiment` and the app.
-pub async fn run(gpu: &Gpu, setup: &Setup, command: &str, on_event: &mut Sink<'_>) -> Result<Finished> {
+impl Finished {
+    /// The report files' names.
+    pub fn names(&self) -> Vec<&str> {
+        self.files.iter().map(|(name, _)| name.as_str()).collect()
+    }
+}
+
+/// Runs `setup` on `gpu` with its files from `inputs`, telling `on_event` what happens; natively
+/// then writes its report files into `setup.out` (the report's header names `command` and the
+/// device). The same run for `wgdiff experiment`, the app and the page.
+pub async fn run(
+    gpu: &Gpu,
+    setup: &Setup,
+    inputs: &Inputs,
+    command: &str,
+    on_event: &mut Sink<'_>,
+) -> Result<Finished> {
     setup.validate()?;
+    #[cfg(not(target_arch = "wasm32"))]
     crate::fsio::check_writable_dir(&setup.out)?;
     let started = Instant::now();
     let header = || Header::new(crate::gpu::describe(&gpu.info), command.to_string(), started);
     let report: Box<dyn ExperimentReport> = match &setup.plan {
-        Plan::AdaptiveSkip(s) => Box::new(adaptive_skip_run(gpu, s, header, on_event).await?),
-        Plan::Compression(s) => Box::new(compression_run(gpu, s, header, on_event).await?),
-        Plan::Ladder(p) => Box::new(ladder_run(gpu, p, header, on_event).await?),
-        Plan::SkipSearch(s) => Box::new(skip_search_run(gpu, s, header, on_event).await?),
-        Plan::Speedrun(p) => Box::new(speedrun_run(gpu, p, header, on_event).await?),
-        Plan::StepSearch(s) => Box::new(step_search_run(gpu, s, header, on_event).await?),
+        Plan::AdaptiveSkip(s) => Box::new(adaptive_skip_run(gpu, s, inputs, header, on_event).await?),
+        Plan::Compression(s) => Box::new(compression_run(gpu, s, inputs, header, on_event).await?),
+        Plan::Ladder(p) => Box::new(ladder_run(gpu, p, inputs, header, on_event).await?),
+        Plan::SkipSearch(s) => Box::new(skip_search_run(gpu, s, inputs, header, on_event).await?),
+        Plan::Speedrun(p) => Box::new(speedrun_run(gpu, p, inputs, header, on_event).await?),
+        Plan::StepSearch(s) => Box::new(step_search_run(gpu, s, inputs, header, on_event).await?),
     };
-    // (all files or none: a full disk half-way leaves the earlier report whole)
-    let written = crate::fsio::write_all_or_none(&setup.out, |staging| report.write_files(staging))?;
+    #[cfg(not(target_arch = "wasm32"))]
+    let files = super::write_report(report.as_ref(), &setup.out)?;
+    #[cfg(target_arch = "wasm32")]
+    let files = report.files()?;
     Ok(Finished {
         markdown: report.markdown(),
-        written,
+        files,
     })
 }
 
-/// MNIST-FID of the classifier in `classifier` against the MNIST test split (statistics cached
-/// in `cache`), with the reference's progress as events.
-async fn mnist_fid(gpu: &Gpu, classifier: &Path, cache: &Path, on_event: &mut Sink<'_>) -> Result<MnistFid> {
+/// MNIST-FID of the classifier in `classifier` against the MNIST test split, with the
+/// reference's progress as events: natively its statistics cached in `cache` (computed once);
+/// with fetched inputs the shipped classifier's shipped statistics ([`Setup::page_inputs`]).
+async fn mnist_fid(
+    gpu: &Gpu,
+    inputs: &Inputs,
+    (classifier, cache): (&Path, &Path),
+    on_event: &mut Sink<'_>,
+) -> Result<MnistFid> {
+    if let Inputs::Fetched(_) = inputs {
+        return inputs.shipped_mnist_fid(gpu);
+    }
     let mut failed = None;
     let fid = MnistFid::of_test_split(gpu, classifier, "mnist", cache, &mut |done, total| {
         if let Err(e) = on_event(Event::Progress {
@@ -557,6 +629,7 @@ const ABLATION: LivePlot = LivePlot {
 async fn ladder_run(
     gpu: &Gpu,
     plan: &ladder::Plan,
+    inputs: &Inputs,
     header: impl Fn() -> Header,
     on_event: &mut Sink<'_>,
 ) -> Result<ladder_report::Report> {
@@ -602,7 +675,7 @@ async fn ladder_run(
         })?;
     }
 
-    let tracker = MnistFid::shipped_files(gpu)?.into();
+    let tracker = inputs.shipped_mnist_fid(gpu)?.into();
     let mut training = TrainingSeconds::new(arms.len(), plan.train_seconds);
     let rows = ladder::run_ablation(gpu, &arms, plan, &tracker, |event| match event {
         Progress::WarmingUp(row) => on_event(Event::Note(format!("ablation: warm-up step of {row}"))),
@@ -658,12 +731,15 @@ const FID_VS_MS: LivePlot = LivePlot {
 async fn compression_run(
     gpu: &Gpu,
     setup: &CompressionSetup,
+    inputs: &Inputs,
     header: impl Fn() -> Header,
     on_event: &mut Sink<'_>,
 ) -> Result<compression::Report> {
     use compression::Progress;
-    let read = |path: &PathBuf| Checkpoint::load(path);
-    let (unet, scorenet) = (read(&setup.unet)?, read(&setup.scorenet)?);
+    let (unet, scorenet) = (
+        inputs.checkpoint(&setup.unet)?,
+        inputs.checkpoint(&setup.scorenet)?,
+    );
     let subjects = [
         compression::Subject {
             label: "DDPM U-Net",
@@ -678,7 +754,7 @@ async fn compression_run(
             published: &compression::PUBLISHED_NCSN,
         },
     ];
-    let tracker = MnistFid::shipped_files(gpu)?.into();
+    let tracker = inputs.shipped_mnist_fid(gpu)?.into();
     let total = subjects.len() * compression::settings().len();
     let mut measured = 0;
     let rows = compression::run(gpu, &subjects, &setup.plan, &tracker, |event| match event {
@@ -751,11 +827,12 @@ const FID_VS_TRAINING: LivePlot = LivePlot {
 async fn speedrun_run(
     gpu: &Gpu,
     plan: &speedrun::Plan,
+    inputs: &Inputs,
     header: impl Fn() -> Header,
     on_event: &mut Sink<'_>,
 ) -> Result<speedrun::Report> {
-    let recipes = speedrun::recipes();
-    let tracker = MnistFid::shipped_files(gpu)?.into();
+    let recipes = speedrun::choose_recipes(&plan.recipes)?;
+    let tracker = inputs.shipped_mnist_fid(gpu)?.into();
     let mut training = TrainingSeconds::new(recipes.len(), plan.budget_seconds);
     let curves = speedrun::run(gpu, &recipes, plan, &tracker, |recipe, seconds, point| {
         if let Some(p) = point {
@@ -802,6 +879,7 @@ const FID_VS_SPEEDUP: LivePlot = LivePlot {
 async fn adaptive_skip_run(
     gpu: &Gpu,
     setup: &AdaptiveSkipSetup,
+    inputs: &Inputs,
     header: impl Fn() -> Header,
     on_event: &mut Sink<'_>,
 ) -> Result<super::report::Report> {
@@ -809,7 +887,7 @@ async fn adaptive_skip_run(
     let mut models = vec![SkipModel {
         label: BASELINE_LABEL.into(),
         path: baseline.display().to_string(),
-        model: TrainedModel::load(gpu, baseline)?,
+        model: inputs.model(gpu, baseline, None).await?,
     }];
     let own_skip_type = models[0].skip_type()?;
     let [c, h, w] = models[0].model.image_shape();
@@ -827,7 +905,7 @@ async fn adaptive_skip_run(
                 models.push(SkipModel {
                     label: format!("{title} (no training for skips)"),
                     path: baseline.display().to_string(),
-                    model: TrainedModel::load_with_skip_type(gpu, baseline, Some(skip_type))?,
+                    model: inputs.model(gpu, baseline, Some(skip_type)).await?,
                 });
             }
         }
@@ -862,7 +940,7 @@ async fn adaptive_skip_run(
         models.push(SkipModel {
             label: label.into(),
             path: path.display().to_string(),
-            model: TrainedModel::load(gpu, &path)?,
+            model: inputs.model(gpu, &path, None).await?,
         });
     }
     for m in &models {
@@ -870,7 +948,7 @@ async fn adaptive_skip_run(
     }
     let mnist_fid = match timings_only {
         true => None,
-        false => Some(mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?),
+        false => Some(mnist_fid(gpu, inputs, (&setup.classifier, &setup.cache), on_event).await?),
     };
     let scoring = mnist_fid
         .as_ref()
@@ -956,12 +1034,13 @@ const ARMS_TIME_VS_FID: LivePlot = LivePlot {
 async fn skip_search_run(
     gpu: &Gpu,
     setup: &SkipSearchSetup,
+    inputs: &Inputs,
     header: impl Fn() -> Header,
     on_event: &mut Sink<'_>,
 ) -> Result<skip_search_report::Report> {
     use skip_search::{Bench, Origin, SearchEvent};
     let plan = &setup.plan;
-    let model = TrainedModel::load(gpu, &setup.model)?;
+    let model = inputs.model(gpu, &setup.model, None).await?;
     let levels = model.net.levels();
     if levels < 2 {
         return Err(Error::Config(format!(
@@ -974,7 +1053,7 @@ async fn skip_search_run(
         classifier,
         reference,
         ..
-    } = mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?;
+    } = mnist_fid(gpu, inputs, (&setup.classifier, &setup.cache), on_event).await?;
     let bench = Bench {
         sampling: model.sampling(),
         features: &classifier,
@@ -1108,11 +1187,12 @@ const SCHEDULES_TIME_VS_FID: LivePlot = LivePlot {
 async fn step_search_run(
     gpu: &Gpu,
     setup: &StepSearchSetup,
+    inputs: &Inputs,
     header: impl Fn() -> Header,
     on_event: &mut Sink<'_>,
 ) -> Result<step_search_report::Report> {
     let plan = &setup.plan;
-    let model = TrainedModel::load(gpu, &setup.model)?;
+    let model = inputs.model(gpu, &setup.model, None).await?;
     let sampling = model.sampling();
     if model.image_shape() != MNIST_IMAGE_SHAPE {
         return Err(Error::Config(format!(
@@ -1125,7 +1205,7 @@ async fn step_search_run(
         classifier,
         reference,
         ..
-    } = mnist_fid(gpu, &setup.classifier, &setup.cache, on_event).await?;
+    } = mnist_fid(gpu, inputs, (&setup.classifier, &setup.cache), on_event).await?;
     // every row: the model's own guidance, a mix of its classes
     let base = crate::pipeline::SampleRequest::for_state(&model.state)
         .count(plan.batch)

@@ -2,12 +2,14 @@
 //! ours, the JSON of every measurement, and a bar chart of the time per step (ladder.png).
 
 use super::ladder::{AblationRow, Plan, RungResult};
+#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Bar, BarPanel};
-use super::{ExperimentReport, Header};
+use super::{ExperimentReport, Header, ReportFile};
 use crate::ops::blocks::ConvNextImpl;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// The CUDA study's overall speed-up: 383.03 s -> 70.62 s (rung 3, its last timed configuration).
@@ -179,9 +181,14 @@ impl ExperimentReport for Report {
         md
     }
 
-    /// Writes ladder.md, ladder.json and ladder.png into `out`; returns their names.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        super::write_text_report(out, "ladder", &self.markdown(), self)?;
+    /// ladder.md and ladder.json.
+    fn files(&self) -> Result<Vec<ReportFile>> {
+        super::text_files("ladder", &self.markdown(), self)
+    }
+
+    /// ladder.png.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>> {
         let panels = [
             BarPanel {
                 title: format!(
@@ -218,10 +225,10 @@ impl ExperimentReport for Report {
             },
         ];
         let caption = format!("Time per training step, {}", self.header.device);
-        plots::bar_panels(&out.join("ladder.png"), &caption, &panels)?;
-        Ok(["ladder.md", "ladder.json", "ladder.png"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect())
+        let name = "ladder.png";
+        Ok(vec![(
+            name.into(),
+            plots::bar_panels(Path::new(name), &caption, &panels)?,
+        )])
     }
 }

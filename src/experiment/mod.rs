@@ -1,37 +1,28 @@
 //! Experiments that regenerate a published study's tables end to end: the runs, their Markdown
 //! report and PNG plots (`wgdiff experiment ...`), and the header, report and plan they share.
 
-// (a page runs comparisons; the other experiments and the PNG plots are native)
-#[cfg(not(target_arch = "wasm32"))]
 pub mod adaptive_skip;
 pub mod compare;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod compression;
-#[cfg(not(target_arch = "wasm32"))]
+pub mod inputs;
 pub mod lab;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod ladder;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod ladder_report;
+// (plotters draws text into a bitmap only natively: a page's reports have no PNG plots)
 #[cfg(not(target_arch = "wasm32"))]
 pub mod plots;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod report;
 pub mod round_robin;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod skip_search;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod skip_search_report;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod speedrun;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod step_search;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod step_search_report;
+
+pub use inputs::Inputs;
 
 use crate::Result;
 use serde::Serialize;
-use std::path::Path;
 #[cfg(not(target_arch = "wasm32"))]
 use std::time::SystemTime;
 
@@ -52,10 +43,9 @@ pub struct Header {
 impl Header {
     /// The header of a report made now by `command`, of an experiment that ran on `device`
     /// from `started`.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn new(device: String, command: String, started: web_time::Instant) -> Header {
         Header {
-            date: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            date: now_rfc3339(),
             device,
             command,
             wall_seconds: started.elapsed().as_secs_f64(),
@@ -72,14 +62,33 @@ impl Header {
     }
 }
 
-/// What `wgdiff experiment` does with every experiment's report.
+/// Now in UTC, RFC 3339 to the second (`2026-11-28T09:30:00Z`), natively and in a page.
+fn now_rfc3339() -> String {
+    #[cfg(not(target_arch = "wasm32"))]
+    return humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    #[cfg(target_arch = "wasm32")]
+    {
+        let iso = String::from(js_sys::Date::new_0().to_iso_string()); // ...T09:30:00.000Z
+        format!("{}Z", &iso[..19])
+    }
+}
+
+/// One file of a report: its name in the report's folder and its bytes.
+pub type ReportFile = (String, Vec<u8>);
+
+/// What `wgdiff experiment` (and the app) does with every experiment's report.
 pub trait ExperimentReport {
     /// The whole report as Markdown: a title, the header's line, the tables.
     fn markdown(&self) -> String;
 
-    /// Writes the report's files into `out` (its Markdown, its JSON, its plots and whatever else
-    /// it makes); returns what it wrote.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>>;
+    /// The report's files but its plots: its Markdown, its JSON and whatever else it makes
+    /// (schedule files).
+    fn files(&self) -> Result<Vec<ReportFile>>;
+
+    /// The report's PNG plots (native: plotters draws text into a bitmap only there; a page
+    /// shows the plots live).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>>;
 }
 
 /// How much an experiment measures: a small run for lavapipe (`--quick`) or the full one for a
@@ -101,23 +110,29 @@ pub trait ExperimentPlan: Sized {
     }
 }
 
-/// Writes a report's `<stem>.md` (`markdown`) and `<stem>.json` (`report` serialised) into
-/// `out`, creating the folder, each file atomically; the experiments' plots go beside them.
+/// Writes `report`'s files and plots into `out`, all or none (a full disk half-way leaves the
+/// earlier report whole); returns them, names and bytes, its text files first.
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) fn write_text_report(
-    out: &Path,
-    stem: &str,
-    markdown: &str,
-    report: &impl Serialize,
-) -> Result<()> {
-    std::fs::create_dir_all(out).map_err(|e| crate::Error::Io {
-        what: format!("creating the output folder {}", out.display()),
-        reason: e.to_string(),
+pub fn write_report(report: &dyn ExperimentReport, out: &std::path::Path) -> Result<Vec<ReportFile>> {
+    let mut files = report.files()?;
+    files.extend(report.plots()?);
+    crate::fsio::write_all_or_none(out, |staging| {
+        for (name, bytes) in &files {
+            crate::fsio::write_atomic(&staging.join(name), bytes)?;
+        }
+        Ok(Vec::new())
     })?;
+    Ok(files)
+}
+
+/// A report's `<stem>.md` (`markdown`) and `<stem>.json` (`report` serialised).
+pub(crate) fn text_files(stem: &str, markdown: &str, report: &impl Serialize) -> Result<Vec<ReportFile>> {
     let json = serde_json::to_string_pretty(report).map_err(|e| crate::Error::Io {
         what: format!("the {stem} report as JSON"),
         reason: e.to_string(),
     })?;
-    crate::fsio::write_atomic(&out.join(format!("{stem}.md")), markdown.as_bytes())?;
-    crate::fsio::write_atomic(&out.join(format!("{stem}.json")), json.as_bytes())
+    Ok(vec![
+        (format!("{stem}.md"), markdown.as_bytes().to_vec()),
+        (format!("{stem}.json"), json.into_bytes()),
+    ])
 }

@@ -1,8 +1,8 @@
-//! PNG plots of the experiments (plotters, with the font embedded from assets/fonts so no
-//! system fonts are needed): labelled curves (FID against speed-up or time), k(t) schedules, bars.
+//! PNG plots of the experiments as bytes (plotters, with the font embedded from assets/fonts so
+//! no system fonts are needed): labelled curves (FID against speed-up or time), k(t), bars.
 
 use crate::diffusion::skip_levels;
-use crate::plot_font::{plot_error, png_bytes, render_png, FONT};
+use crate::plot_font::{plot_error, png_bytes, FONT};
 use crate::Result;
 use plotters::prelude::*;
 use std::path::Path;
@@ -30,29 +30,26 @@ pub struct Axes<'a> {
     pub y: &'a str,
 }
 
+// (every plot's PNG bytes; `name` names it in errors)
+
 /// One line per series with each point labelled (the adaptive-skip experiment's FID against
 /// speed-up for each c, the speed-run's FID against training time).
-pub fn curves(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
+pub fn curves(name: &Path, axes: Axes, series: &[Series]) -> Result<Vec<u8>> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, true)).collect();
-    crate::fsio::write_atomic(path, &labelled_points(path, axes, &drawn, false)?)
+    labelled_points(name, axes, &drawn, false)
 }
 
 /// Labelled points coloured by series, unconnected (settings with no order: the compression
 /// experiment's FID against size and time).
-pub fn scatter(path: &Path, axes: Axes, series: &[Series]) -> Result<()> {
+pub fn scatter(name: &Path, axes: Axes, series: &[Series]) -> Result<Vec<u8>> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|s| (s, false)).collect();
-    crate::fsio::write_atomic(path, &labelled_points(path, axes, &drawn, false)?)
+    labelled_points(name, axes, &drawn, false)
 }
 
 /// Labelled points coloured by series, each series joined by a line when its flag says so,
 /// on axes fitted to the points (the skip search's c-family curve beside its searched and
 /// caching points, which crowd a corner of axes from zero).
-pub fn curves_and_points(path: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<()> {
-    crate::fsio::write_atomic(path, &curves_and_points_png(path, axes, series)?)
-}
-
-/// [`curves_and_points`]'s PNG bytes, written nowhere; `name` names the plot in errors.
-pub fn curves_and_points_png(name: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<Vec<u8>> {
+pub fn curves_and_points(name: &Path, axes: Axes, series: &[(Series, bool)]) -> Result<Vec<u8>> {
     let drawn: Vec<(&Series, bool)> = series.iter().map(|(s, line)| (s, *line)).collect();
     labelled_points(name, axes, &drawn, true)
 }
@@ -133,9 +130,9 @@ fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: boo
 
 /// The skip schedules k(t) = min(N-1, floor(N - N(1-t)^c)) of a U-Net with `levels` levels,
 /// one step function per exponent.
-pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<()> {
+pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<Vec<u8>> {
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
-    render_png(path, (900, 600), |root| {
+    png_bytes(path, (900, 600), |root| {
         let top = levels.saturating_sub(1) as f64;
         let mut chart = ChartBuilder::on(root)
             .caption(
@@ -200,7 +197,7 @@ pub struct BarPanel {
 
 /// Horizontal bars, one panel per [`BarPanel`] stacked top to bottom, each bar labelled above
 /// and annotated at its end (the speed ladders' time per step).
-pub fn bar_panels(path: &Path, caption: &str, panels: &[BarPanel]) -> Result<()> {
+pub fn bar_panels(path: &Path, caption: &str, panels: &[BarPanel]) -> Result<Vec<u8>> {
     let err = |e: &dyn std::fmt::Display| plot_error(path, e);
     const BAR_PX: u32 = 46;
     const PANEL_PX: u32 = 95;
@@ -208,7 +205,7 @@ pub fn bar_panels(path: &Path, caption: &str, panels: &[BarPanel]) -> Result<()>
         .iter()
         .map(|p| PANEL_PX + BAR_PX * p.bars.len().max(1) as u32)
         .collect();
-    render_png(path, (1000, 50 + heights.iter().sum::<u32>()), |root| {
+    png_bytes(path, (1000, 50 + heights.iter().sum::<u32>()), |root| {
         let mut rest = root.titled(caption, (FONT, 20)).map_err(|e| err(&e))?;
         for (i, (panel, height)) in panels.iter().zip(heights).enumerate() {
             let (area, below) = rest.split_vertically(height);

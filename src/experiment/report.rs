@@ -4,12 +4,14 @@
 //! and the verdict on its claims.
 
 use super::adaptive_skip::{ArmResult, Plan, SkipModel, ETAS, EXPONENTS, TABLE3_EXPONENT};
+#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Series};
-use super::{ExperimentReport, Header};
+use super::{ExperimentReport, Header, ReportFile};
 use crate::train::SkipTraining;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// Label of the untrained-for-skips baseline row (the paper's "DDPM" row).
@@ -103,23 +105,26 @@ pub struct Report {
 }
 
 impl ExperimentReport for Report {
-    /// Writes adaptive-skip.md, adaptive-skip.json, fid-vs-speedup.png (when the arms were
-    /// scored) and skip-schedules.png (for a U-Net of the first model's levels) into `out`;
-    /// returns the paths written.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
+    /// adaptive-skip.md and adaptive-skip.json.
+    fn files(&self) -> Result<Vec<ReportFile>> {
+        super::text_files("adaptive-skip", &self.markdown(), self)
+    }
+
+    /// skip-schedules.png (for a U-Net of the first model's levels) and fid-vs-speedup.png
+    /// (when the arms were scored).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>> {
         let levels = self.models.first().map_or(0, |m| m.levels);
-        super::write_text_report(out, "adaptive-skip", &self.markdown(), self)?;
         let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
-        plots::skip_schedules(&out.join("skip-schedules.png"), levels, &nonzero)?;
-        let mut written = vec!["adaptive-skip.md", "adaptive-skip.json", "skip-schedules.png"];
+        let name = "skip-schedules.png";
+        let mut plots = vec![(
+            name.into(),
+            plots::skip_schedules(Path::new(name), levels, &nonzero)?,
+        )];
         if self.scored() {
-            self.plot_fid_vs_speedup(out)?;
-            written.push("fid-vs-speedup.png");
+            plots.push(("fid-vs-speedup.png".into(), self.plot_fid_vs_speedup()?));
         }
-        Ok(written
-            .iter()
-            .map(|name| out.join(name).display().to_string())
-            .collect())
+        Ok(plots)
     }
 
     /// The whole report as Markdown.
@@ -231,7 +236,8 @@ impl Report {
     }
 
     /// fid-vs-speedup.png: each model's score against its speed-up at every exponent.
-    fn plot_fid_vs_speedup(&self, out: &Path) -> Result<()> {
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plot_fid_vs_speedup(&self) -> Result<Vec<u8>> {
         let series: Vec<Series> = self
             .models
             .iter()
@@ -258,7 +264,7 @@ impl Report {
             x: "speed-up of sampling against c = 0 (%)",
             y: &self.metric,
         };
-        plots::curves(&out.join("fid-vs-speedup.png"), axes, &series)
+        plots::curves(Path::new("fid-vs-speedup.png"), axes, &series)
     }
 
     /// The score of an arm, if it was scored.
@@ -408,19 +414,20 @@ impl Report {
                  below for why)."
             }
         );
-        let ((kid_ours, sd_ours), (kid_base, sd_base)) = (ours.kid, base.kid);
-        let spread = sd_ours.hypot(sd_base);
-        let _ = writeln!(
-            md,
-            "- KID at c = {c}: {kid_ours:.3} ± {sd_ours:.3} vs {kid_base:.3} ± {sd_base:.3} (std over subsets): the \
-             difference is {} one combined standard deviation ({spread:.3}){}.",
-            if (kid_ours - kid_base).abs() > spread { "more than" } else { "within" },
-            if (kid_ours - kid_base).abs() > spread {
-                ""
-            } else {
-                ", so this many samples cannot tell the two apart"
-            }
-        );
+        if let (Some((kid_ours, sd_ours)), Some((kid_base, sd_base))) = (ours.kid, base.kid) {
+            let spread = sd_ours.hypot(sd_base);
+            let _ = writeln!(
+                md,
+                "- KID at c = {c}: {kid_ours:.3} ± {sd_ours:.3} vs {kid_base:.3} ± {sd_base:.3} (std over subsets): \
+                 the difference is {} one combined standard deviation ({spread:.3}){}.",
+                if (kid_ours - kid_base).abs() > spread { "more than" } else { "within" },
+                if (kid_ours - kid_base).abs() > spread {
+                    ""
+                } else {
+                    ", so this many samples cannot tell the two apart"
+                }
+            );
+        }
         if let (Some(ours0), Some(base0)) = (scores(zero, 0.0), scores(BASELINE_LABEL, 0.0)) {
             let _ = writeln!(
                 md,

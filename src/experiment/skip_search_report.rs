@@ -2,13 +2,15 @@
 //! every arm's time and FID from one interleaved run, which arm wins within each budget, the
 //! time-vs-FID plot and one schedule file per budget.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::skip_search::{schedule_file, ArmResult, Family, Origin, Plan, Proxy, Searched};
-use super::{ExperimentReport, Header};
+use super::{ExperimentReport, Header, ReportFile};
 use crate::diffusion::join_depths;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// Everything the experiment measured.
@@ -129,7 +131,7 @@ impl ExperimentReport for Report {
         for a in &self.arms {
             let _ = writeln!(
                 md,
-                "| {} | {} | {:.2} | {:.1} | {:.1}% | {:.2} | {:+.1} | {:.2} ± {:.2} |",
+                "| {} | {} | {:.2} | {:.1} | {:.1}% | {:.2} | {:+.1} | {} |",
                 a.arm.label,
                 family_name(a.arm.family),
                 a.mean_skip,
@@ -137,8 +139,9 @@ impl ExperimentReport for Report {
                 a.speedup_percent,
                 a.scores.fid,
                 a.scores.fid - base_fid,
-                a.scores.kid.0,
-                a.scores.kid.1
+                a.scores
+                    .kid
+                    .map_or("-".into(), |(kid, sd)| format!("{kid:.2} ± {sd:.2}"))
             );
         }
         let _ = writeln!(md, "\n![time vs {metric}](time-vs-fid.png)\n");
@@ -218,11 +221,20 @@ impl ExperimentReport for Report {
         md
     }
 
-    /// Writes skip-search.md, .json, time-vs-fid.png and a schedule file per budget into `out`;
-    /// returns the names written.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        super::write_text_report(out, "skip-search", &self.markdown(), self)?;
-        let mut written = vec!["skip-search.md".to_string(), "skip-search.json".to_string()];
+    /// skip-search.md, .json and a schedule file per budget.
+    fn files(&self) -> Result<Vec<ReportFile>> {
+        let mut files = super::text_files("skip-search", &self.markdown(), self)?;
+        for s in &self.searched {
+            let costs = (&self.costs_ms[..], &self.proxy);
+            let file = schedule_file(&self.plan, costs, self.levels, s, &self.origin);
+            files.push((Report::schedule_name(s.budget), file.to_json()));
+        }
+        Ok(files)
+    }
+
+    /// time-vs-fid.png.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>> {
         let series = |family: Family, name: &str, line: bool| {
             let points = self
                 .arms
@@ -246,8 +258,9 @@ impl ExperimentReport for Report {
             x: "sampling ms per image (interleaved, median ratio to c = 0)",
             y: &self.origin.metric,
         };
-        plots::curves_and_points(
-            &out.join("time-vs-fid.png"),
+        let name = "time-vs-fid.png";
+        let plot = plots::curves_and_points(
+            Path::new(name),
             axes,
             &[
                 series(Family::Exponent, "k(t), exponent c", true),
@@ -256,20 +269,7 @@ impl ExperimentReport for Report {
                 series(Family::Combined, "cache + skipping", false),
             ],
         )?;
-        written.push("time-vs-fid.png".into());
-        for s in &self.searched {
-            let name = Report::schedule_name(s.budget);
-            schedule_file(
-                &self.plan,
-                (&self.costs_ms, &self.proxy),
-                self.levels,
-                s,
-                &self.origin,
-            )
-            .save(&out.join(&name))?;
-            written.push(name);
-        }
-        Ok(written)
+        Ok(vec![(name.into(), plot)])
     }
 }
 
@@ -283,6 +283,7 @@ fn family_name(family: Family) -> &'static str {
 }
 
 /// A point's label on the plot: "c = 2" -> "c=2", "cache m = 2, d = 2" -> "m=2,d=2".
+#[cfg(not(target_arch = "wasm32"))]
 fn short_label(label: &str) -> String {
     label
         .replace("searched, ", "")

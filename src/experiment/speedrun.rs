@@ -1,18 +1,21 @@
 //! The speed-run search behind `wgdiff train`'s default: candidate recipes trained side by side
 //! in interleaved time slices, each scored by MNIST-FID at fixed points of its training time.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
-use super::{ExperimentPlan, ExperimentReport, Header};
+use super::{ExperimentPlan, ExperimentReport, Header, ReportFile};
 use crate::diffusion::Process;
 use crate::models::{MlpNetConfig, ModelConfig};
 use crate::train::{FidTracker, TrainConfig, Trainer};
 use crate::{Error, Gpu, Result};
 use serde::Serialize;
 use std::fmt::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
-/// One candidate: a name, why it is in the race, and the run's settings.
+/// One candidate: its key (`--recipes`), a name, why it is in the race, and the run's settings.
 pub struct Recipe {
+    pub key: &'static str,
     pub name: &'static str,
     pub idea: &'static str,
     pub config: TrainConfig,
@@ -39,11 +42,13 @@ pub fn recipes() -> Vec<Recipe> {
     let mlp = TrainConfig::default();
     vec![
         Recipe {
+            key: "previous",
             name: "previous default",
             idea: "the MNIST U-Net (2.3M parameters) as `wgdiff train` ran it before",
             config: previous_default(),
         },
         Recipe {
+            key: "default",
             name: "MLP, v, cosine, classes (default)",
             idea: "the residual MLP on pixels, 512 wide (all matmuls: ~40x the U-Net's images per \
                    second on a CPU), predicting v on the cosine schedule, class-conditional (10% of \
@@ -51,6 +56,7 @@ pub fn recipes() -> Vec<Recipe> {
             config: mlp.clone(),
         },
         Recipe {
+            key: "unconditional",
             name: "MLP, unconditional",
             idea: "the first speed-run's winner: the default without classes or guidance, lr 2e-3",
             config: TrainConfig {
@@ -63,6 +69,7 @@ pub fn recipes() -> Vec<Recipe> {
             },
         },
         Recipe {
+            key: "eps-linear",
             name: "MLP, eps, linear",
             idea: "the default MLP with DDPM's process (eps on linear betas)",
             config: TrainConfig {
@@ -71,6 +78,7 @@ pub fn recipes() -> Vec<Recipe> {
             },
         },
         Recipe {
+            key: "unet-small",
             name: "U-Net small, fast",
             idea: "the 553k-parameter U-Net with the MLP's short EMA and higher lr, batch 32",
             config: TrainConfig {
@@ -80,6 +88,7 @@ pub fn recipes() -> Vec<Recipe> {
             },
         },
         Recipe {
+            key: "mlp-1024",
             name: "MLP 1024 wide",
             idea: "the default at twice the width: 2.7x the parameters, half the steps per second",
             config: TrainConfig {
@@ -87,15 +96,68 @@ pub fn recipes() -> Vec<Recipe> {
                     hidden: 1024,
                     ..MlpNetConfig::mnist()
                 })),
+                ..mlp.clone()
+            },
+        },
+        Recipe {
+            key: "min-snr",
+            name: "MLP, min-SNR 5",
+            idea: "the default with min-SNR-gamma loss weighting (Hang et al., \"Efficient Diffusion \
+                   Training via Min-SNR Weighting Strategy\"), gamma 5: less weight on the nearly \
+                   clean timesteps",
+            config: TrainConfig {
+                min_snr_gamma: Some(5.0),
+                ..mlp.clone()
+            },
+        },
+        Recipe {
+            key: "lr-decay",
+            name: "MLP, lr decays late",
+            idea: "the default with the learning rate falling linearly to 0 over the last 30% of \
+                   the budget",
+            config: TrainConfig {
+                lr_decay: 0.3,
+                ..mlp.clone()
+            },
+        },
+        Recipe {
+            key: "batch-256",
+            name: "MLP, batch 256",
+            idea: "the default at twice the batch and 1.5x the lr: fewer, less noisy steps",
+            config: TrainConfig {
+                batch: 256,
+                lr: 6e-3,
                 ..mlp
             },
         },
     ]
 }
 
-/// How long each recipe trains and how it is scored.
+/// The recipes of `keys` (in that order; empty: every recipe), or an error naming an unknown
+/// (or repeated) key and listing the known ones.
+pub fn choose_recipes(keys: &[String]) -> Result<Vec<Recipe>> {
+    let mut left = recipes();
+    if keys.is_empty() {
+        return Ok(left);
+    }
+    let known = left.iter().map(|r| r.key).collect::<Vec<_>>().join(", ");
+    keys.iter()
+        .map(|key| {
+            let i = left.iter().position(|r| r.key == key).ok_or_else(|| {
+                Error::Config(format!(
+                    "the speed-run has no recipe `{key}` (or it is named twice); its recipes are {known}"
+                ))
+            })?;
+            Ok(left.remove(i))
+        })
+        .collect()
+}
+
+/// Which recipes, how long each trains and how it is scored.
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
+    /// The recipes' keys ([`choose_recipes`]); empty: every recipe.
+    pub recipes: Vec<String>,
     /// Training seconds per recipe (time spent in `Trainer::step`).
     pub budget_seconds: f64,
     /// Training seconds a recipe runs before the next one takes over.
@@ -111,6 +173,7 @@ impl ExperimentPlan for Plan {
     /// `--quick`: 4 training minutes per recipe, 3 evaluations of 200 samples x 20 steps.
     fn quick() -> Plan {
         Plan {
+            recipes: Vec::new(),
             budget_seconds: 240.0,
             slice_seconds: 20.0,
             evals: 3,
@@ -122,6 +185,7 @@ impl ExperimentPlan for Plan {
     /// The full search: 30 training minutes per recipe, 6 evaluations of 1,000 samples x 50 steps.
     fn full() -> Plan {
         Plan {
+            recipes: Vec::new(),
             budget_seconds: 1800.0,
             slice_seconds: 30.0,
             evals: 6,
@@ -184,9 +248,10 @@ pub async fn run(
     }
     let mut runs = Vec::with_capacity(recipes.len());
     for recipe in recipes {
+        // (the budget as the run's time limit: a late lr decay knows where the run ends)
         let config = TrainConfig {
             steps: usize::MAX / 2,
-            max_minutes: 0.0,
+            max_minutes: (plan.budget_seconds / 60.0) as f32,
             ..recipe.config.clone()
         };
         let mut trainer = Trainer::new(gpu, config)?;
@@ -295,9 +360,14 @@ impl ExperimentReport for Report {
         md
     }
 
-    /// Writes speedrun.md, speedrun.json and fid-vs-time.png into `out`; returns their names.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        super::write_text_report(out, "speedrun", &self.markdown(), self)?;
+    /// speedrun.md and speedrun.json.
+    fn files(&self) -> Result<Vec<ReportFile>> {
+        super::text_files("speedrun", &self.markdown(), self)
+    }
+
+    /// fid-vs-time.png.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>> {
         let series: Vec<Series> = self
             .curves
             .iter()
@@ -319,10 +389,10 @@ impl ExperimentReport for Report {
             x: "training time (s)",
             y: "MNIST-FID",
         };
-        plots::curves(&out.join("fid-vs-time.png"), axes, &series)?;
-        Ok(["speedrun.md", "speedrun.json", "fid-vs-time.png"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect())
+        let name = "fid-vs-time.png";
+        Ok(vec![(
+            name.into(),
+            plots::curves(Path::new(name), axes, &series)?,
+        )])
     }
 }

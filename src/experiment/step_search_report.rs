@@ -2,13 +2,15 @@
 //! every spacing's time and MNIST-FID from one interleaved run beside the DDPM bar, the verdict
 //! per step count, the time-vs-FID plot and one schedule file per step count.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::step_search::{schedule_file, ArmResult, Plan, Searched};
-use super::{ExperimentReport, Header};
+use super::{ExperimentReport, Header, ReportFile};
 use crate::diffusion::StepSearchRecord;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// How far above the bar's MNIST-FID a few-step schedule may score and still count as "at
@@ -194,11 +196,19 @@ impl ExperimentReport for Report {
         md
     }
 
-    /// Writes step-search.md, .json, time-vs-fid.png and a schedule file per step count into
-    /// `out`; returns the names written.
-    fn write_files(&self, out: &Path) -> Result<Vec<String>> {
-        super::write_text_report(out, "step-search", &self.markdown(), self)?;
-        let mut written = vec!["step-search.md".to_string(), "step-search.json".to_string()];
+    /// step-search.md, .json and a schedule file per step count.
+    fn files(&self) -> Result<Vec<ReportFile>> {
+        let mut files = super::text_files("step-search", &self.markdown(), self)?;
+        for s in &self.searched {
+            let file = schedule_file(&self.plan, self.levels, s, self.record(s));
+            files.push((self.schedule_name(s.steps), file.to_json()));
+        }
+        Ok(files)
+    }
+
+    /// time-vs-fid.png.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn plots(&self) -> Result<Vec<ReportFile>> {
         let series = |schedule: &str, name: &str| {
             let points = self
                 .arms
@@ -222,8 +232,9 @@ impl ExperimentReport for Report {
             x: "sampling ms per image (median over rounds)",
             y: &self.metric,
         };
-        plots::curves_and_points(
-            &out.join("time-vs-fid.png"),
+        let name = "time-vs-fid.png";
+        let plot = plots::curves_and_points(
+            Path::new(name),
             axes,
             &[
                 series("ddpm", "ddpm (the bar)"),
@@ -233,13 +244,7 @@ impl ExperimentReport for Report {
                 series("searched", "searched"),
             ],
         )?;
-        written.push("time-vs-fid.png".into());
-        for s in &self.searched {
-            let name = self.schedule_name(s.steps);
-            schedule_file(&self.plan, self.levels, s, self.record(s)).save(&out.join(&name))?;
-            written.push(name);
-        }
-        Ok(written)
+        Ok(vec![(name.into(), plot)])
     }
 }
 

@@ -11,4 +11,4 @@ mod schedule;
 pub use adam::{global_grad_norm, Adam, AdamConfig, MomentStorage, MIN_INT8_ELEMENTS};
 pub use ema::Ema;
 pub use scaler::{backward_and_step, LossScaler};
-pub use schedule::LrSchedule;
+pub use schedule::{late_decay, LrSchedule};

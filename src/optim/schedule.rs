@@ -1,5 +1,5 @@
-//! Learning-rate schedules: a factor in (0, 1] applied to the base rate at each step
-//! (linear warm-up, optionally followed by cosine decay).
+//! Learning-rate schedules: a factor in (0, 1] applied to the base rate at each step (linear
+//! warm-up, optionally followed by cosine decay), and a late linear decay by a run's progress.
 
 /// How the learning rate changes with the step number (1-based).
 #[derive(Clone, Debug, PartialEq)]
@@ -46,9 +46,29 @@ impl LrSchedule {
     }
 }
 
+/// The late decay of a run whose end is known by progress (its steps or its time budget): 1
+/// until the last `share` of the run, then linearly down to 0 at its end (`share` 0: always 1).
+pub fn late_decay(progress: f64, share: f32) -> f32 {
+    if share <= 0.0 {
+        return 1.0;
+    }
+    ((1.0 - progress.clamp(0.0, 1.0)) / share as f64).min(1.0) as f32
+}
+
 #[cfg(test)]
 mod tests {
-    use super::LrSchedule;
+    use super::{late_decay, LrSchedule};
+
+    #[test]
+    fn late_decay_holds_then_falls_to_zero_at_the_end() {
+        assert_eq!(late_decay(0.5, 0.0), 1.0);
+        assert_eq!(late_decay(1.0, 0.0), 1.0);
+        assert_eq!(late_decay(0.2, 0.3), 1.0);
+        assert_eq!(late_decay(0.7, 0.3), 1.0);
+        assert!((late_decay(0.85, 0.3) - 0.5).abs() < 1e-6);
+        assert_eq!(late_decay(1.0, 0.3), 0.0);
+        assert_eq!(late_decay(1.5, 0.3), 0.0);
+    }
 
     #[test]
     fn warmup_ramps_then_holds_and_cosine_ends_at_min() {

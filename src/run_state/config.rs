@@ -86,6 +86,9 @@ pub struct TrainConfig {
     pub lr: f32,
     /// Linear learning-rate warm-up steps.
     pub warmup: u32,
+    /// The share of the run, at its end, over which the learning rate falls linearly to 0 (the
+    /// end is `steps` or `max_minutes`, whichever comes first); 0 = no decay.
+    pub lr_decay: f32,
     /// Clip the global gradient norm to this (0 = no clipping).
     pub max_grad_norm: f32,
     /// EMA decay of the sampling weights (warmed up as min(decay, (1 + s) / (10 + s))).
@@ -250,6 +253,7 @@ impl Default for TrainConfig {
             batch: 128,
             lr: 4e-3,
             warmup: 50,
+            lr_decay: 0.0,
             max_grad_norm: 1.0,
             ema_decay: 0.99,
             seed: 0,
@@ -343,6 +347,13 @@ impl TrainConfig {
         }
         check_finite_nonnegative("max_minutes", self.max_minutes, "no time limit")?;
         check_finite_nonnegative("max_grad_norm", self.max_grad_norm, "no clipping")?;
+        if !(0.0..=1.0).contains(&self.lr_decay) {
+            return bad(format!(
+                "lr_decay must be in [0, 1] (the share of the run at its end over which the lr falls to 0; \
+                 0 = no decay), got {}",
+                self.lr_decay
+            ));
+        }
         if !(0.0..1.0).contains(&self.ema_decay) {
             return bad(format!("ema_decay must be in [0, 1), got {}", self.ema_decay));
         }

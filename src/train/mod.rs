@@ -24,7 +24,7 @@ use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, Repli
 use crate::fsio::FileStore;
 use crate::models::DiffusionNet;
 use crate::ops::random::{step_seed, Rng};
-use crate::optim::{backward_and_step, Adam, AdamConfig, Ema, LrSchedule};
+use crate::optim::{backward_and_step, late_decay, Adam, AdamConfig, Ema, LrSchedule};
 use crate::pipeline::{sample_net, SampleRequest};
 use crate::run_state::{is_sampling_export, saved_state};
 use crate::{Error, Gpu, Result, Tensor};
@@ -362,6 +362,23 @@ impl Trainer {
         self.state.train_seconds - self.budget_start
     }
 
+    /// The share of this run done: the larger of its steps' and its `max_minutes`' shares.
+    pub fn progress(&self) -> f64 {
+        let c = &self.state.config;
+        let by_steps = self.state.step as f64 / c.steps.max(1) as f64;
+        let by_time = match c.max_minutes {
+            m if m > 0.0 => self.run_seconds() / (m as f64 * 60.0),
+            _ => 0.0,
+        };
+        by_steps.max(by_time).min(1.0)
+    }
+
+    /// The learning rate of the next step before warm-up: `lr`, decayed over the run's last
+    /// `lr_decay` share ([`late_decay`]).
+    pub fn lr(&self) -> f32 {
+        self.state.config.lr * late_decay(self.progress(), self.state.config.lr_decay)
+    }
+
     /// True once this run has trained for its `max_minutes` (0: never).
     pub fn out_of_time(&self) -> bool {
         let minutes = self.state.config.max_minutes;
@@ -493,6 +510,10 @@ impl Trainer {
     /// blocking (native callers block on it with `pollster`).
     pub async fn step(&mut self) -> Result<f32> {
         let started = web_time::Instant::now();
+        let lr = self.lr();
+        for r in &mut self.replicas {
+            r.adam.config.lr = lr;
+        }
         let c = &self.state.config;
         let step = self.state.step;
         let batch = self.batcher.next_batch();

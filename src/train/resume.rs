@@ -1,5 +1,5 @@
-//! What a resumed run may change: the step target, the optimiser's lr, warm-up and clipping, the
-//! time budget and the outputs; everything else (model, data, batch, seed...) is the checkpoint's.
+//! What a resumed run may change: the step target, the optimiser's lr, late decay, warm-up and
+//! clipping, the time budget and the outputs; the rest (model, data, batch...) is the checkpoint's.
 
 use super::TrainConfig;
 use crate::{Error, Result};
@@ -12,6 +12,7 @@ pub struct ResumeChanges {
     /// The step count to reach (more than the checkpoint's step).
     pub steps: Option<usize>,
     pub lr: Option<f32>,
+    pub lr_decay: Option<f32>,
     /// Warm-up steps, counted from step 0 of the run (so a resume past them has none).
     pub warmup: Option<u32>,
     pub max_grad_norm: Option<f32>,
@@ -54,7 +55,7 @@ impl ResumeChanges {
                 }
             )*};
         }
-        change!(steps, lr, warmup, max_grad_norm, max_minutes, out);
+        change!(steps, lr, lr_decay, warmup, max_grad_norm, max_minutes, out);
         change!(checkpoint_every, sample_every, grid_images, grid_steps);
         config.validate()?;
         Ok(changed)

@@ -4,13 +4,14 @@
 
 use crate::common::gpu;
 use crate::eval::{pooled_pixel_tracker, PooledPixels};
+use std::path::Path;
 use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::experiment::adaptive_skip::{arms, run, Plan, SkipModel, EXPONENTS};
 use wgdiff::experiment::plots::{curves, skip_schedules, Axes, Series};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
 use wgdiff::experiment::speedrun::{self, Recipe};
-use wgdiff::experiment::{ExperimentReport, Header};
+use wgdiff::experiment::{write_report, ExperimentReport, Header, Inputs};
 use wgdiff::median::median;
 use wgdiff::models::SkipType;
 use wgdiff::models::{MlpNetConfig, ModelConfig};
@@ -33,12 +34,18 @@ fn the_adaptive_skip_experiment_times_a_model_mnist_fid_cannot_score() {
         setup.set(key, value).unwrap();
     }
     let mut notes = Vec::new();
-    let finished = pollster::block_on(lab::run(gpu(), &setup, "wgdiff experiment", &mut |event| {
-        if let Event::Note(note) = event {
-            notes.push(note);
-        }
-        Ok(())
-    }))
+    let finished = pollster::block_on(lab::run(
+        gpu(),
+        &setup,
+        &Inputs::Disk,
+        "wgdiff experiment",
+        &mut |event| {
+            if let Event::Note(note) = event {
+                notes.push(note);
+            }
+            Ok(())
+        },
+    ))
     .unwrap();
     assert!(
         notes
@@ -72,11 +79,7 @@ fn the_adaptive_skip_experiment_times_a_model_mnist_fid_cannot_score() {
     assert!(
         finished.markdown.contains("Timings only") && finished.markdown.contains("no comparison of quality")
     );
-    let written: Vec<&str> = finished
-        .written
-        .iter()
-        .map(|w| w.rsplit('/').next().unwrap())
-        .collect();
+    let written = finished.names();
     assert_eq!(
         written,
         ["adaptive-skip.md", "adaptive-skip.json", "skip-schedules.png"]
@@ -235,8 +238,6 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
         assert!(verdict.contains(needle), "verdict lacks {needle}:\n{verdict}");
     }
 
-    let dir = std::env::temp_dir().join(format!("wgdiff-experiment-plots-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let series = vec![Series {
         name: "Zero".into(),
         points: vec![(0.0, 10.0, "c=0".into()), (40.0, 12.0, "c=2".into())],
@@ -246,10 +247,10 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
         x: "speed-up (%)",
         y: "pooled-FID",
     };
-    curves(&dir.join("a.png"), axes, &series).unwrap();
-    skip_schedules(&dir.join("b.png"), models[0].levels(), &[1.0, 2.0]).unwrap();
-    for name in ["a.png", "b.png"] {
-        let image = image::open(dir.join(name)).unwrap().to_rgb8();
+    let curves = curves(Path::new("a.png"), axes, &series).unwrap();
+    let schedules = skip_schedules(Path::new("b.png"), models[0].levels(), &[1.0, 2.0]).unwrap();
+    for (name, png) in [("a.png", curves), ("b.png", schedules)] {
+        let image = image::load_from_memory(&png).unwrap().to_rgb8();
         assert_eq!(image.dimensions(), (900, 600));
         assert!(image.pixels().any(|p| p.0 != [255, 255, 255]), "{name} is blank");
     }
@@ -270,11 +271,13 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
     };
     let recipes = [
         Recipe {
+            key: "unet",
             name: "tiny U-Net",
             idea: "test",
             config: base.clone(),
         },
         Recipe {
+            key: "mlp",
             name: "small MLP",
             idea: "test",
             config: TrainConfig {
@@ -284,6 +287,7 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
         },
     ];
     let plan = speedrun::Plan {
+        recipes: Vec::new(),
         budget_seconds: 0.4,
         slice_seconds: 0.1,
         evals: 2,
@@ -327,7 +331,11 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
         curves,
     };
     let dir = std::env::temp_dir().join(format!("wgdiff-speedrun-{}", std::process::id()));
-    let written = report.write_files(&dir).unwrap();
+    let written: Vec<String> = write_report(&report, &dir)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     assert_eq!(written, ["speedrun.md", "speedrun.json", "fid-vs-time.png"]);
     let md = std::fs::read_to_string(dir.join("speedrun.md")).unwrap();
     assert!(
@@ -343,6 +351,21 @@ fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() 
     assert_eq!(candidates[0].config, speedrun::previous_default());
     assert_eq!(candidates[1].config, TrainConfig::default());
     assert!(candidates.len() >= 4);
+    // `--recipes` picks them by key, in the order given, and names an unknown or repeated key
+    let keys = |list: &[&str]| list.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    let chosen = speedrun::choose_recipes(&keys(&["lr-decay", "default"])).unwrap();
+    assert_eq!(
+        chosen.iter().map(|r| r.key).collect::<Vec<_>>(),
+        ["lr-decay", "default"]
+    );
+    assert_eq!(chosen[0].config.lr_decay, 0.3);
+    for bad in [&["nope"][..], &["default", "default"]] {
+        let e = speedrun::choose_recipes(&keys(bad)).err().unwrap().to_string();
+        assert!(
+            e.contains("has no recipe") && e.contains("min-snr, lr-decay"),
+            "{e}"
+        );
+    }
 }
 
 #[test]
@@ -431,7 +454,11 @@ fn the_compression_experiment_measures_every_setting_of_both_models() {
         rows,
     };
     let out = path.parent().unwrap().join("report");
-    let written = report.write_files(&out).unwrap();
+    let written: Vec<String> = write_report(&report, &out)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     for name in &written {
         assert!(out.join(name).exists(), "{name}");
     }
@@ -650,16 +677,19 @@ fn the_step_search_finds_timesteps_nearer_the_many_step_run_and_scores_every_spa
     ] {
         setup.set(key, value).unwrap();
     }
-    let finished = pollster::block_on(lab::run(gpu(), &setup, "wgdiff experiment", &mut |_| Ok(()))).unwrap();
+    let finished = pollster::block_on(lab::run(
+        gpu(),
+        &setup,
+        &Inputs::Disk,
+        "wgdiff experiment",
+        &mut |_| Ok(()),
+    ))
+    .unwrap();
     let name = "schedule-dpm-solver++-3-searched.json";
-    let written: Vec<&str> = finished
-        .written
-        .iter()
-        .map(|w| w.rsplit('/').next().unwrap())
-        .collect();
+    let written = finished.names();
     assert_eq!(
         written,
-        ["step-search.md", "step-search.json", "time-vs-fid.png", name]
+        ["step-search.md", "step-search.json", name, "time-vs-fid.png"]
     );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("step-search.json")).unwrap()).unwrap();

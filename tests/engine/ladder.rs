@@ -5,7 +5,7 @@ use crate::common::{assert_close, download, gpu};
 use crate::eval::pooled_pixel_tracker;
 use wgdiff::experiment::ladder::{arms, run_ablation, run_ladder, Arm, Plan, Progress, RUNGS};
 use wgdiff::experiment::ladder_report::Report;
-use wgdiff::experiment::{ExperimentReport, Header};
+use wgdiff::experiment::{write_report, Header};
 use wgdiff::median::median;
 use wgdiff::models::{ConvNextKernels, ConvNextNet, ConvNextNetConfig};
 use wgdiff::ops::blocks::ConvNextImpl;
@@ -236,7 +236,11 @@ fn the_ladder_interleaves_its_rungs_and_rows_and_reports_medians_of_per_round_ra
         rows,
     };
     let dir = std::env::temp_dir().join(format!("wgdiff-ladder-{}", std::process::id()));
-    let written = report.write_files(&dir).unwrap();
+    let written: Vec<String> = write_report(&report, &dir)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     assert_eq!(written, ["ladder.md", "ladder.json", "ladder.png"]);
     let md = std::fs::read_to_string(dir.join("ladder.md")).unwrap();
     for (i, name) in names.iter().enumerate() {

@@ -16,7 +16,7 @@ use wgdiff::experiment::skip_search::{
     Origin, Plan,
 };
 use wgdiff::experiment::skip_search_report::Report;
-use wgdiff::experiment::{ExperimentReport, Header};
+use wgdiff::experiment::{write_report, ExperimentReport, Header};
 use wgdiff::models::{DeepFeatures, DiffusionNet, ModelConfig, UNetConfig};
 use wgdiff::ops::random::Rng;
 use wgdiff::pipeline::SampleRequest;
@@ -261,7 +261,11 @@ fn the_skip_search_experiment_fills_its_tables_plot_and_schedule_files() {
         searched: searched.clone(),
         arms: results,
     };
-    let written = report.write_files(&out).unwrap();
+    let written: Vec<String> = write_report(&report, &out)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     for name in [
         "skip-search.md",
         "skip-search.json",

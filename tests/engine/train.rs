@@ -135,6 +135,38 @@ fn an_overflowing_f16_step_is_skipped_and_halves_the_scale() {
 }
 
 #[test]
+fn a_late_lr_decay_ends_with_the_run_s_steps_or_its_time_budget() {
+    let by_steps = TrainConfig {
+        lr_decay: 0.5,
+        ..tiny_config("lr-decay", 4)
+    };
+    let mut trainer = Trainer::new(gpu(), by_steps).unwrap();
+    let mut rates = Vec::new();
+    while !trainer.finished() {
+        rates.push(trainer.lr());
+        block_on(trainer.step()).unwrap();
+    }
+    rates.push(trainer.lr());
+    assert_eq!(rates, [3e-3, 3e-3, 3e-3, 1.5e-3, 0.0]);
+    // a time budget ends the run first: 6 ms of training, spent by the first step
+    let by_time = TrainConfig {
+        lr_decay: 0.5,
+        max_minutes: 1e-4,
+        ..tiny_config("lr-decay-time", 1000)
+    };
+    let mut trainer = Trainer::new(gpu(), by_time).unwrap();
+    assert_eq!(trainer.lr(), 3e-3);
+    block_on(trainer.step()).unwrap();
+    assert!(trainer.out_of_time() && trainer.lr() == 0.0, "{}", trainer.lr());
+    let bad = TrainConfig {
+        lr_decay: 1.5,
+        ..tiny_config("lr-decay-bad", 4)
+    };
+    let e = Trainer::new(gpu(), bad).err().unwrap().to_string();
+    assert!(e.contains("lr_decay must be in [0, 1]"), "{e}");
+}
+
+#[test]
 fn resume_repeats_the_next_step_exactly() {
     resume_repeats(Precision::F32, Optimizer::Adam);
 }

@@ -1,10 +1,12 @@
 // The wgdiff page end to end in headless Chromium on WebGPU (SwiftShader): a 20-step denoise
 // of the shipped model (completion, step timings, a canvas that is not blank, the same images
 // as native `wgdiff sample`, frames that keep coming), the compare view (two variants recorded,
-// timed and scored), a short training run (the loss falls, the
+// timed and scored), an experiment (the step search: its table, its report's files), a short
+// training run (the loss falls, the
 // downloaded checkpoint samples natively), the train view at its defaults (MNIST-FID plotted
 // live reaches FID_TARGET within 10 minutes of training, frames that keep coming), broken
-// checkpoints in the denoise view (each one's error shown, the page still drawing), and the
+// checkpoints in the denoise view by address and by file input (each one's error shown, the
+// page still drawing), and the
 // explanation a browser without WebGPU gets.
 //   node web/test/page.mjs       (from the repository; web/test.sh builds the site first)
 // Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
@@ -167,6 +169,35 @@ function brokenCheckpoints() {
   });
 }
 
+/** Where the denoise view's "Open a file..." button is in a 1280x860 page (docs/web-denoise.png). */
+const OPEN_A_FILE = { x: 564, y: 44 };
+
+/** Fails unless the denoise view refuses `file` with an error naming it and saying `says`, and
+ * the page keeps drawing after it. */
+async function refused(page, file, says) {
+  const handle = await page.waitForFunction((file) => {
+    const body = document.body;
+    if (body.dataset.wgdiff === "failed") return { crashed: body.innerText };
+    const it = JSON.parse(body.getAttribute("data-wgdiff-denoise") ?? "null");
+    return it?.status === "failed" && it.error.includes(file) ? it : null;
+  }, file, { timeout: 5 * MINUTES, polling: 250 }).catch(async () => {
+    const last = await page.evaluate(() => document.body.getAttribute("data-wgdiff-denoise"));
+    fail(`the denoise view showed no error naming ${file} (its latest state: ${last})`);
+  });
+  const it = await handle.jsonValue();
+  if (it.crashed) fail(`the page failed on ${file}: ${it.crashed}`);
+  if (!it.error.includes(says)) fail(`${file}: the denoise view's error should say "${says}": ${it.error}`);
+  // (an idle page draws on input, and announces its frames at most every 2 s)
+  const drawn = await framesDrawn(page);
+  await page.waitForTimeout(2500);
+  for (let i = 0; i < 10; i++) await page.mouse.move(300 + 20 * i, 300 + (i % 2) * 20);
+  await page.waitForTimeout(500);
+  await page.mouse.move(200, 200);
+  await page.waitForTimeout(500);
+  if (!((await framesDrawn(page)) > drawn)) fail(`the page stopped drawing after ${file}'s error`);
+  log(`${file}: ${it.error}`);
+}
+
 /** Frames the page has drawn so far (every activity's, as last announced). */
 async function framesDrawn(page) {
   const all = JSON.parse((await page.evaluate(() => document.body.getAttribute("data-wgdiff-frames"))) ?? "[]");
@@ -239,7 +270,29 @@ try {
     fail(`the compare view's rows are incomplete: ${JSON.stringify(rows)}`);
   figures.compare = rows;
 
-  // 4. Training in the page: the loss falls, the checkpoint downloads and samples natively.
+  // 4. An experiment in the page: the step search on the shipped model (a tiny plan), its
+  // inputs fetched from the site, its table filled, its report's files kept for download.
+  // (PAGE_CHECKS=ci: 2 timesteps against a 4-step run, 2 images per row: half the time)
+  const searched = CI ? 2 : 3;
+  const experiment = new URLSearchParams({ view: "experiments", autorun: "1", experiment: "step-search",
+    steps: `${searched}`, "reference-steps": `${4 * (searched - 1)}`, "probe-images": `${searched - 1}`,
+    sweeps: "1", "baseline-steps": `${searched}`, samples: `${2 * (searched - 1)}`, batch: `${2 * (searched - 1)}` });
+  await page.goto(site + "?" + experiment);
+  const ran = await announcement(page, "experiment", `it.status === "done"`, 15 * MINUTES);
+  await page.waitForTimeout(1500); // the table drawn
+  await page.screenshot({ path: path.join(SHOTS, "web-experiments.png") });
+  const arms = ran.tables.find((t) => t.title.startsWith("Every schedule"))?.rows ?? [];
+  log(`experiment step-search: ${ran.seconds.toFixed(0)} s; ${arms.map((r) => `${r[0]}: MNIST-FID ${r[1]}, ${r[2]} ms per image`).join("; ")}; kept ${ran.files.join(", ")}`);
+  const files = ["step-search.md", "step-search.json", `schedule-dpm-solver++-${searched}-searched.json`];
+  if (JSON.stringify(ran.files) !== JSON.stringify(files))
+    fail(`the page's step search kept ${JSON.stringify(ran.files)}, not ${JSON.stringify(files)}`);
+  if (arms.length !== 5 || !arms.every((r) => Number.isFinite(Number(r[1])) && Number(r[2]) > 0))
+    fail(`the step search's table is incomplete: ${JSON.stringify(arms)}`);
+  if (!ran.markdown.includes("# ") || !ran.markdown.includes("from wgdiff gui"))
+    fail(`the step search's report does not name its command: ${ran.markdown.slice(0, 400)}`);
+  figures.experiment = { seconds: ran.seconds, arms };
+
+  // 5. Training in the page: the loss falls, the checkpoint downloads and samples natively.
   const train = new URLSearchParams({ view: "train", autorun: "1", preset: "tiny", steps: "20",
     batch: "8", lr: "0.003", warmup: "10", "max-minutes": "0", "sample-every": "0",
     "checkpoint-every": "0", "fid-share": "0" }); // (20 steps would score no live MNIST-FID)
@@ -260,7 +313,7 @@ try {
   execFileSync(WGDIFF, ["sample", "--checkpoint", checkpoint, "--steps", "4", "--count", "4",
     "--out", path.join(SHOTS, "page-checkpoint-samples.png")], { stdio: "inherit" });
 
-  // 5. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
+  // 6. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
   // training (the run's own clock: scoring included, loading not), while frames keep coming.
   if (!CI) {
     await page.goto(site + "?view=train&autorun=1");
@@ -281,39 +334,27 @@ try {
   await chrome.close();
 }
 
-// 6. Broken checkpoints opened in the denoise view: each shows its error and the app keeps
-// drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights). Last
-// and in a browser of its own.
+// 7. Broken checkpoints opened in the denoise view, the first by the page's address and the
+// others through the page's file input ("Open a file..."): each shows its error and the app
+// keeps drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights).
+// Last and in a browser of its own.
 const own = await launch([...QUIET, ...WEBGPU]);
 try {
   const page = await watchedPage(own.browser, { viewport: { width: 1280, height: 860 } });
-  for (const { file, says } of brokenCheckpoints()) {
-    await page.goto(site + "?" + new URLSearchParams({ view: "denoise", checkpoint: file }));
-    const handle = await page.waitForFunction(() => {
-      const body = document.body;
-      if (body.dataset.wgdiff === "failed") return { crashed: body.innerText };
-      const it = JSON.parse(body.getAttribute("data-wgdiff-denoise") ?? "null");
-      return it?.status === "failed" ? it : null;
-    }, null, { timeout: 5 * MINUTES, polling: 250 });
-    const it = await handle.jsonValue();
-    if (it.crashed) fail(`the page failed on ${file}: ${it.crashed}`);
-    if (!it.error.includes(file) || !it.error.includes(says))
-      fail(`${file}: the denoise view's error should name it and say "${says}": ${it.error}`);
-    // (an idle page draws on input, and announces its frames at most every 2 s)
-    const drawn = await framesDrawn(page);
-    await page.waitForTimeout(2500);
-    for (let i = 0; i < 10; i++) await page.mouse.move(300 + 20 * i, 300 + (i % 2) * 20);
-    await page.waitForTimeout(500);
-    await page.mouse.move(200, 200);
-    await page.waitForTimeout(500);
-    if (!((await framesDrawn(page)) > drawn)) fail(`the page stopped drawing after ${file}'s error`);
-    log(`${file}: ${it.error}`);
+  const [first, ...others] = brokenCheckpoints();
+  await page.goto(site + "?" + new URLSearchParams({ view: "denoise", checkpoint: first.file }));
+  await refused(page, first.file, first.says);
+  for (const { file, says } of others) {
+    const chooser = page.waitForEvent("filechooser", { timeout: MINUTES });
+    await page.mouse.click(OPEN_A_FILE.x, OPEN_A_FILE.y);
+    await (await chooser).setFiles(path.join(SITE, file));
+    await refused(page, `opened/${path.basename(file)}`, says);
   }
 } finally {
   await own.close();
 }
 
-// 7. A browser without WebGPU gets the explanation, not the app.
+// 8. A browser without WebGPU gets the explanation, not the app.
 const plain = await launch([...QUIET, "--disable-features=WebGPU"]);
 try {
   const page = await plain.browser.newPage({ viewport: { width: 1000, height: 500 } });
