@@ -305,7 +305,12 @@ impl Setup {
             }
             (Plan::Speedrun(p), "budget") => p.budget_seconds = seconds()?,
             (Plan::Speedrun(p), "recipes") => {
-                p.recipes = value.split(',').map(|k| k.trim().to_string()).collect();
+                // (empty: every recipe)
+                p.recipes = value
+                    .split(',')
+                    .map(|k| k.trim().to_string())
+                    .filter(|k| !k.is_empty())
+                    .collect();
                 speedrun::choose_recipes(&p.recipes)?;
             }
             (Plan::StepSearch(s), "samples") => s.plan.samples = count()?,
@@ -376,6 +381,7 @@ impl Setup {
                 .map(f64::to_string)
                 .collect::<Vec<_>>()
                 .join(","),
+            (Plan::Speedrun(p), "recipes") => p.recipes.join(","),
             (Plan::Speedrun(p), "budget") => p.budget_seconds.to_string(),
             (Plan::StepSearch(s), "samples") => s.plan.samples.to_string(),
             (Plan::StepSearch(s), "batch") => s.plan.batch.to_string(),

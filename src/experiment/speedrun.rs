@@ -133,6 +133,11 @@ pub fn recipes() -> Vec<Recipe> {
     ]
 }
 
+/// Every recipe's key, in [`recipes`]' order.
+fn all_keys() -> Vec<String> {
+    recipes().iter().map(|r| r.key.to_string()).collect()
+}
+
 /// The recipes of `keys` (in that order; empty: every recipe), or an error naming an unknown
 /// (or repeated) key and listing the known ones.
 pub fn choose_recipes(keys: &[String]) -> Result<Vec<Recipe>> {
@@ -156,7 +161,7 @@ pub fn choose_recipes(keys: &[String]) -> Result<Vec<Recipe>> {
 /// Which recipes, how long each trains and how it is scored.
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
-    /// The recipes' keys ([`choose_recipes`]); empty: every recipe.
+    /// The recipes' keys ([`choose_recipes`]): every recipe unless `--recipes` says.
     pub recipes: Vec<String>,
     /// Training seconds per recipe (time spent in `Trainer::step`).
     pub budget_seconds: f64,
@@ -173,7 +178,7 @@ impl ExperimentPlan for Plan {
     /// `--quick`: 4 training minutes per recipe, 3 evaluations of 200 samples x 20 steps.
     fn quick() -> Plan {
         Plan {
-            recipes: Vec::new(),
+            recipes: all_keys(),
             budget_seconds: 240.0,
             slice_seconds: 20.0,
             evals: 3,
@@ -185,7 +190,7 @@ impl ExperimentPlan for Plan {
     /// The full search: 30 training minutes per recipe, 6 evaluations of 1,000 samples x 50 steps.
     fn full() -> Plan {
         Plan {
-            recipes: Vec::new(),
+            recipes: all_keys(),
             budget_seconds: 1800.0,
             slice_seconds: 30.0,
             evals: 6,

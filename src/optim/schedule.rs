@@ -64,7 +64,7 @@ mod tests {
         assert_eq!(late_decay(0.5, 0.0), 1.0);
         assert_eq!(late_decay(1.0, 0.0), 1.0);
         assert_eq!(late_decay(0.2, 0.3), 1.0);
-        assert_eq!(late_decay(0.7, 0.3), 1.0);
+        assert_eq!(late_decay(0.6, 0.3), 1.0);
         assert!((late_decay(0.85, 0.3) - 0.5).abs() < 1e-6);
         assert_eq!(late_decay(1.0, 0.3), 0.0);
         assert_eq!(late_decay(1.5, 0.3), 0.0);
