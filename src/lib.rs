@@ -32,6 +32,7 @@ pub mod plot_font;
 pub mod profile;
 pub mod roofline;
 pub mod run_state;
+pub mod soak;
 pub mod tensor;
 pub mod train;
 

@@ -88,6 +88,8 @@ pub struct DenoiseSettings {
     /// A schedule file whose sampler, steps, timesteps (`wgdiff experiment step-search`) and
     /// skip depths (`skip-search`) a run from noise follows; None: the settings above.
     pub schedule: Option<String>,
+    /// Runs of these settings back to back (a looping demo, a soak); 1: one.
+    pub repeat: usize,
 }
 
 impl DenoiseSettings {
@@ -149,7 +151,7 @@ impl DenoiseSettings {
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 13] = [
+    pub const KEYS: [&'static str; 14] = [
         "checkpoint",
         "sampler",
         "steps",
@@ -163,6 +165,7 @@ impl DenoiseSettings {
         "pause-after",
         "precision",
         "schedule",
+        "repeat",
     ];
 
     /// Sets `key` (one of [`Self::KEYS`]) from its text.
@@ -183,6 +186,14 @@ impl DenoiseSettings {
             "cache-depth" => self.cache_depth = Some(parse_setting(key, value)?),
             "pause-after" => self.pause_after = Some(parse_setting(key, value)?),
             "schedule" => self.schedule = (!value.is_empty()).then(|| value.to_string()),
+            "repeat" => {
+                self.repeat = parse_setting(key, value)?;
+                if self.repeat == 0 {
+                    return Err(crate::Error::Config(
+                        "setting `repeat`: 0 runs; give 1 or more (the runs back to back)".into(),
+                    ));
+                }
+            }
             "precision" => {
                 self.precision = match value {
                     "f32" => DType::F32,
@@ -274,6 +285,9 @@ pub struct DenoiseView {
     samples: Option<Tensor>,
     /// Save the samples once the run ends (an autorun of `wgdiff gui` or the page).
     pub save_when_done: bool,
+    /// Runs still to start after this one (the `repeat` setting), and runs finished so far.
+    runs_left: usize,
+    pub runs_completed: usize,
     /// The step debugger: branches from the recorded steps, and which run the timeline shows.
     pub branches: Branches,
     /// The settings' schedule file as last read (its timesteps plotted beside uniform ones).
@@ -299,6 +313,7 @@ impl DenoiseView {
             pause_after: None,
             precision: DType::F32,
             schedule: None,
+            repeat: 1,
         };
         DenoiseView {
             settings: settings.clone(),
@@ -318,6 +333,8 @@ impl DenoiseView {
             run_seconds: None,
             samples: None,
             save_when_done: false,
+            runs_left: 0,
+            runs_completed: 0,
             branches: Branches::new(settings.clone()),
             schedule: None,
             schedule_path: crate::diffusion::skip_schedule::SHIPPED_TIMESTEP_SCHEDULES[0].into(),
@@ -329,7 +346,9 @@ impl DenoiseView {
         is_running(&self.job) || is_running(&self.export) || self.branches.is_running()
     }
 
-    pub fn cancel(&self) {
+    /// Cancels the run (and the runs `repeat` would start after it) and any branch.
+    pub fn cancel(&mut self) {
+        self.runs_left = 0;
         if let Some(job) = &self.job {
             job.cancel();
         }
@@ -355,11 +374,16 @@ impl DenoiseView {
         }));
     }
 
-    /// Starts sampling with the current settings.
+    /// Starts sampling with the current settings (`repeat` runs back to back).
     pub fn run(&mut self, ctx: &egui::Context, shared: &Shared) {
         if self.is_running() {
             return;
         }
+        self.runs_left = self.settings.repeat - 1;
+        self.start_run(ctx, shared);
+    }
+
+    fn start_run(&mut self, ctx: &egui::Context, shared: &Shared) {
         self.frames.clear();
         self.current = 0;
         self.drawn = None;
@@ -455,6 +479,7 @@ impl DenoiseView {
                         .to_string(),
                     );
                     self.samples = Some(samples);
+                    self.runs_completed += 1;
                     if std::mem::take(&mut self.save_when_done) {
                         self.save_samples(ctx);
                     }
@@ -484,6 +509,7 @@ impl DenoiseView {
                 }
                 Event::Finished(Err(e)) => {
                     self.save_when_done = false;
+                    self.runs_left = 0;
                     platform::announce(
                         "denoise",
                         &serde_json::json!({ "status": "failed", "error": e }).to_string(),
@@ -492,6 +518,10 @@ impl DenoiseView {
                 }
                 Event::Finished(Ok(())) => {}
             }
+        }
+        if self.runs_left > 0 && !self.is_running() {
+            self.runs_left -= 1;
+            self.start_run(ctx, shared);
         }
         match self.branches.poll(shared, &self.frames) {
             Ok(true) if self.follow => self.current = self.shown_frames().len().saturating_sub(1),

@@ -118,6 +118,11 @@ impl FrameClock {
         }
     }
 
+    /// The frame ended last.
+    pub fn last(&self) -> Option<&FrameSample> {
+        self.recent.back()
+    }
+
     /// (last, median, 95th percentile) frame interval in ms over the recent frames.
     pub fn readout(&self) -> Option<(f64, f64, f64)> {
         let mut ms: Vec<f64> = self.recent.iter().skip(1).map(|s| s.interval_ms).collect();

@@ -26,6 +26,7 @@ pub use profile::{SortBy, Workload as ProfileWorkload};
 pub use train::{run_training, TrainSettings, PAGE_FID_SAMPLES, PAGE_MAX_MINUTES};
 
 use crate::gpu::{Pacing, Parts};
+use crate::soak::{SoakRecorder, SoakState};
 use crate::{AdapterChoice, Error, Gpu, Result};
 use eframe::egui;
 use eframe::egui_wgpu::RenderState;
@@ -132,6 +133,9 @@ pub struct AppOptions {
     pub frame_log: Option<PathBuf>,
     /// Write the train view's steps (loss, seconds, elapsed) to this CSV when the app closes.
     pub step_log: Option<PathBuf>,
+    /// Rewrite this CSV every minute with a line of resident memory, the buffer pool's bytes
+    /// and that minute's frame times (`soak`; in a page: the `memory` announcement).
+    pub soak_log: Option<PathBuf>,
     /// Close the app once the `autorun` job has ended (benchmarks and scripts).
     pub exit_when_done: bool,
     /// Save a screenshot here, then close: after `screenshot_after` seconds, once the view
@@ -185,6 +189,7 @@ impl Default for AppOptions {
             autorun: false,
             frame_log: None,
             step_log: None,
+            soak_log: None,
             exit_when_done: false,
             screenshot: None,
             screenshot_after: 2.0,
@@ -217,6 +222,8 @@ pub struct WgdiffApp {
     /// When the page last announced its frame times (seconds since the app opened), and what
     /// the jobs were doing then.
     frames_announced: (f64, Activity),
+    /// A line a minute of memory and frame times (`--soak-log`, the page's `memory` announcement).
+    soak: SoakRecorder,
 }
 
 impl WgdiffApp {
@@ -257,6 +264,7 @@ impl WgdiffApp {
             shared,
             screenshot_taken: false,
             frames_announced: (0.0, Activity::Idle),
+            soak: SoakRecorder::default(),
         };
         for (key, value) in &app.shared.options.settings {
             match app.view {
@@ -396,6 +404,40 @@ impl WgdiffApp {
         );
     }
 
+    /// Notes the frame just ended for the soak log, and once a minute writes its line (the
+    /// `--soak-log` CSV rewritten; in the page the `memory` announcement).
+    fn soak(&mut self, activity: Activity) {
+        let Some(frame) = self.clock.last() else {
+            return;
+        };
+        let (logging, at_s) = (self.shared.options.soak_log.clone(), frame.at_s);
+        if !(logging.is_some() || platform::IN_PAGE) || !self.soak.frame(at_s, frame.interval_ms) {
+            return;
+        }
+        let pool = self.shared.gpu.pool().stats();
+        let line = self.soak.line(
+            at_s,
+            SoakState {
+                activity: activity.name(),
+                rss_bytes: platform::resident_bytes(),
+                pool_live_bytes: pool.live_bytes,
+                pool_pooled_bytes: pool.pooled_bytes,
+                runs: self.denoise.runs_completed,
+                steps: self.train.losses.len(),
+            },
+        );
+        platform::announce("memory", &serde_json::to_string(line).unwrap_or_default());
+        if let Some(path) = logging {
+            if let Err(e) = platform::write_file(&path, self.soak.csv().as_bytes()) {
+                self.shared
+                    .options
+                    .failures
+                    .record(format!("--soak-log {}", path.display()), &e);
+                self.shared.options.soak_log = None;
+            }
+        }
+    }
+
     /// Writes the `--frame-log` and `--step-log` CSVs (when the app closes); a log that cannot
     /// be written goes to the options' [`OutputFailures`].
     pub fn write_logs(&self) {
@@ -471,6 +513,7 @@ impl eframe::App for WgdiffApp {
         let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
         self.clock.end(activity, previous_frame_ms);
         self.announce_frames(&ctx, activity);
+        self.soak(activity);
     }
 
     fn on_exit(&mut self) {

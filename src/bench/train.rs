@@ -25,14 +25,6 @@ pub struct TrainBenchCounts {
     pub peak_rss_bytes: Option<u64>,
 }
 
-/// Peak resident set size of this process (Linux: VmHWM in /proc/self/status).
-fn peak_rss_bytes() -> Option<u64> {
-    let status = String::from_utf8(crate::fsio::read_io("/proc/self/status".as_ref()).ok()?).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Records `f` under the profiler and returns (FLOPs, dispatches).
 fn count(gpu: &Gpu, f: impl FnOnce() -> Result<()>) -> Result<(f64, usize)> {
     gpu.sync()?;
@@ -135,7 +127,7 @@ pub fn run(
             train_flops,
             sample_dispatches,
             pool: gpu.pool().stats(),
-            peak_rss_bytes: peak_rss_bytes(),
+            peak_rss_bytes: crate::host_memory::peak_resident_bytes(),
         },
     ))
 }

@@ -119,6 +119,12 @@ pub enum BenchCommand {
     /// and the app's frame intervals while it trains. Opens the app's window, so it needs a
     /// display (headless: scripts/bench-app.sh runs it under Xvfb)
     App(super::bench_app::BenchAppArgs),
+    /// A long app session, checked for leaks: the train view training (sample grids and
+    /// MNIST-FID every few minutes), then the denoise view sampling run after run, each with a
+    /// soak log (a line a minute: resident memory, the buffer pool's bytes, frame times); fails
+    /// when memory grows after settling, the pool does not return to its plateau, or frames
+    /// miss the target. Needs a display (headless: scripts/soak.sh runs it under Xvfb)
+    Soak(super::bench_soak::BenchSoakArgs),
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
@@ -165,12 +171,14 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
     | BenchCommand::Train { json, .. }
     | BenchCommand::Matmul { json, .. }
     | BenchCommand::Step { json, .. }
-    | BenchCommand::App(super::bench_app::BenchAppArgs { json, .. })) = what;
+    | BenchCommand::App(super::bench_app::BenchAppArgs { json, .. })
+    | BenchCommand::Soak(super::bench_soak::BenchSoakArgs { json, .. })) = what;
     if !json {
         eprintln!("device: {}", describe(&gpu.info));
     }
     match what {
         BenchCommand::App(args) => super::bench_app::run(&choice, args),
+        BenchCommand::Soak(args) => super::bench_soak::run(&choice, args),
         BenchCommand::Conv {
             variants,
             pass,

@@ -40,12 +40,7 @@ const BENCH_KEYS: [&str; 2] = ["steps", "out"];
 
 /// Runs the rounds and prints the table (or JSON lines).
 pub fn run(choice: &AdapterChoice, args: BenchAppArgs) -> Result<()> {
-    if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
-        bail!(
-            "wgdiff bench app opens the app's window and needs a display (DISPLAY or WAYLAND_DISPLAY); \
-             on a machine without one, scripts/bench-app.sh runs it under Xvfb"
-        );
-    }
+    needs_display("app", "scripts/bench-app.sh")?;
     let settings: Vec<(&str, &str)> = args
         .settings
         .iter()
@@ -145,8 +140,19 @@ fn measure(
     Ok(rounds)
 }
 
+/// Refuses `wgdiff bench {bench}` without a display, naming the `script` that brings Xvfb.
+pub(super) fn needs_display(bench: &str, script: &str) -> Result<()> {
+    if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
+        bail!(
+            "wgdiff bench {bench} opens the app's window and needs a display (DISPLAY or WAYLAND_DISPLAY); \
+             on a machine without one, {script} runs it under Xvfb"
+        );
+    }
+    Ok(())
+}
+
 /// A command running this executable on the adapter `choice` names.
-fn child(exe: &Path, choice: &AdapterChoice) -> Command {
+pub(super) fn child(exe: &Path, choice: &AdapterChoice) -> Command {
     let mut command = Command::new(exe);
     if let Some(backend) = &choice.backend {
         command.arg("--backend").arg(backend);
@@ -158,7 +164,7 @@ fn child(exe: &Path, choice: &AdapterChoice) -> Command {
 }
 
 /// Runs `command` to its end; an error with the end of its output when it fails.
-fn finish(name: &str, command: &mut Command) -> Result<()> {
+pub(super) fn finish(name: &str, command: &mut Command) -> Result<()> {
     let output = command
         .output()
         .with_context(|| format!("cannot start the {name} run"))?;

@@ -6,6 +6,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use wgdiff::app::{AppOptions, FrameClock, View};
 use wgdiff::pipeline::DEFAULT_CHECKPOINT;
+use wgdiff::soak::SoakLine;
 use wgdiff::train::StepLog;
 use wgdiff::AdapterChoice;
 
@@ -44,6 +45,11 @@ pub struct GuiArgs {
     /// Write the train view's steps (loss, seconds, elapsed) to this CSV when the app closes
     #[arg(long, value_name = "CSV")]
     step_log: Option<PathBuf>,
+    /// Rewrite this CSV every minute with a line of the process's resident memory, the buffer
+    /// pool's bytes and that minute's frame times (a long session's check for leaks: `wgdiff
+    /// bench soak`)
+    #[arg(long, value_name = "CSV")]
+    soak_log: Option<PathBuf>,
     /// Close the app once the --autorun job has ended (and --screenshot is taken)
     #[arg(long, requires = "autorun")]
     exit_when_done: bool,
@@ -93,6 +99,7 @@ fn check_outputs(args: &GuiArgs) -> Result<()> {
             "a frame log",
         ),
         (&args.step_log, "step-log", StepLog::CSV_HEADER, "a step log"),
+        (&args.soak_log, "soak-log", SoakLine::CSV_HEADER, "a soak log"),
     ];
     for (path, flag, header, kind) in logs {
         if let Some(path) = path {
@@ -121,6 +128,7 @@ pub fn run(choice: AdapterChoice, args: GuiArgs) -> Result<()> {
         autorun: args.autorun,
         frame_log: args.frame_log,
         step_log: args.step_log,
+        soak_log: args.soak_log,
         exit_when_done: args.exit_when_done,
         screenshot: args.screenshot,
         screenshot_after: args.screenshot_after,

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_app;
+pub mod bench_soak;
 pub mod bench_step;
 pub mod compress;
 pub mod distributed;

@@ -246,6 +246,53 @@ fn denoise_view_records_every_step_and_scrubs_through_them() {
     h.snapshot("denoise_view");
 }
 
+/// `repeat` runs the denoise view's settings back to back (a looping demo, `wgdiff bench
+/// soak`); Cancel ends the repeats too.
+#[test]
+fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
+    let (gpu, _turn) = gpu();
+    let out = scratch("denoise-repeat");
+    let mut h = harness(gpu, View::Denoise, &out);
+    step_until(&mut h, 60, "the checkpoint's description", |app| {
+        app.denoise.model.is_some()
+    });
+    for (key, value) in [("steps", "2"), ("count", "2"), ("repeat", "3")] {
+        h.state_mut().denoise.settings.set(key, value).unwrap();
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 60, "3 runs", |app| {
+        app.denoise.runs_completed == 3 && !app.denoise.is_running()
+    });
+    assert_eq!(
+        h.state().denoise.frames.len(),
+        2,
+        "each run records its own steps"
+    );
+    h.state_mut().denoise.settings.set("repeat", "1000").unwrap();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 60, "a 4th run", |app| app.denoise.runs_completed >= 4);
+    h.get_by_label("Cancel").click();
+    step_until(&mut h, 60, "the cancel", |app| !app.denoise.is_running());
+    for _ in 0..10 {
+        h.step();
+    }
+    let app = h.state();
+    assert!(
+        !app.denoise.is_running() && app.denoise.runs_completed < 8,
+        "{} runs",
+        app.denoise.runs_completed
+    );
+    let error = app
+        .denoise
+        .settings
+        .clone()
+        .set("repeat", "0")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("repeat") && error.contains("1 or more"), "{error}");
+}
+
 /// A searched timestep schedule in the denoise view: the run follows the file's sampler, steps
 /// and timesteps, the view plots them beside the uniform ones, and a hand-changed step count
 /// turns the file off.

@@ -22,7 +22,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         &["classifier", "eval", "features", "metrics", "pipeline"],
     ),
     ("workflows", &["compress", "distributed", "train"]),
-    ("lab", &["bench", "experiment", "profile", "roofline"]),
+    ("lab", &["bench", "experiment", "profile", "roofline", "soak"]),
     ("shells", &["app", "commands", "main"]),
 ];
 

@@ -4,13 +4,15 @@
 // timed and scored), an experiment (the step search: its table, its report's files), a short
 // training run (the loss falls, the
 // downloaded checkpoint samples natively), the train view at its defaults (MNIST-FID plotted
-// live reaches FID_TARGET within 10 minutes of training, frames that keep coming), broken
+// live reaches FID_TARGET within 10 minutes of training, frames that keep coming), the DDPM
+// CIFAR-10 configuration (35.7M parameters) as a diffusers folder on the site, sampled, broken
 // checkpoints in the denoise view (each one's error shown, the page still drawing), and the
 // explanation a browser without WebGPU gets.
 //   node web/test/page.mjs       (from the repository; web/test.sh builds the site first)
 // Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
 // for the screenshots and figures, default web/test/out), CHROMIUM (default /usr/bin/chromium),
-// PAGE_CHECKS=ci (what .ci/run sets): the train view at its defaults (>= 10 minutes) left out,
+// PAGE_CHECKS=ci (what .ci/run sets): the train view at its defaults (>= 10 minutes) and the
+// 35.7M-parameter model (~10 minutes) left out,
 // the compare view's variants at 4 and 2 steps, and the frame intervals reported but not bounded (a timing bound fails on a loaded machine:
 // 268 and 368 ms seen in CI runs beside the 140 ms of a quiet one).
 import { chromium } from "playwright-core";
@@ -166,6 +168,20 @@ function brokenCheckpoints() {
     fs.writeFileSync(path.join(SITE, "test-broken", name), bytes);
     return { file: `test-broken/${name}`, says };
   });
+}
+
+/** A diffusers folder of the DDPM CIFAR-10 U-Net configuration with random weights, written by
+ * native wgdiff into the site (`test-cifar10/`); its address on the site. */
+function diffusersCifar10() {
+  const work = fs.mkdtempSync(path.join(SHOTS, "cifar10-"));
+  const out = path.join(SITE, "test-cifar10");
+  fs.rmSync(out, { recursive: true, force: true });
+  execFileSync(WGDIFF, ["--deterministic", "train", "--preset", "cifar10", "--data", "folder:docs", "--steps", "1",
+    "--batch", "1", "--grid-images", "1", "--grid-steps", "1", "--out", work], { stdio: "inherit" });
+  execFileSync(WGDIFF, ["export", "--format", "diffusers", "--checkpoint", path.join(work, "checkpoint.safetensors"),
+    "--out", out], { stdio: "inherit" });
+  fs.rmSync(work, { recursive: true });
+  return "test-cifar10";
 }
 
 /** Fails unless the denoise view refuses `file` with an error naming it and saying `says`, and
@@ -325,12 +341,28 @@ try {
       fail(`the page's training reached MNIST-FID ${best ? best.fid.toFixed(1) : "(none scored)"} in ${reached.elapsed.toFixed(0)} s, not ${FID_TARGET} within ${FID_WITHIN_S} s`);
     await checkFrames(page, "training");
   } else log("train view at its defaults: left out (PAGE_CHECKS=ci)");
+
+  // 7. The DDPM CIFAR-10 configuration (35.7M parameters, 143 MB of weights) as a diffusers
+  // folder on the site: fetched, imported and sampled in the page (its own random weights, made
+  // by native wgdiff: one training step, then an export).
+  if (!CI) {
+    const folder = diffusersCifar10();
+    const big = new URLSearchParams({ view: "denoise", autorun: "1", checkpoint: folder, sampler: "ddpm",
+      steps: "2", seed: "0", count: "16" });
+    const began = Date.now();
+    await page.goto(site + "?" + big);
+    const done = await announcement(page, "denoise", `it.status === "done"`, 30 * MINUTES);
+    await page.screenshot({ path: path.join(SHOTS, "web-cifar10-diffusers.png") });
+    if (done.step_ms.length !== 2 || !done.step_ms.every((t) => t > 0)) fail(`the 35.7M model's steps: ${JSON.stringify(done)}`);
+    figures.cifar10 = { page_seconds: (Date.now() - began) / 1000, step_ms: done.step_ms, images: 16 };
+    log(`the DDPM CIFAR-10 configuration (diffusers folder, 35.7M parameters) at batch 16: steps ${done.step_ms.map((t) => t.toFixed(0)).join(", ")} ms; ${figures.cifar10.page_seconds.toFixed(0)} s from the address to the images`);
+  } else log("the 35.7M-parameter diffusers model: left out (PAGE_CHECKS=ci)");
   await context.close();
 } finally {
   await chrome.close();
 }
 
-// 7. Broken checkpoints opened in the denoise view: each shows its error and the app keeps
+// 8. Broken checkpoints opened in the denoise view: each shows its error and the app keeps
 // drawing (truncated, NaN-filled, a classifier, not safetensors, a diverged run's weights). Last
 // and in a browser of its own.
 const own = await launch([...QUIET, ...WEBGPU]);
@@ -344,7 +376,7 @@ try {
   await own.close();
 }
 
-// 8. A browser without WebGPU gets the explanation, not the app.
+// 9. A browser without WebGPU gets the explanation, not the app.
 const plain = await launch([...QUIET, "--disable-features=WebGPU"]);
 try {
   const page = await plain.browser.newPage({ viewport: { width: 1000, height: 500 } });

@@ -9,11 +9,13 @@ mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{
-    announce, deliver, exists, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe, IN_PAGE,
+    announce, deliver, exists, pick_file, read_file, resident_bytes, run_files, sleep, spawn, write_file,
+    JobSafe, IN_PAGE,
 };
 #[cfg(target_arch = "wasm32")]
 pub use web::{
-    announce, deliver, exists, pick_file, read_file, run_files, sleep, spawn, write_file, JobSafe, IN_PAGE,
+    announce, deliver, exists, pick_file, read_file, resident_bytes, run_files, sleep, spawn, write_file,
+    JobSafe, IN_PAGE,
 };
 
 /// How a shell starts the app: in a window (native) or in a page's canvas (the browser).
@@ -34,11 +36,14 @@ use crate::{Error, Gpu, Result};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Reads the checkpoint at `path` (a file, a diffusers model folder, or an address on the page's site).
+/// Reads the checkpoint at `path` (a file, a diffusers model folder, or an address on the page's
+/// site: of a file, or of a diffusers model folder when it has no `.safetensors` ending).
 pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
     if path.is_dir() {
-        // (a diffusers model folder; in a page nothing is a folder)
         return crate::pipeline::diffusers::read_folder(path);
+    }
+    if IN_PAGE && !exists(path) && path.extension().is_none_or(|e| e != "safetensors") {
+        return read_diffusers_address(path).await;
     }
     let bytes = read_file(path)
         .await
@@ -53,6 +58,36 @@ pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
             false => e,
         })?;
     Checkpoint::from_bytes(&bytes, &path.display().to_string())
+}
+
+/// The diffusers model whose folder is at address `dir` on the page's site (in a page nothing is
+/// a folder): its U-Net's config and weights there, its scheduler config there or in
+/// `../scheduler/`, fetched and imported as natively.
+async fn read_diffusers_address(dir: &Path) -> Result<Checkpoint> {
+    use crate::pipeline::diffusers::{import, DiffusersFiles, CONFIG_FILE, SCHEDULER_FILE, WEIGHTS_FILE};
+    let origin = dir.display().to_string();
+    let fetch = |name: &str| {
+        let path = dir.join(name);
+        async move { read_file(&path).await }
+    };
+    let config = fetch(CONFIG_FILE).await.map_err(|e| Error::Checkpoint {
+        path: origin.clone(),
+        msg: format!(
+            "is read as a diffusers model folder (an address without .safetensors), but {e}: give the address of a \
+             .safetensors checkpoint or of a folder holding {CONFIG_FILE}, {WEIGHTS_FILE} and {SCHEDULER_FILE}"
+        ),
+    })?;
+    let weights = fetch(WEIGHTS_FILE).await?;
+    let scheduler = match fetch(SCHEDULER_FILE).await {
+        Ok(bytes) => bytes,
+        Err(_) => fetch(&format!("../scheduler/{SCHEDULER_FILE}")).await?,
+    };
+    import(&DiffusersFiles {
+        config: &config,
+        weights: &weights,
+        scheduler: &scheduler,
+        origin: &origin,
+    })
 }
 
 /// The EMA weights of the checkpoint at `path`, ready to sample (see

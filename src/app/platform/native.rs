@@ -54,6 +54,11 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::fsio::write_atomic(path, bytes)
 }
 
+/// The process's resident memory (Linux; elsewhere unknown).
+pub fn resident_bytes() -> Option<u64> {
+    crate::host_memory::resident_bytes()
+}
+
 /// Where a training run in `dir` keeps its files: that folder.
 pub fn run_files(dir: &Path) -> Box<dyn crate::fsio::FileStore> {
     Box::new(crate::fsio::Folder(dir.to_path_buf()))

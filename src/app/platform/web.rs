@@ -95,6 +95,13 @@ pub fn exists(path: &Path) -> bool {
     PAGE_FILES.with(|f| f.borrow().contains_key(path))
 }
 
+/// The page's wasm heap (its linear memory, which grows and never shrinks).
+pub fn resident_bytes() -> Option<u64> {
+    let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().dyn_into().ok()?;
+    let buffer: js_sys::ArrayBuffer = memory.buffer().dyn_into().ok()?;
+    Some(buffer.byte_length() as u64)
+}
+
 /// Keeps `bytes` as the page's file at `path` (read back by [`read_file`]; [`deliver`] hands
 /// it to the user).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
