@@ -380,9 +380,15 @@ impl TrainView {
                     self.drawn = false;
                 }
                 Event::Message(TrainEvent::Fid { record, .. }) => self.fid.push(record),
-                Event::Message(TrainEvent::Checkpoint { file, .. }) => {
-                    self.message = Some(Ok(format!("checkpoint written: {file}")));
-                    self.checkpoints.push(file);
+                Event::Message(TrainEvent::Checkpoint { file, last, .. }) => {
+                    self.message = Some(Ok(match last {
+                        true => format!("checkpoint written: {file}; sampling the final grid"),
+                        false => format!("checkpoint written: {file}"),
+                    }));
+                    // (the run's last checkpoint is listed by its end)
+                    if !last {
+                        self.checkpoints.push(file);
+                    }
                 }
                 Event::Message(TrainEvent::Diverged { message, .. }) => {
                     self.message = Some(Err(message));

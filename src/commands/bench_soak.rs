@@ -36,6 +36,10 @@ pub struct BenchSoakArgs {
     /// Folder for the soak logs, the app's output and the training run
     #[arg(long, default_value = "runs/soak")]
     out: PathBuf,
+    /// Only give the verdict on these soak logs (`wgdiff gui --soak-log`, e.g. of a soak that
+    /// was stopped), each a phase named by its file; runs nothing
+    #[arg(long, value_name = "CSV", num_args = 1..)]
+    check: Vec<PathBuf>,
     /// Print one JSON object per phase instead of the table
     #[arg(long)]
     pub json: bool,
@@ -43,6 +47,13 @@ pub struct BenchSoakArgs {
 
 /// Runs the phases and prints their verdicts; an error when one failed.
 pub fn run(choice: &AdapterChoice, args: BenchSoakArgs) -> Result<()> {
+    if !args.check.is_empty() {
+        let logs = args
+            .check
+            .iter()
+            .map(|log| (log.display().to_string(), log.clone()));
+        return report(&args, logs.collect());
+    }
     needs_display("soak", "scripts/soak.sh")?;
     if args.train_minutes <= 0.0 && args.runs == 0 {
         bail!("nothing to soak: give --train-minutes or --runs above 0");
@@ -71,11 +82,19 @@ pub fn run(choice: &AdapterChoice, args: BenchSoakArgs) -> Result<()> {
         ];
         phases.push(("denoise", settings.to_vec(), f64::NAN));
     }
-    let mut summaries = Vec::new();
+    let mut logs = Vec::new();
     for (view, settings, minutes) in phases {
-        let log = soak(choice, &args, view, &settings, minutes)?;
-        let text =
-            std::fs::read_to_string(&log).with_context(|| format!("{} was not written", log.display()))?;
+        logs.push((view.to_string(), soak(choice, &args, view, &settings, minutes)?));
+    }
+    report(&args, logs)
+}
+
+/// Prints the verdicts on the soak `logs` (phase, file); an error when one failed.
+fn report(args: &BenchSoakArgs, logs: Vec<(String, PathBuf)>) -> Result<()> {
+    let mut summaries = Vec::new();
+    for (view, log) in logs {
+        let text = std::fs::read_to_string(&log)
+            .with_context(|| format!("cannot read the soak log {}", log.display()))?;
         let lines = SoakLine::parse(&text, &log.display().to_string())?;
         let summary = SoakSummary::of(
             &lines,
@@ -94,7 +113,9 @@ pub fn run(choice: &AdapterChoice, args: BenchSoakArgs) -> Result<()> {
         for (view, s) in &summaries {
             print!("{}", s.row(view));
         }
-        println!("soak logs: {}", args.out.display());
+        if args.check.is_empty() {
+            println!("soak logs: {}", args.out.display());
+        }
     }
     let failed: Vec<String> = summaries
         .iter()

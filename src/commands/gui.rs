@@ -25,7 +25,8 @@ pub struct GuiArgs {
     /// A setting of the first view, KEY=VALUE, repeatable. denoise: checkpoint, sampler, steps,
     /// seed, count, class, guidance, skip-exponent, cache-interval, cache-depth, pause-after
     /// (stop after that step to branch from it), precision (f32, f16), schedule (a schedule file
-    /// the run follows: sampler, steps, timesteps, skip depths); compare: seed, images,
+    /// the run follows: sampler, steps, timesteps, skip depths), repeat (runs back to back);
+    /// compare: seed, images,
     /// rounds, fid-samples, and a variant's denoise setting as LETTER.KEY (a.steps=4,
     /// c.checkpoint=int8.safetensors); train: preset, data, batch, lr, steps, seed, sample-every,
     /// checkpoint-every, fid-every, out (e.g. --view train --set preset=tiny); experiments:

@@ -8,7 +8,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use wgdiff::diffusion::{BetaSchedule, Objective};
 use wgdiff::fsio::Folder;
 use wgdiff::gpu::describe;
@@ -319,6 +319,10 @@ impl TrainArgs {
 /// the loop then writes a checkpoint after the current step and exits.
 static STOP_REQUESTED_AT: AtomicU64 = AtomicU64::new(0);
 
+/// Set once the run's last checkpoint is written: a signal then ends the final grid at once
+/// (nothing is lost) with the saved stop's status.
+static LAST_CHECKPOINT_WRITTEN: AtomicBool = AtomicBool::new(false);
+
 /// Signals within this long of the first are the same request (a double press of Ctrl-C).
 const SAME_REQUEST_MS: u64 = 2000;
 
@@ -327,6 +331,10 @@ const SAME_REQUEST_MS: u64 = 2000;
 /// saved stop's 130) and says so.
 fn stop_on_signals() -> Result<()> {
     ctrlc::set_handler(|| {
+        if LAST_CHECKPOINT_WRITTEN.load(Ordering::SeqCst) {
+            eprintln!("\nstopped by a signal during the final sample grid; the run's checkpoint was written before it");
+            std::process::exit(130);
+        }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_millis() as u64);
@@ -547,6 +555,15 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
             "sample grid: {file} ({} images, {} sampler steps, {seconds:.1} s)",
             c.grid_images, c.grid_steps
         ),
+        TrainEvent::Checkpoint { last: true, .. } => {
+            LAST_CHECKPOINT_WRITTEN.store(true, Ordering::SeqCst);
+            if c.grid_images > 0 && STOP_REQUESTED_AT.load(Ordering::SeqCst) == 0 {
+                line(format!(
+                    "sampling the final grid ({} images, {} sampler steps; the checkpoint is written, Ctrl-C skips the grid)",
+                    c.grid_images, c.grid_steps
+                ));
+            }
+        }
         TrainEvent::Grid { .. } | TrainEvent::Checkpoint { .. } | TrainEvent::Diverged { .. } => {}
         TrainEvent::Ended {
             step,
@@ -581,8 +598,13 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         }
     };
     let mut steps = StepLog::default();
+    let step_log = args.step_log.as_ref().filter(|_| leader);
     let mut show = |event: TrainEvent| {
         steps.observe(&event);
+        if let (TrainEvent::Checkpoint { last: true, .. }, Some(path)) = (&event, step_log) {
+            // complete now: a signal may end the final grid (a failure is reported below)
+            let _ = wgdiff::fsio::write_atomic(path, steps.csv().as_bytes());
+        }
         show_event(event)
     };
     let advanced = loop {
@@ -592,7 +614,7 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
             Err(e) => break Err(e),
         }
     };
-    if let Some(path) = args.step_log.as_ref().filter(|_| leader) {
+    if let Some(path) = step_log {
         wgdiff::fsio::write_atomic(path, steps.csv().as_bytes())?;
         say!("step log: {}", path.display());
     }

@@ -59,8 +59,9 @@ pub enum TrainEvent {
     },
     /// An MNIST-FID evaluation; `best` names the checkpoint written when it is the lowest yet.
     Fid { record: FidRecord, best: Option<String> },
-    /// A periodic checkpoint was written.
-    Checkpoint { step: usize, file: String },
+    /// A checkpoint was written: a periodic one, or (`last`) the run's own at its end, before
+    /// its final grid.
+    Checkpoint { step: usize, file: String, last: bool },
     /// The loss or the weights blew up: nothing was overwritten and the last good checkpoint
     /// is kept (`message` says where and how to resume); the run ends with that error.
     Diverged { step: usize, message: String },
@@ -243,6 +244,7 @@ impl<'f> TrainingRun<'f> {
                 on_event(TrainEvent::Checkpoint {
                     step,
                     file: self.files.describe(CHECKPOINT_FILE),
+                    last: false,
                 });
             }
         }
@@ -365,6 +367,11 @@ impl<'f> TrainingRun<'f> {
     async fn end(&mut self, why: RunEnd, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
         if self.leader {
             self.save(CHECKPOINT_FILE, on_event).await?;
+            on_event(TrainEvent::Checkpoint {
+                step: self.trainer.state.step,
+                file: self.files.describe(CHECKPOINT_FILE),
+                last: true,
+            });
             if why != RunEnd::StopRequested {
                 self.grid(FINAL_GRID_FILE, on_event).await?;
             }
