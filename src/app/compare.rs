@@ -97,6 +97,7 @@ impl CompareView {
             if let Some(plan_key) = match setting {
                 "seed" => Some("seed"),
                 "count" => Some("images"),
+                "repeat" => Some("rounds"),
                 _ => None,
             } {
                 return Err(crate::Error::Config(format!(

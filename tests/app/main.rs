@@ -1053,6 +1053,11 @@ fn settings_from_a_page_address_or_set_flags_reach_the_first_view() {
             ("b.seed", "2"),
             "every variant samples the plan's seed; set `seed`",
         ),
+        (
+            View::Compare,
+            ("a.repeat", "3"),
+            "every variant samples the plan's repeat; set `rounds`",
+        ),
         (View::Compare, ("a.sampler", "euler"), "unknown sampler `euler`"),
     ];
     let bad_options: Vec<AppOptions> = bad.iter().map(|(view, kv, _)| options(*view, &[*kv])).collect();
