@@ -33,11 +33,11 @@ use eframe::egui_wgpu::RenderState;
 use std::path::PathBuf;
 
 /// Device time a job's submission may hold the queue for (see `Gpu::set_pacing`): a frame
-/// waits behind about two of these (one running, one queued). On lavapipe 10 ms kept the
-/// 95th-percentile frame interval under 90 ms while training, 25 ms let it reach 118 ms; a
-/// fixed one dispatch per submit kept frames short but gave the job 0.25x the CLI's training
-/// throughput (`wgdiff bench app`, BENCHMARKS.md).
-const JOB_SLICE_SECONDS: f64 = 0.01;
+/// waits behind about two of these (one running, one queued). On lavapipe, against 10 ms, 5 ms
+/// took the denoise view's 95th-percentile frame interval from 108.6 to 102.9 ms (50 DDPM
+/// steps, the same sampling time) for 3.6% of the train view's throughput; 25 ms let training
+/// frames reach 118 ms (`scripts/xvfb.sh wgdiff gui ... --frame-log`, BENCHMARKS.md).
+const JOB_SLICE_SECONDS: f64 = 0.005;
 
 /// [`JOB_SLICE_SECONDS`] in a page, where every slice costs a round trip through the browser's
 /// event loop (see `Gpu::drain`). On SwiftShader, training at the defaults: 10 ms slices gave
@@ -47,11 +47,12 @@ const PAGE_JOB_SLICE_SECONDS: f64 = 0.015;
 /// While jobs run the UI redraws this often, showing what they sent since (the user's input
 /// and a job's end wake it at once): often enough that the 95th-percentile frame interval
 /// stays under 100 ms, seldom enough to leave the device (on lavapipe: the CPU, where a frame
-/// of the train view costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the
-/// CLI's throughput, 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
+/// of the train view costs about 19 ms of two cores) to the job. With 5 ms slices, 70 ms gave
+/// a sampling p95 of 93.4 ms where 80 ms gave 102.9, for about 9% of the train view's throughput; 50 ms
+/// gave the job 0.57x the CLI's throughput (`wgdiff bench app`, BENCHMARKS.md).
 const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(match platform::IN_PAGE {
     true => PAGE_BUSY_REDRAW_MS,
-    false => 80,
+    false => 70,
 });
 
 /// [`BUSY_REDRAW`] in a page (ms): there a frame costs the device more (60-200 ms of
