@@ -39,8 +39,9 @@ pub fn check_replaceable(path: &Path, starts: &[u8], kind: &str) -> Result<()> {
 pub trait FileStore {
     /// The bytes of file `name`, or None when there is none.
     fn read(&self, name: &str) -> Result<Option<Vec<u8>>>;
-    /// Writes file `name` whole: readers see the old bytes or the new ones, never a mix.
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<()>;
+    /// Writes file `name` whole: readers see the old bytes or the new ones, never a mix. The
+    /// bytes are taken whole, so a store that keeps them in memory (a page's) need not copy them.
+    fn write(&self, name: &str, bytes: Vec<u8>) -> Result<()>;
     /// How messages name file `name` (a path, or the name a download will take).
     fn describe(&self, name: &str) -> String;
 }
@@ -61,8 +62,8 @@ impl FileStore for Folder {
         read_if_exists(&self.path(name))
     }
 
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        write_atomic(&self.path(name), bytes)
+    fn write(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        write_atomic(&self.path(name), &bytes)
     }
 
     fn describe(&self, name: &str) -> String {

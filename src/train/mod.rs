@@ -720,7 +720,13 @@ impl Trainer {
     pub async fn save_to(&self, files: &dyn FileStore, name: &str) -> Result<()> {
         let ckpt = self.capture().await?;
         match divergence(&ckpt) {
-            None => files.write(name, &ckpt.to_bytes()?),
+            None => {
+                // (the captured tensors go before the file is stored: in a page both are in
+                // memory, beside the checkpoint the new one replaces)
+                let bytes = ckpt.to_bytes()?;
+                drop(ckpt);
+                files.write(name, bytes)
+            }
             Some(problem) => Err(self.diverged(files, name, &problem)),
         }
     }
@@ -755,7 +761,7 @@ impl Trainer {
             .ok()
             .and_then(|ckpt| ckpt.meta.get("step").and_then(|s| s.as_u64()));
         let keep = files.describe(LAST_GOOD_FILE);
-        let kept = match files.write(LAST_GOOD_FILE, &good) {
+        let kept = match files.write(LAST_GOOD_FILE, good) {
             Ok(()) => format!(" and as {keep}"),
             Err(e) => format!(" (copying it to {keep} failed: {e})"),
         };

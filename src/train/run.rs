@@ -162,7 +162,7 @@ impl<'f> TrainingRun<'f> {
         }
         if leader {
             let json = serde_json::to_string_pretty(c).map_err(|e| Error::Config(e.to_string()))?;
-            files.write(CONFIG_FILE, json.as_bytes())?;
+            files.write(CONFIG_FILE, json.into_bytes())?;
         }
         Ok(TrainingRun {
             trainer,
@@ -352,7 +352,7 @@ impl<'f> TrainingRun<'f> {
         };
         let png = grid_png(&images.to_vec_async().await?, shape, layout)?;
         let seconds = started.elapsed().as_secs_f64();
-        self.files.write(name, &png)?;
+        self.files.write(name, png)?;
         on_event(TrainEvent::Grid {
             step: self.trainer.state.step,
             images,

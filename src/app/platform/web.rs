@@ -32,7 +32,7 @@ where
 thread_local! {
     /// The page's files: what the app wrote (checkpoints, samples) and what the user opened,
     /// by path; they last as long as the page.
-    static PAGE_FILES: RefCell<HashMap<PathBuf, Rc<[u8]>>> = RefCell::new(HashMap::new());
+    static PAGE_FILES: RefCell<HashMap<PathBuf, Rc<Vec<u8>>>> = RefCell::new(HashMap::new());
 }
 
 fn js_error(what: &str, e: JsValue) -> Error {
@@ -105,8 +105,13 @@ pub fn resident_bytes() -> Option<u64> {
 /// Keeps `bytes` as the page's file at `path` (read back by [`read_file`]; [`deliver`] hands
 /// it to the user).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    PAGE_FILES.with(|f| f.borrow_mut().insert(path.to_path_buf(), bytes.into()));
+    keep_file(path, bytes.to_vec());
     Ok(())
+}
+
+/// [`write_file`] without a copy (a page's memory never shrinks, and a checkpoint is tens of MB).
+fn keep_file(path: &Path, bytes: Vec<u8>) {
+    PAGE_FILES.with(|f| f.borrow_mut().insert(path.to_path_buf(), Rc::new(bytes)));
 }
 
 /// The page's files under `dir`: where a training run there keeps its checkpoints and grids.
@@ -118,8 +123,9 @@ impl crate::fsio::FileStore for PageFolder {
         Ok(PAGE_FILES.with(|f| f.borrow().get(&path).map(|bytes| bytes.to_vec())))
     }
 
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        write_file(&self.0.join(name), bytes)
+    fn write(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        keep_file(&self.0.join(name), bytes);
+        Ok(())
     }
 
     fn describe(&self, name: &str) -> String {
