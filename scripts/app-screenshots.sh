@@ -25,24 +25,12 @@ case "$quick" in
 esac
 mkdir -p "$out"
 if [ -n "$quick" ]; then export WGDIFF_DETERMINISTIC=1; fi
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-if ! command -v Xvfb >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq xvfb >/dev/null
+# (under a virtual display: scripts/xvfb.sh installs Xvfb when missing, builds, starts it and
+# runs this script again inside)
+if [ -z "${WGDIFF_UNDER_XVFB:-}" ]; then
+  WGDIFF_UNDER_XVFB=1 exec scripts/xvfb.sh "$PWD/scripts/app-screenshots.sh" "$@"
 fi
-cargo build --release --quiet
 bin=target/release/wgdiff
-
-display=:${WGDIFF_XVFB_DISPLAY:-97}
-Xvfb "$display" -screen 0 1280x900x24 -nolisten tcp >/dev/null 2>&1 &
-xvfb=$!
-trap 'kill $xvfb 2>/dev/null || true' EXIT
-export DISPLAY=$display
-# The app talks X11 here (Xvfb has no Wayland).
-unset WAYLAND_DISPLAY
-sleep 1
 
 echo "== denoise view: the shipped model sampling, 50 DDPM steps"
 $bin gui --view denoise --autorun --screenshot "$out/app-denoise.png" \

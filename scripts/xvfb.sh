@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a command under a virtual display (Xvfb, installed when missing) after a release build:
-# how the app's benches and soaks run on a machine without a display.
+# how the app's screenshots, benches and soaks run on a machine without a display.
 #   scripts/xvfb.sh target/release/wgdiff bench app --steps 80
 # WGDIFF_XVFB_DISPLAY picks the display number (default 98).
 set -euo pipefail
