@@ -112,11 +112,13 @@ impl<M: JobSafe + 'static> Job<M> {
 
 impl<M> JobContext<M> {
     /// Sends a message to the view, which shows it at the UI's next frame: at the latest after
-    /// [`BUSY_REDRAW`](super::BUSY_REDRAW), the cadence the UI keeps while jobs run. Waking the
-    /// UI at once for every step drew a third more frames, each taken from the job (on lavapipe).
+    /// [`busy_redraw`](super::busy_redraw), the cadence the UI keeps while jobs run (a later
+    /// wake-up than the frame asked for would replace it). Waking the UI at once for every step
+    /// drew a third more frames, each taken from the job (on lavapipe).
     pub fn send(&self, message: M) {
         let _ = self.events.send(Event::Message(message));
-        self.repaint.request_repaint_after(super::BUSY_REDRAW);
+        self.repaint
+            .request_repaint_after(super::busy_redraw(&self.repaint));
     }
 
     /// `Err(Error::Cancelled)` once the view has cancelled the job.

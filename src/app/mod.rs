@@ -33,11 +33,17 @@ use eframe::egui_wgpu::RenderState;
 use std::path::PathBuf;
 
 /// Device time a job's submission may hold the queue for (see `Gpu::set_pacing`): a frame
-/// waits behind about two of these (one running, one queued). On lavapipe, against 10 ms, 5 ms
-/// took the denoise view's 95th-percentile frame interval from 108.6 to 102.9 ms (50 DDPM
-/// steps, the same sampling time) for 3.6% of the train view's throughput; 25 ms let training
-/// frames reach 118 ms (`scripts/xvfb.sh wgdiff gui ... --frame-log`, BENCHMARKS.md).
-const JOB_SLICE_SECONDS: f64 = 0.005;
+/// waits behind about two of these (one running, one queued). On lavapipe 10 ms kept the
+/// 95th-percentile frame interval under 90 ms while training, 25 ms let it reach 118 ms; a
+/// fixed one dispatch per submit kept frames short but gave the job 0.25x the CLI's training
+/// throughput (`wgdiff bench app`, BENCHMARKS.md).
+const JOB_SLICE_SECONDS: f64 = 0.01;
+
+/// [`JOB_SLICE_SECONDS`] while sampling (the denoise and compare views): against 10 ms, 5 ms
+/// took the denoise view's 95th-percentile frame interval from 108.6 to 102.9 ms on lavapipe
+/// (50 DDPM steps of 16 images, the same sampling time), where training would give up 3.6%
+/// of its throughput (issue 33's bound on it; runs one after another, BENCHMARKS.md).
+const SAMPLING_SLICE_SECONDS: f64 = 0.005;
 
 /// [`JOB_SLICE_SECONDS`] in a page, where every slice costs a round trip through the browser's
 /// event loop (see `Gpu::drain`). On SwiftShader, training at the defaults: 10 ms slices gave
@@ -47,13 +53,49 @@ const PAGE_JOB_SLICE_SECONDS: f64 = 0.015;
 /// While jobs run the UI redraws this often, showing what they sent since (the user's input
 /// and a job's end wake it at once): often enough that the 95th-percentile frame interval
 /// stays under 100 ms, seldom enough to leave the device (on lavapipe: the CPU, where a frame
-/// of the train view costs about 19 ms of two cores) to the job. With 5 ms slices, 70 ms gave
-/// a sampling p95 of 93.4 ms where 80 ms gave 102.9, for about 9% of the train view's throughput; 50 ms
-/// gave the job 0.57x the CLI's throughput (`wgdiff bench app`, BENCHMARKS.md).
+/// of the train view costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the
+/// CLI's throughput, 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
 const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(match platform::IN_PAGE {
+    true => PAGE_BUSY_REDRAW_MS,
+    false => 80,
+});
+
+/// [`BUSY_REDRAW`] while sampling natively: with 5 ms slices, 70 ms took the denoise view's
+/// frame p95 from 102.9 to 93.4 ms on lavapipe, for 3% of the sampling time (training would
+/// give up 8.8% of its throughput).
+const SAMPLING_REDRAW: std::time::Duration = std::time::Duration::from_millis(match platform::IN_PAGE {
     true => PAGE_BUSY_REDRAW_MS,
     false => 70,
 });
+
+/// How often the UI redraws while it does `activity` (a job runs).
+fn busy_redraw_for(activity: Activity) -> std::time::Duration {
+    match activity {
+        Activity::Sampling => SAMPLING_REDRAW,
+        _ => BUSY_REDRAW,
+    }
+}
+
+/// Where the app keeps its current busy cadence ([`busy_redraw_for`]) in egui's memory.
+fn busy_redraw_id() -> egui::Id {
+    egui::Id::unique("wgdiff busy redraw")
+}
+
+/// The cadence the UI of `ctx` keeps while its jobs run: a job that sends a message wakes it
+/// on the same one ([`jobs::JobContext::send`]).
+fn busy_redraw(ctx: &egui::Context) -> std::time::Duration {
+    ctx.data(|d| d.get_temp(busy_redraw_id())).unwrap_or(BUSY_REDRAW)
+}
+
+/// The device time of one submission of a job while the app does `activity` (see
+/// [`JOB_SLICE_SECONDS`]).
+fn job_slice_seconds(activity: Activity) -> f64 {
+    match activity {
+        _ if platform::IN_PAGE => PAGE_JOB_SLICE_SECONDS,
+        Activity::Sampling => SAMPLING_SLICE_SECONDS,
+        _ => JOB_SLICE_SECONDS,
+    }
+}
 
 /// [`BUSY_REDRAW`] in a page (ms): there a frame costs the device more (60-200 ms of
 /// Chromium's GPU thread on SwiftShader), and the frame interval's 95th percentile stays near
@@ -237,11 +279,7 @@ impl WgdiffApp {
         // Jobs submit a few dispatches at a time so the UI's frames never queue behind a
         // whole sampling or training step on the shared device.
         gpu.set_pacing(Some(Pacing {
-            slice_seconds: if platform::IN_PAGE {
-                PAGE_JOB_SLICE_SECONDS
-            } else {
-                JOB_SLICE_SECONDS
-            },
+            slice_seconds: job_slice_seconds(Activity::Idle),
             // (on a CPU adapter one dispatch may hold the queue for 150 ms; on a GPU they are short)
             parts: if gpu.is_cpu() {
                 Parts::OneSlice
@@ -407,6 +445,22 @@ impl WgdiffApp {
 
     /// Notes the frame just ended for the soak log, and once a minute writes its line (the
     /// `--soak-log` CSV rewritten; in the page the `memory` announcement).
+    /// Gives a job of `activity` its slice of the device ([`job_slice_seconds`]), unless
+    /// pacing is off (an experiment or a profile has the device to itself meanwhile).
+    fn pace(&self, activity: Activity) {
+        let gpu = &self.shared.gpu;
+        let Some(pacing) = gpu.pacing() else {
+            return;
+        };
+        let slice_seconds = job_slice_seconds(activity);
+        if pacing.slice_seconds != slice_seconds {
+            gpu.set_pacing(Some(Pacing {
+                slice_seconds,
+                ..pacing
+            }));
+        }
+    }
+
     fn soak(&mut self, activity: Activity) {
         let Some(frame) = self.clock.last() else {
             return;
@@ -503,13 +557,18 @@ impl eframe::App for WgdiffApp {
         self.screenshot(&ctx);
         let activity = self.activity();
         self.exit_when_done(&ctx, activity);
+        self.pace(activity);
         match activity {
             Activity::Idle => {}
             // A profiled step has the device to itself (its figures are `wgdiff profile`'s):
             // the app draws again when the job ends.
             Activity::Profiling => {}
             // Keep drawing while jobs run, so progress shows and frame times are measured.
-            _ => ctx.request_repaint_after(BUSY_REDRAW),
+            _ => {
+                let redraw = busy_redraw_for(activity);
+                ctx.data_mut(|d| d.insert_temp(busy_redraw_id(), redraw));
+                ctx.request_repaint_after(redraw);
+            }
         }
         let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
         self.clock.end(activity, previous_frame_ms);
