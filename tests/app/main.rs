@@ -247,7 +247,7 @@ fn denoise_view_records_every_step_and_scrubs_through_them() {
 }
 
 /// `repeat` runs the denoise view's settings back to back (a looping demo, `wgdiff bench
-/// soak`); Cancel ends the repeats too.
+/// soak`), in the shorter job slices the app gives sampling; Cancel ends the repeats too.
 #[test]
 fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
     let (gpu, _turn) = gpu();
@@ -260,7 +260,11 @@ fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
         h.state_mut().denoise.settings.set(key, value).unwrap();
     }
     h.step();
+    let idle_slice = gpu.pacing().expect("the app paces its jobs").slice_seconds;
     h.get_by_label("Run").click();
+    step_until(&mut h, 60, "sampling in shorter slices than the app's default", |_| {
+        gpu.pacing().is_some_and(|p| p.slice_seconds < idle_slice)
+    });
     step_until(&mut h, 60, "3 runs", |app| {
         app.denoise.runs_completed == 3 && !app.denoise.is_running()
     });
@@ -277,6 +281,11 @@ fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
     for _ in 0..10 {
         h.step();
     }
+    assert_eq!(
+        gpu.pacing().map(|p| p.slice_seconds),
+        Some(idle_slice),
+        "once sampling ends, jobs get the default slice again"
+    );
     let app = h.state();
     assert!(
         !app.denoise.is_running() && app.denoise.runs_completed < 8,
