@@ -262,9 +262,12 @@ fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
     h.step();
     let idle_slice = gpu.pacing().expect("the app paces its jobs").slice_seconds;
     h.get_by_label("Run").click();
-    step_until(&mut h, 60, "sampling in shorter slices than the app's default", |_| {
-        gpu.pacing().is_some_and(|p| p.slice_seconds < idle_slice)
-    });
+    step_until(
+        &mut h,
+        60,
+        "sampling in shorter slices than the app's default",
+        |_| gpu.pacing().is_some_and(|p| p.slice_seconds < idle_slice),
+    );
     step_until(&mut h, 60, "3 runs", |app| {
         app.denoise.runs_completed == 3 && !app.denoise.is_running()
     });
