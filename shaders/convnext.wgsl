@@ -1,11 +1,7 @@
-// The fused ConvNeXt block forward (src/ops/blocks.rs) in two kernels. Invocations walk the
-// flat N*H*W pixel range in order (W per workgroup), so per-pixel loads are contiguous
-// across lanes and every weight load has a workgroup-uniform address (loop counters and
-// template indices only):
-//   dwconv_layernorm: one pixel per invocation: d = depthwise 7x7 conv (padding 3) + bias,
-//                     then LayerNorm over the channels of the pixel: z = (d - mean) * rstd * gamma + beta. d is
-//                     written to z, re-read for the variance (two passes, no E[d^2] - mean^2
-//                     cancellation) and overwritten with the result.
+// The fused ConvNeXt block's MLP (src/ops/blocks.rs; its depthwise conv is depthwise7.wgsl).
+// Invocations walk the flat N*H*W pixel range in order (4W pixels per workgroup), so per-pixel
+// loads are contiguous across lanes and every weight load has a workgroup-uniform address
+// (loop counters and template indices only):
 //   pointwise_mlp:    y = x + b2 + W2 gelu(W1 z + b1) (1x1 convs C -> 4C -> C, GELU tanh),
 //                     four consecutive pixels per invocation (4W per workgroup). z and the output accumulators of the four pixels sit in two
 //                     private vec4 arrays of C entries; the hidden layer is produced 16 units
@@ -21,17 +17,8 @@ struct Params {
     c: u32,
     h: u32,
     w: u32,
-    eps: f32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-
-// dwconv_layernorm: (x, dw_w [C, 49], dw_b, gamma, beta) -> z
-@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> dw_w: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> dw_b: array<{{T}}>;
-@group(0) @binding(4) var<storage, read> gamma: array<{{T}}>;
-@group(0) @binding(5) var<storage, read> beta: array<{{T}}>;
-@group(0) @binding(6) var<storage, read_write> z_out: array<{{T}}>;
 
 // pointwise_mlp: (z, x, w1 [4C, C], b1 [4C], w2 [C, 4C], b2 [C]) -> y; weights as vec4 rows
 @group(0) @binding(1) var<storage, read> z_in: array<{{T}}>;
@@ -53,46 +40,6 @@ fn gelu4(v: vec4<f32>) -> vec4<f32> {
 // Flat pixel index of this invocation (the grid may be 2-D when N*H*W is large).
 fn pixel(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * {{W}}u + lid;
-}
-
-@compute @workgroup_size({{W}})
-fn dwconv_layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
-    let q = pixel(wid, nwg, lid);
-    let hw = p.h * p.w;
-    if (q >= p.n * hw) { return; }
-    let n = q / hw;
-    let s = q % hw;
-    let oh = i32(s / p.w) - 3;
-    let ow = i32(s % p.w) - 3;
-    var sum = 0.0;
-    for (var c = 0u; c < p.c; c++) {
-        let plane = (n * p.c + c) * hw;
-        var acc = f32(dw_b[c]);
-        for (var r = 0u; r < 7u; r++) {
-            let ih = oh + i32(r);
-            let row_ok = ih >= 0 && ih < i32(p.h);
-            for (var k = 0u; k < 7u; k++) {
-                let iw = ow + i32(k);
-                let inside = row_ok && iw >= 0 && iw < i32(p.w);
-                let idx = select(0u, plane + u32(ih) * p.w + u32(iw), inside);
-                acc += f32(dw_w[c * 49u + r * 7u + k]) * select(0.0, f32(x[idx]), inside);
-            }
-        }
-        z_out[plane + s] = {{T}}(acc);
-        sum += f32({{T}}(acc));
-    }
-    let mean = sum / f32(p.c);
-    var sq = 0.0;
-    for (var c = 0u; c < p.c; c++) {
-        let d = f32(z_out[(n * p.c + c) * hw + s]) - mean;
-        sq += d * d;
-    }
-    let rstd = inverseSqrt(sq / f32(p.c) + p.eps);
-    for (var c = 0u; c < p.c; c++) {
-        let i = (n * p.c + c) * hw + s;
-        z_out[i] = {{T}}((f32(z_out[i]) - mean) * rstd * f32(gamma[c]) + f32(beta[c]));
-    }
 }
 
 @compute @workgroup_size({{W}})

@@ -1,5 +1,5 @@
-//! `wgdiff bench block`: the ConvNeXt block fused (two kernels) vs unfused (composed ops),
-//! forward and forward+backward, interleaved in one run per U-Net-like shape.
+//! `wgdiff bench block`: the ConvNeXt block fused (three kernels) vs unfused (composed ops),
+//! forward and forward+backward, interleaved in one run per shape (by default the speed ladder's).
 
 use super::{run_interleaved, Case, Measurement};
 use crate::ops::blocks::{convnext_block_fused, convnext_block_unfused, ConvNextParams};
@@ -9,8 +9,9 @@ use crate::{DType, Gpu, Result, Tensor};
 /// A ConvNeXt block forward (fused or unfused).
 type Block = fn(&Tensor, &ConvNextParams) -> Result<Tensor>;
 
-/// Input shapes [B, C, H, W] of the default run: the 32x32 and 16x16 levels of a U-Net.
-pub const DEFAULT_SHAPES: [[usize; 4]; 2] = [[16, 64, 32, 32], [16, 128, 16, 16]];
+/// Input shapes [B, C, H, W] of the default run: the blocks of the speed ladder's ConvNeXt net
+/// (`ConvNextNetConfig::mnist`: 32 channels at 28x28, 64 at 14x14) at batch 32.
+pub const DEFAULT_SHAPES: [[usize; 4]; 2] = [[32, 32, 28, 28], [32, 64, 14, 14]];
 
 /// Readable shape string, e.g. "B16 C64 32x32".
 pub fn describe(shape: [usize; 4]) -> String {

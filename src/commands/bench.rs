@@ -37,10 +37,10 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The ConvNeXt block fused (two kernels) vs unfused (composed ops), forward and
-    /// forward+backward, on U-Net-like shapes (B16 C64 32x32, B16 C128 16x16)
+    /// The ConvNeXt block fused (three kernels) vs unfused (composed ops), forward and
+    /// forward+backward, on the speed ladder's shapes (B32 C32 28x28, B32 C64 14x14)
     Block {
-        /// Shapes as BxCxHxW, comma-separated (default: 16x64x32x32,16x128x16x16)
+        /// Shapes as BxCxHxW, comma-separated (default: 32x32x28x28,32x64x14x14)
         #[arg(long, value_delimiter = ',')]
         shapes: Vec<String>,
         /// Timed repetitions per variant (the median is reported)

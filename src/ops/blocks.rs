@@ -1,7 +1,9 @@
-//! Fused network blocks: the ConvNeXt block (two kernels instead of nine, shaders/convnext.wgsl)
-//! and the DDPM ResBlock's GroupNorm -> FiLM -> SiLU -> 3x3 conv chain, each beside its unfused reference.
+//! Fused network blocks: the ConvNeXt block (three kernels instead of nine: shaders/depthwise7.wgsl, the
+//! LayerNorm, shaders/convnext.wgsl) and the DDPM ResBlock's GroupNorm -> FiLM -> SiLU -> 3x3 conv chain,
+//! each beside its unfused reference.
 
 use super::conv::{auto_conv_impl, conv_input_grad, conv_weight_grad, resolve, ConvGeometry};
+use super::depthwise7::{depthwise7_conv, depthwise7_weight_grad};
 use super::{kernel_for, needs_f32_fallback, ConvImpl, ConvOptions, GeluForm};
 use crate::gpu::Cost;
 use crate::ops::random::Rng;
@@ -194,11 +196,11 @@ pub fn convnext_fused_unsupported(channels: usize) -> Option<String> {
     }
 }
 
-/// The ConvNeXt block of [`convnext_block_unfused`] in two kernels: depthwise conv + bias +
-/// channel LayerNorm, then 1x1 expand + bias + GELU (tanh form) + 1x1 project + bias +
-/// residual with the 4C hidden activations in registers (also stored when a backward will
-/// need them). Shapes the kernels do not take ([`convnext_fused_unsupported`]) run the
-/// unfused composition.
+/// The ConvNeXt block of [`convnext_block_unfused`] in three kernels: the depthwise conv +
+/// bias (register-blocked, `depthwise7.wgsl`), the channel LayerNorm, then 1x1 expand + bias +
+/// GELU (tanh form) + 1x1 project + bias + residual with the 4C hidden activations in
+/// registers (also stored when a backward will need them). Shapes the MLP kernel does not take
+/// ([`convnext_fused_unsupported`]) run the unfused composition.
 pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     p.check(x)?;
     let gpu = x.gpu();
@@ -215,46 +217,30 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     let dt = x.dtype();
     let pixels = n * h * w;
     let lanes: u32 = if gpu.is_cpu() { 8 } else { 64 };
-    let defines = [
-        ("W", lanes.to_string()),
-        ("C", c.to_string()),
-        ("C4", (c / 4).to_string()),
-        ("SAVE", "false".to_string()),
-    ];
-    let params = [n as u32, c as u32, h as u32, w as u32, p.eps.to_bits()];
-    let groups = gpu.grid((pixels as u32).div_ceil(lanes));
+    let params = [n, c, h, w].map(|v| v as u32);
     let mlp_groups = gpu.grid((pixels as u32).div_ceil(4 * lanes));
     let act_bytes = (x.numel() * dt.size()) as u64;
     let param_bytes = |ts: &[&Tensor]| ts.iter().map(|t| (t.numel() * dt.size()) as u64).sum::<u64>();
 
-    let z = Tensor::empty(gpu, x.shape(), dt)?;
-    gpu.dispatch_named(
-        &kernel_for(gpu, shader!("convnext"), "dwconv_layernorm", dt, &defines, 5, 1),
-        &params,
-        &[
-            x.buffer(),
-            p.dw_weight.buffer(),
-            p.dw_bias.buffer(),
-            p.gamma.buffer(),
-            p.beta.buffer(),
-        ],
-        &[z.buffer()],
-        groups,
-        Cost::new(
-            "convnext_dwconv_layernorm",
-            (x.numel() * (2 * 49 + 8)) as f64,
-            2 * act_bytes + param_bytes(&p.tensors()[..4]),
-        ),
-    );
+    let d = depthwise7_conv(x, &p.dw_weight, Some(&p.dw_bias), None, false)?;
+    let z = {
+        // (the block's backward differentiates the norm itself, from the saved d)
+        let _no_grad = crate::no_grad();
+        d.layer_norm_channels(&p.gamma, &p.beta, p.eps)?
+    };
     // The backward needs the pre-GELU hidden activations: store them only when it will run.
     let inputs: Vec<Tensor> = std::iter::once(x).chain(p.tensors()).cloned().collect();
     let save = crate::autograd::grad_enabled() && inputs.iter().any(Tensor::tracks_grad);
     let hidden = Tensor::empty(gpu, &if save { vec![n, 4 * c, h, w] } else { vec![1] }, dt)?;
-    let mut mlp_defines = defines.clone();
-    mlp_defines[3].1 = save.to_string();
+    let defines = [
+        ("W", lanes.to_string()),
+        ("C", c.to_string()),
+        ("C4", (c / 4).to_string()),
+        ("SAVE", save.to_string()),
+    ];
     let y = Tensor::empty(gpu, x.shape(), dt)?;
     gpu.dispatch_named(
-        &kernel_for(gpu, shader!("convnext"), "pointwise_mlp", dt, &mlp_defines, 6, 2),
+        &kernel_for(gpu, shader!("convnext"), "pointwise_mlp", dt, &defines, 6, 2),
         &params,
         &[
             z.buffer(),
@@ -276,23 +262,43 @@ pub fn convnext_block_fused(x: &Tensor, p: &ConvNextParams) -> Result<Tensor> {
     Ok(y.with_grad_fn(
         "convnext_block_fused",
         inputs.clone(),
-        Box::new(move |g| convnext_fused_backward(&inputs, &z, &hidden, g, eps, conv)),
+        Box::new(move |g| {
+            convnext_fused_backward(
+                &inputs,
+                &Saved {
+                    d: &d,
+                    z: &z,
+                    hidden: &hidden,
+                },
+                g,
+                eps,
+                conv,
+            )
+        }),
     ))
 }
 
-/// Gradients of the fused block from its saved LayerNorm output `z` and pre-GELU `hidden`:
-/// the two 1x1 convs' gradients directly (no forward recomputed), GELU' through autograd,
-/// and the cheap depthwise conv + LayerNorm recomputed and differentiated by autograd; the
-/// convolutions use `conv`, what `auto` meant when the forward ran.
+/// What the fused forward keeps for its backward: the depthwise conv's output `d`, the
+/// LayerNorm's output `z` and the pre-GELU hidden activations.
+struct Saved<'a> {
+    d: &'a Tensor,
+    z: &'a Tensor,
+    hidden: &'a Tensor,
+}
+
+/// Gradients of the fused block from what its forward saved: the two 1x1 convs' gradients
+/// directly (no forward recomputed, the convolutions in `conv`, what `auto` meant when the
+/// forward ran), GELU' and the LayerNorm through autograd (the norm recomputed from `d`, one
+/// kernel), and the depthwise conv's with its own kernels (`depthwise7.wgsl`: the transposed
+/// conv adds the residual's gradient as it stores).
 fn convnext_fused_backward(
     inputs: &[Tensor],
-    z: &Tensor,
-    hidden: &Tensor,
+    saved: &Saved,
     g: &Tensor,
     eps: f32,
     conv: ConvImpl,
 ) -> Result<Vec<Option<Tensor>>> {
-    let [x, dw_weight, dw_bias, gamma, beta, w1, _, w2, _] = inputs else {
+    let [x, dw_weight, _, gamma, beta, w1, _, w2, _] = inputs else {
         unreachable!("the block has nine inputs")
     };
     let pointwise_grads = |input: &Tensor, weight: &Tensor, dy: &Tensor| -> Result<(Tensor, Tensor)> {
@@ -304,32 +310,33 @@ fn convnext_fused_backward(
         ))
     };
     let _grad = crate::autograd::enable_grad();
-    let pre = hidden.detach().requires_grad();
+    let pre = saved.hidden.detach().requires_grad();
     let act = pre.gelu(CONVNEXT_GELU)?;
     let (d_act, d_w2) = pointwise_grads(&act.detach(), w2, g)?;
     crate::backward_from(&act, &d_act)?;
     let d_pre = pre.grad().expect("gelu input is a tracked leaf");
-    let (d_z, d_w1) = pointwise_grads(z, w1, &d_pre)?;
-    let leaves: Vec<Tensor> = [x, dw_weight, dw_bias, gamma, beta]
+    let (d_z, d_w1) = pointwise_grads(saved.z, w1, &d_pre)?;
+    let leaves: Vec<Tensor> = [saved.d, gamma, beta]
         .iter()
         .map(|t| t.detach().requires_grad())
         .collect();
-    let c = x.shape()[1];
-    let z_again = leaves[0]
-        .conv2d_with(&leaves[1], Some(&leaves[2]), depthwise_7x7(c), conv)?
-        .layer_norm_channels(&leaves[3], &leaves[4], eps)?;
+    let z_again = leaves[0].layer_norm_channels(&leaves[1], &leaves[2], eps)?;
     crate::backward_from(&z_again, &d_z)?;
     let _no_grad = crate::no_grad();
-    let dx = leaves[0].grad().expect("tracked leaf").add(g)?;
-    let mut grads = vec![Some(dx)];
-    grads.extend(leaves[1..].iter().map(Tensor::grad));
-    grads.extend([
+    let d_d = leaves[0].grad().expect("tracked leaf");
+    let dx = depthwise7_conv(&d_d, dw_weight, None, Some(g), true)?;
+    let (d_dw_weight, d_dw_bias) = depthwise7_weight_grad(x, &d_d)?;
+    Ok(vec![
+        Some(dx),
+        Some(d_dw_weight),
+        Some(d_dw_bias),
+        leaves[1].grad(),
+        leaves[2].grad(),
         Some(d_w1),
         Some(d_pre.sum(&[0, 2, 3], false)?),
         Some(d_w2),
         Some(g.sum(&[0, 2, 3], false)?),
-    ]);
-    Ok(grads)
+    ])
 }
 
 /// The DDPM ResBlock chain as separate ops (the reference):

@@ -6,6 +6,7 @@ pub mod blocks;
 pub mod cast;
 pub mod conv;
 pub mod cross_entropy;
+pub mod depthwise7;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;

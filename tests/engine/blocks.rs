@@ -213,3 +213,92 @@ fn resblock_fused_equals_unfused() {
         },
     );
 }
+
+/// The depthwise 7x7 weight and bias gradients in f64: sums over the batch and the image of
+/// x at each tap's offset times `dout`.
+fn cpu_depthwise7_weight_grad(x: &[f64], dout: &[f64], [n, c, h, w]: [usize; 4]) -> (Vec<f64>, Vec<f64>) {
+    let (mut dw, mut db) = (vec![0.0; c * 49], vec![0.0; c]);
+    for b in 0..n {
+        for ch in 0..c {
+            let plane = (b * c + ch) * h * w;
+            for i in 0..h {
+                for j in 0..w {
+                    let d = dout[plane + i * w + j];
+                    db[ch] += d;
+                    for (tap, sum) in dw[ch * 49..(ch + 1) * 49].iter_mut().enumerate() {
+                        let (ih, iw) = ((i + tap / 7) as isize - 3, (j + tap % 7) as isize - 3);
+                        if ih >= 0 && ih < h as isize && iw >= 0 && iw < w as isize {
+                            *sum += x[plane + ih as usize * w + iw as usize] * d;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (dw, db)
+}
+
+#[test]
+fn depthwise7_kernels_match_the_cpu_conv_its_transpose_and_its_weight_gradient() {
+    use wgdiff::ops::depthwise7::{depthwise7_conv, depthwise7_weight_grad};
+    let mut r = rng();
+    // (17 columns: a last segment of 1; 4x5: smaller than the filter; 12x8: one whole segment)
+    for xs in [[2, 3, 9, 17], [1, 2, 4, 5], [3, 4, 12, 8]] {
+        let [_, c, _, _] = xs;
+        let numel: usize = xs.iter().product();
+        let inputs = [numel, numel, numel, c * 49, c].map(|len| normal_vec(&mut r, len));
+        let opts = ConvOptions::default().padding(3).groups(c);
+        let plane = xs[2] * xs[3];
+        for dtype in dtypes() {
+            let tol = match dtype {
+                DType::F32 => 1e-5,
+                DType::F16 => 1e-2,
+            };
+            let [x, dout, residual, weight, bias] = inputs.clone().map(|v| round_to(&v, dtype));
+            let (conv, _) = cpu::conv2d(&x, xs, &weight, [c, 1, 7, 7], &opts);
+            let want: Vec<f64> = conv
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v + bias[(i / plane) % c] + residual[i])
+                .collect();
+            let (transposed, _) = cpu::conv_transpose2d(&dout, xs, &weight, [c, 1, 7, 7], &opts, (0, 0));
+            let (dw, db) = cpu_depthwise7_weight_grad(&x, &dout, xs);
+            let up = |shape: &[usize], v: &[f64]| upload(shape, v, dtype);
+            let (xt, dt, wt) = (up(&xs, &x), up(&xs, &dout), up(&[c, 1, 7, 7], &weight));
+            let what = format!("depthwise7 {xs:?} ({dtype:?})");
+            let y =
+                depthwise7_conv(&xt, &wt, Some(&up(&[c], &bias)), Some(&up(&xs, &residual)), false).unwrap();
+            assert_close(
+                &format!("{what} forward + bias + residual"),
+                &download(&y),
+                &want,
+                tol,
+            );
+            let dx = depthwise7_conv(&dt, &wt, None, None, true).unwrap();
+            assert_close(&format!("{what} transposed"), &download(&dx), &transposed, tol);
+            let (gw, gb) = depthwise7_weight_grad(&xt, &dt).unwrap();
+            assert_eq!(gw.shape(), [c, 1, 7, 7]);
+            assert_close(&format!("{what} weight gradient"), &download(&gw), &dw, tol);
+            assert_close(&format!("{what} bias gradient"), &download(&gb), &db, tol);
+        }
+    }
+}
+
+#[test]
+fn depthwise7_refuses_operands_of_the_wrong_shape_by_name() {
+    use wgdiff::ops::depthwise7::depthwise7_conv;
+    let x = upload(&[1, 2, 5, 5], &[0.0; 50], DType::F32);
+    let w = upload(&[2, 1, 7, 7], &[0.0; 98], DType::F32);
+    let bias = upload(&[3], &[0.0; 3], DType::F32);
+    let err = depthwise7_conv(&x, &w, Some(&bias), None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bias") && err.contains("[3]") && err.contains("[2]"),
+        "{err}"
+    );
+    let err = depthwise7_conv(&x, &bias, None, None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("weight") && err.contains("[2, 1, 7, 7]"), "{err}");
+}
