@@ -23,21 +23,6 @@ fn lanes(gpu: &Gpu) -> u32 {
     }
 }
 
-/// Errors unless `t` has `shape` and src's dtype; `name` says which operand it is.
-fn check_operand(op: &'static str, name: &str, src: &Tensor, t: &Tensor, shape: &[usize]) -> Result<()> {
-    if t.shape() != shape {
-        return Err(Error::shape(
-            op,
-            format!(
-                "{name} has shape {:?} but input {:?} needs {shape:?}",
-                t.shape(),
-                src.shape()
-            ),
-        ));
-    }
-    super::check_same_dtype(op, src, t)
-}
-
 /// [N, C, H, W] of `src`.
 fn dims(op: &'static str, src: &Tensor) -> Result<[usize; 4]> {
     src.shape()
@@ -58,12 +43,12 @@ pub fn depthwise7_conv(
 ) -> Result<Tensor> {
     const OP: &str = "depthwise7_conv";
     let [n, c, h, w] = dims(OP, src)?;
-    check_operand(OP, "weight", src, weight, &[c, 1, 7, 7])?;
+    super::check_param(OP, "weight", weight, &[c, 1, 7, 7], src)?;
     if let Some(bias) = bias {
-        check_operand(OP, "bias", src, bias, &[c])?;
+        super::check_param(OP, "bias", bias, &[c], src)?;
     }
     if let Some(residual) = residual {
-        check_operand(OP, "residual", src, residual, src.shape())?;
+        super::check_param(OP, "residual", residual, src.shape(), src)?;
     }
     let gpu = src.gpu();
     let dt = src.dtype();
@@ -109,7 +94,7 @@ pub fn depthwise7_conv(
 pub fn depthwise7_weight_grad(x: &Tensor, dout: &Tensor) -> Result<(Tensor, Tensor)> {
     const OP: &str = "depthwise7_weight_grad";
     let [n, c, h, w] = dims(OP, x)?;
-    check_operand(OP, "output gradient", x, dout, x.shape())?;
+    super::check_param(OP, "output gradient", dout, x.shape(), x)?;
     let gpu = x.gpu();
     let dt = x.dtype();
     let wg = lanes(gpu) as usize;

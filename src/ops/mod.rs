@@ -89,6 +89,27 @@ pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Errors unless `t` has `shape` and `x`'s dtype.
+pub(crate) fn check_param(
+    op: &'static str,
+    name: &str,
+    t: &Tensor,
+    shape: &[usize],
+    x: &Tensor,
+) -> Result<()> {
+    if t.shape() != shape {
+        return Err(Error::shape(
+            op,
+            format!(
+                "{name} has shape {:?} but input {:?} needs {shape:?}",
+                t.shape(),
+                x.shape()
+            ),
+        ));
+    }
+    check_same_dtype(op, x, t)
+}
+
 /// Errors unless both tensors share a dtype.
 pub(crate) fn check_same_dtype(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.dtype() != b.dtype() {

@@ -1,7 +1,7 @@
 //! Normalization: GroupNorm, channel LayerNorm (ConvNeXt style), LayerNorm over the last dim
 //! and the fused GroupNorm -> FiLM scale/shift -> SiLU, forward and backward (shaders/norm.wgsl).
 
-use super::{check_same_dtype, kernel_for, needs_f32_fallback, FLAT_WG};
+use super::{kernel_for, needs_f32_fallback, FLAT_WG};
 use crate::gpu::{Cost, Kernel, MAX_LOOP_ITERATIONS};
 use crate::{shader, DType, Error, Result, Tensor};
 
@@ -131,21 +131,6 @@ impl Rows {
         p.push(eps.to_bits());
         p
     }
-}
-
-/// Errors unless `t` has `shape` and `x`'s dtype.
-fn check_param(op: &'static str, name: &str, t: &Tensor, shape: &[usize], x: &Tensor) -> Result<()> {
-    if t.shape() != shape {
-        return Err(Error::shape(
-            op,
-            format!(
-                "{name} has shape {:?} but input {:?} needs {shape:?}",
-                t.shape(),
-                x.shape()
-            ),
-        ));
-    }
-    check_same_dtype(op, x, t)
 }
 
 /// Activation after the affine map; ids match ACT in shaders/norm.wgsl.
@@ -497,8 +482,8 @@ impl Tensor {
     ) -> Result<Tensor> {
         let rows = Rows::new(op, self, kind)?;
         let c = [rows.channels];
-        check_param(op, "gamma", gamma, &c, self)?;
-        check_param(op, "beta", beta, &c, self)?;
+        super::check_param(op, "gamma", gamma, &c, self)?;
+        super::check_param(op, "beta", beta, &c, self)?;
         if needs_f32_fallback(self.gpu(), self.dtype()) {
             let f = |t: &Tensor| t.to_dtype(DType::F32);
             return f(self)?
@@ -536,10 +521,10 @@ impl Tensor {
         const OP: &str = "group_norm_scale_shift_silu";
         let rows = Rows::new(OP, self, NormRows::Groups(groups))?;
         let (c, nc) = ([rows.channels], [rows.batch, rows.channels]);
-        check_param(OP, "gamma", gamma, &c, self)?;
-        check_param(OP, "beta", beta, &c, self)?;
-        check_param(OP, "scale", scale, &nc, self)?;
-        check_param(OP, "shift", shift, &nc, self)?;
+        super::check_param(OP, "gamma", gamma, &c, self)?;
+        super::check_param(OP, "beta", beta, &c, self)?;
+        super::check_param(OP, "scale", scale, &nc, self)?;
+        super::check_param(OP, "shift", shift, &nc, self)?;
         if needs_f32_fallback(self.gpu(), self.dtype()) {
             let f = |t: &Tensor| t.to_dtype(DType::F32);
             return f(self)?
