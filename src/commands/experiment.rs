@@ -202,7 +202,8 @@ pub struct CompressionArgs {
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
     wgdiff experiment ladder --quick     # lavapipe: under 20 minutes\n  \
-    wgdiff experiment ladder             # batch 32, 20 training minutes per ablation row, 1,000-sample FIDs\n\n\
+    wgdiff experiment ladder             # batch 32, 20 training minutes per ablation row, 1,000-sample FIDs\n  \
+    wgdiff experiment ladder --quick --ladder-batch 32 --reps 6   # table 1 at the full run's batch\n\n\
 Table 1 (Li Xiaolong's CUDA optimisations study): one training step of a small ConvNeXt DDPM on MNIST,\n\
 rung by rung: 1. naive conv + a LayerNorm composed of generic ops + unfused blocks;\n\
 2. + fast conv (auto: tiled implicit GEMM or im2col per dense shape, direct for depthwise);\n\
@@ -219,6 +220,9 @@ pub struct LadderArgs {
     /// Small run for lavapipe (under 20 minutes): batch 8, 4 steps per rung, 45 training seconds per row, 64-sample FIDs
     #[arg(long)]
     quick: bool,
+    /// Images per ConvNeXt training step in table 1 [default: 8 with --quick, else 32]
+    #[arg(long)]
+    ladder_batch: Option<usize>,
     /// Training seconds per ablation row [default: 45 with --quick, else 1200]
     #[arg(long)]
     train_seconds: Option<f64>,
@@ -345,6 +349,7 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
         }
         ExperimentCommand::Ladder(a) => {
             let mut setup = Setup::new(Kind::Ladder, a.quick);
+            set(&mut setup, "ladder-batch", a.ladder_batch)?;
             set(&mut setup, "train-seconds", a.train_seconds)?;
             set(&mut setup, "reps", a.reps)?;
             set(&mut setup, "out", Some(a.out.display()))?;

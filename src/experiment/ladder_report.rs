@@ -40,7 +40,10 @@ fn block_columns(block: ConvNextImpl) -> (&'static str, &'static str) {
     match block {
         ConvNextImpl::ComposedNorm => ("generic ops (mean, sub, square, pow, mul, add)", "separate ops"),
         ConvNextImpl::Unfused => ("norm kernel", "separate ops"),
-        ConvNextImpl::Fused => ("inside the fused kernel", "fused (2 kernels)"),
+        ConvNextImpl::Fused => (
+            "norm kernel",
+            "fused (depthwise 7x7 kernel, norm, one-pass MLP kernel)",
+        ),
     }
 }
 
