@@ -443,8 +443,6 @@ impl WgdiffApp {
         );
     }
 
-    /// Notes the frame just ended for the soak log, and once a minute writes its line (the
-    /// `--soak-log` CSV rewritten; in the page the `memory` announcement).
     /// Gives a job of `activity` its slice of the device ([`job_slice_seconds`]), unless
     /// pacing is off (an experiment or a profile has the device to itself meanwhile).
     fn pace(&self, activity: Activity) {
@@ -461,6 +459,8 @@ impl WgdiffApp {
         }
     }
 
+    /// Notes the frame just ended for the soak log, and once a minute writes its line (the
+    /// `--soak-log` CSV rewritten; in the page the `memory` announcement).
     fn soak(&mut self, activity: Activity) {
         let Some(frame) = self.clock.last() else {
             return;
