@@ -92,6 +92,14 @@ impl FrameClock {
         self.started = Some(Instant::now());
     }
 
+    /// What is left of `period` since the frame being built started: asking for the next frame
+    /// after this keeps a steady cadence (frame starts `period` apart), where asking after
+    /// `period` itself would add each frame's build time to the interval.
+    pub fn rest_of(&self, period: std::time::Duration) -> std::time::Duration {
+        self.started
+            .map_or(period, |started| period.saturating_sub(started.elapsed()))
+    }
+
     /// Marks the end of building a frame done during `activity`; `previous_frame_ms` is the
     /// frame before's CPU time (eframe's `frame.info().cpu_usage`, see [`FrameSample`]).
     pub fn end(&mut self, activity: Activity, previous_frame_ms: Option<f64>) {

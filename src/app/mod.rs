@@ -53,19 +53,20 @@ const PAGE_JOB_SLICE_SECONDS: f64 = 0.015;
 /// While jobs run the UI redraws this often, showing what they sent since (the user's input
 /// and a job's end wake it at once): often enough that the 95th-percentile frame interval
 /// stays under 100 ms, seldom enough to leave the device (on lavapipe: the CPU, where a frame
-/// of the train view costs about 19 ms of two cores) to the job. 50 ms gave the job 0.57x the
-/// CLI's throughput, 75 ms 0.73x (`wgdiff bench app`, BENCHMARKS.md).
+/// of the train view costs about 15 ms of two cores) to the job. Natively frames start this
+/// far apart ([`FrameClock::rest_of`]): 86 ms draws as many frames as asking 80 ms after each
+/// build did, and took the train view's frame p95 from 109-110 to 96-97 ms (BENCHMARKS.md).
 const BUSY_REDRAW: std::time::Duration = std::time::Duration::from_millis(match platform::IN_PAGE {
     true => PAGE_BUSY_REDRAW_MS,
-    false => 80,
+    false => 86,
 });
 
-/// [`BUSY_REDRAW`] while sampling natively: with 5 ms slices, 70 ms took the denoise view's
-/// frame p95 from 102.9 to 93.4 ms on lavapipe, for 3% of the sampling time (training would
-/// give up 8.8% of its throughput).
+/// [`BUSY_REDRAW`] while sampling natively, with 5 ms slices: frames 75 ms apart put the
+/// denoise view's frame p95 at 81-86 ms on lavapipe for the same sampling time (70 ms after
+/// each build gave 99-104 ms; BENCHMARKS.md).
 const SAMPLING_REDRAW: std::time::Duration = std::time::Duration::from_millis(match platform::IN_PAGE {
     true => PAGE_BUSY_REDRAW_MS,
-    false => 70,
+    false => 75,
 });
 
 /// How often the UI redraws while it does `activity` (a job runs).
@@ -567,7 +568,13 @@ impl eframe::App for WgdiffApp {
             _ => {
                 let redraw = busy_redraw_for(activity);
                 ctx.data_mut(|d| d.insert_temp(busy_redraw_id(), redraw));
-                ctx.request_repaint_after(redraw);
+                // Natively frames start a cadence apart, whatever each took to build; a page
+                // asks a cadence after the build, as its cadence was measured.
+                let wait = match platform::IN_PAGE {
+                    true => redraw,
+                    false => self.clock.rest_of(redraw),
+                };
+                ctx.request_repaint_after(wait);
             }
         }
         let previous_frame_ms = frame.info().cpu_usage.map(|s| s as f64 * 1e3);
