@@ -1,25 +1,31 @@
-//! `wgdiff bench conv`: every conv implementation, forward and forward+backward, and the tiled
-//! kernel on int8/int4 weights (forward), on the conv shapes of a 32x32 U-Net (batch 16),
-//! interleaved in one run, beside a matmul of the same GEMM size (the implicit-GEMM ceiling).
+//! `wgdiff bench conv`: every conv implementation, forward and forward+backward, and tiled,
+//! Winograd and auto on int8/int4 weights (forward), on the conv shapes of a 32x32 U-Net
+//! (batch 16), interleaved in one run, beside a matmul of the same GEMM size.
 
 use super::{run_interleaved, Case, Measurement};
-use crate::ops::conv::{conv_input_grad, conv_weight_grad, ConvGeometry};
+use crate::ops::conv::{conv_input_grad, conv_weight_grad, use_conv_impl, ConvGeometry};
 use crate::ops::random::Rng;
 use crate::ops::{ConvAddends, ConvImpl, ConvOptions, PackedWeights, WeightBits};
 use crate::{DType, Gpu, Result, Tensor};
 
-/// What a row runs: an implementation on float weights, or the tiled kernel on packed integer
-/// weights with a scale per output channel (forward only: packed weights are for inference).
+/// What a row runs: an implementation on float weights, or one of those packed integer weights
+/// run (tiled, Winograd on the weights dequantised for the call, or auto: the faster of the
+/// two) with a scale per output channel (forward only: packed weights are for inference).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConvVariant {
     Float(ConvImpl),
-    Packed(WeightBits),
+    Packed(ConvImpl, WeightBits),
 }
 
+/// The implementations packed weights can run.
+const PACKED_IMPLS: [ConvImpl; 3] = [ConvImpl::Tiled, ConvImpl::Winograd, ConvImpl::Auto];
+
 impl ConvVariant {
-    /// Every implementation, then tiled-int8 and tiled-int4.
+    /// Every implementation, then those of packed int8 and int4 weights.
     pub fn all() -> Vec<ConvVariant> {
-        let packed = [WeightBits::Int8, WeightBits::Int4].map(ConvVariant::Packed);
+        let packed = [WeightBits::Int8, WeightBits::Int4]
+            .into_iter()
+            .flat_map(|bits| PACKED_IMPLS.map(|imp| ConvVariant::Packed(imp, bits)));
         ConvImpl::ALL
             .map(ConvVariant::Float)
             .into_iter()
@@ -28,16 +34,22 @@ impl ConvVariant {
     }
 
     pub fn from_name(name: &str) -> Result<ConvVariant> {
-        match name.strip_prefix("tiled-") {
-            Some(bits) if bits.starts_with("int") => Ok(ConvVariant::Packed(bits.parse()?)),
-            _ => Ok(ConvVariant::Float(ConvImpl::from_name(name)?)),
+        let Some((imp, bits)) = name.split_once("-int") else {
+            return Ok(ConvVariant::Float(ConvImpl::from_name(name)?));
+        };
+        let imp = ConvImpl::from_name(imp)?;
+        if !PACKED_IMPLS.contains(&imp) {
+            return Err(crate::Error::Config(format!(
+                "conv variant \"{name}\": packed weights run tiled, winograd or auto (e.g. tiled-int8)"
+            )));
         }
+        Ok(ConvVariant::Packed(imp, format!("int{bits}").parse()?))
     }
 
     pub fn name(self) -> String {
         match self {
             ConvVariant::Float(imp) => imp.name().into(),
-            ConvVariant::Packed(bits) => format!("tiled-{}", bits.name()),
+            ConvVariant::Packed(imp, bits) => format!("{}-{}", imp.name(), bits.name()),
         }
     }
 }
@@ -102,7 +114,7 @@ pub fn run(
         for &variant in variants {
             let imp = match variant {
                 ConvVariant::Float(imp) => imp,
-                ConvVariant::Packed(bits) => {
+                ConvVariant::Packed(imp, bits) => {
                     if passes != Passes::ForwardBackward {
                         let (x, packed) = (x.clone(), packed_conv_weights(&w, bits)?);
                         cases.push(Case {
@@ -112,6 +124,7 @@ pub fn run(
                             flops: geo.flops(),
                             bytes: ((x.numel() + dy.numel()) * 4) as f64 + packed.byte_len() as f64,
                             run: Box::new(move || {
+                                let _imp = use_conv_impl(imp);
                                 x.conv2d_packed(&packed, opts, ConvAddends::default()).map(drop)
                             }),
                         });

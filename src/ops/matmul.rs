@@ -511,7 +511,7 @@ fn dispatch_blocked(
                 ("BIAS", bias_mode.to_string()),
             ]
             .as_slice(),
-            &b.defines(),
+            &b.defines(2),
         ]
         .concat(),
         3,

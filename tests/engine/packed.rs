@@ -1,14 +1,16 @@
-//! Packed integer weights: the tiled conv and blocked matmul reading int8 / packed int4 weights
-//! with a scale per output channel against the CPU reference on the dequantised weights
-//! (fresh random values, poisoned outputs), layers that carry a packed form, and refusals.
+//! Packed integer weights: the tiled conv, Winograd on the dequantised weights and the blocked
+//! matmul reading int8 / packed int4 weights with a scale per output channel against the CPU
+//! reference on the dequantised weights (fresh random values, poisoned outputs), layers that
+//! carry a packed form, and refusals.
 
 use crate::common::*;
 use crate::cpu;
 use rand::rngs::StdRng;
 use rand::Rng;
 use wgdiff::nn::{Conv2d, Linear, Weight};
+use wgdiff::ops::conv::use_conv_impl;
 use wgdiff::ops::random::Rng as DeviceRng;
-use wgdiff::ops::{ConvAddends, ConvOptions, PackedWeights, WeightBits};
+use wgdiff::ops::{ConvAddends, ConvImpl, ConvOptions, PackedWeights, WeightBits};
 use wgdiff::{DType, Tensor};
 
 /// Tolerance of the packed kernels against the f64 reference on the dequantised weights:
@@ -40,28 +42,42 @@ fn random_scales(r: &mut StdRng, n: usize) -> Vec<f32> {
 #[test]
 fn packed_convs_match_the_reference_on_the_dequantised_weights() {
     let o = ConvOptions::default;
-    // K = 4*3*3 = 36 (int4 pads rows to 40), grouped, strided, 1x1 with K = 5, 5x5 dilated.
+    // K = 4*3*3 = 36 (int4 pads rows to 40), grouped, strided, 1x1 with K = 5, 5x5 dilated;
+    // the 3x3 stride-1 ones (ungrouped, grouped with padding 2) run Winograd when asked to.
     let cases = [
         ([2, 4, 7, 9], [6, 4, 3, 3], o().padding(1)),
         ([2, 4, 9, 7], [8, 2, 3, 3], o().stride(2).groups(2)),
         ([2, 5, 5, 6], [7, 5, 1, 1], o()),
         ([1, 8, 11, 10], [8, 2, 5, 5], o().padding(3).dilation(2).groups(4)),
         ([1, 16, 8, 8], [40, 16, 3, 3], o().padding(1)),
+        ([2, 4, 6, 5], [6, 2, 3, 3], o().padding(2).groups(2)),
     ];
     let mut r = rng();
-    for bits in [WeightBits::Int8, WeightBits::Int4] {
+    let runs = [WeightBits::Int8, WeightBits::Int4]
+        .into_iter()
+        .flat_map(|bits| [(bits, ConvImpl::Tiled), (bits, ConvImpl::Winograd)]);
+    for (bits, imp) in runs {
+        let _imp = use_conv_impl(imp);
         for (xs, ws, opts) in cases {
             let per_out = ws[1] * ws[2] * ws[3];
             let scales = random_scales(&mut r, ws[0]);
             let (values, w) = random_weights(&mut r, bits, ws.iter().product(), &scales, |i| i / per_out);
             let packed = PackedWeights::conv(gpu(), bits, ws, &values, &scales).unwrap();
+            let floats = packed.dequantized_conv().unwrap();
+            assert_eq!(floats.shape(), ws);
+            assert_close(
+                &format!("{} weights dequantised", bits.name()),
+                &download(&floats),
+                &w,
+                1e-6,
+            );
             let x = normal_vec(&mut r, xs.iter().product());
             let (want, [n, c, oh, ow]) = cpu::conv2d(&x, xs, &w, ws, &opts);
             let y = upload(&xs, &x, DType::F32)
                 .conv2d_packed(&packed, opts, ConvAddends::default())
                 .unwrap();
             assert_eq!(y.shape(), [n, c, oh, ow]);
-            let what = format!("{} conv x{xs:?} w{ws:?} {opts:?}", bits.name());
+            let what = format!("{} conv ({imp:?}) x{xs:?} w{ws:?} {opts:?}", bits.name());
             assert_close(&what, &download(&y), &want, PACKED_TOL);
 
             // with a bias, a bias per sample and a residual added as the kernel stores

@@ -1,12 +1,14 @@
 //! `ConvImpl`: the forward implementations, which one `auto` stands for (measured per shape,
-//! the untimed rule, or a thread's `use_conv_impl` guard), and `conv_forward`, which runs one.
+//! the untimed rule, or a thread's `use_conv_impl` guard), and `conv_forward`, which runs one;
+//! `packed_forward`, the same choice for packed integer weights.
 
 use super::direct::{conv_forward_direct, conv_forward_naive};
 use super::epilogue::ConvAddends;
 use super::geometry::ConvGeometry;
 use super::im2col::conv_forward_im2col;
-use super::tiled::conv_forward_tiled;
+use super::tiled::{conv_forward_tiled, tiled_forward};
 use super::winograd::{conv_forward_winograd, winograd_applies};
+use crate::ops::packed::{PackedWeights, WeightOperand};
 use crate::{Error, Result, Tensor};
 
 /// Which forward implementation a convolution uses.
@@ -111,6 +113,44 @@ pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
     } else {
         ConvImpl::Tiled
     }
+}
+
+/// conv(x, w) + `add` with `w` packed: the tiled kernel dequantising in registers, or, where
+/// [`winograd_applies`], Winograd on the weights dequantised for the call (a transient float
+/// copy), whichever measures faster for the rounded shape (a [`use_conv_impl`] guard of
+/// `tiled` or `winograd` decides instead; the tiled kernel when nothing is timed). On lavapipe
+/// Winograd's 4x fewer multiplies outweigh reading 4x the weight bytes.
+pub(super) fn packed_forward(
+    x: &Tensor,
+    w: &PackedWeights,
+    add: ConvAddends,
+    geo: &ConvGeometry,
+) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let run = |winograd: bool, add: ConvAddends| match winograd {
+        true => conv_forward_winograd(x, &w.dequantized_conv()?, add, geo),
+        false => tiled_forward(x, WeightOperand::Packed(w), add, geo),
+    };
+    if !winograd_applies(gpu, geo) {
+        return run(false, add);
+    }
+    let winograd = match auto_conv_impl() {
+        ConvImpl::Tiled => false,
+        ConvImpl::Winograd => true,
+        _ => {
+            let labels = ["tiled".to_string(), "winograd".to_string()];
+            let key = format!(
+                "{}:{} of tiled,winograd",
+                geo.tuning_key(x.dtype()),
+                w.bits().name()
+            );
+            let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
+                run(c == 1, ConvAddends::default()).map(drop)
+            })?;
+            choice == 1
+        }
+    };
+    run(winograd, add)
 }
 
 /// The implementation `imp` stands for on these operands: `auto` is the live

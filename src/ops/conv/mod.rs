@@ -26,11 +26,11 @@ pub use geometry::ConvGeometry;
 pub use options::ConvOptions;
 pub use winograd::winograd_applies;
 
-use crate::ops::packed::{check_packed_input, Layout, PackedWeights, WeightOperand};
+use crate::ops::packed::{check_packed_input, Layout, PackedWeights};
 use crate::ops::{check_same_dtype, needs_f32_fallback};
 use crate::{DType, Error, Result, Tensor};
 use choice::conv_forward;
-use tiled::{padded_input, tiled_forward};
+use tiled::padded_input;
 
 impl Tensor {
     /// conv2d(x, w) + bias of x `[N, Cin, H, W]` and w `[Cout, Cin/groups, KH, KW]` (PyTorch's
@@ -246,9 +246,11 @@ impl Tensor {
         add_bias(y, bias)
     }
 
-    /// conv2d(x, w) + `add` with `w` packed, by the tiled kernel dequantising in registers.
-    /// Inference only (no graph is recorded; an input that tracks gradients is an error) and
-    /// f32 only (the browser has no f16, and packed weights exist to run there too).
+    /// conv2d(x, w) + `add` with `w` packed: the tiled kernel dequantising in registers, or
+    /// for a 3x3 stride-1 conv Winograd on the weights dequantised for the call, whichever
+    /// measures faster (a `use_conv_impl` guard of `tiled` or `winograd` decides). Inference
+    /// only (no graph is recorded; an input that tracks gradients is an error) and f32 only
+    /// (the browser has no f16, and packed weights exist to run there too).
     pub fn conv2d_packed(&self, w: &PackedWeights, opts: ConvOptions, add: ConvAddends) -> Result<Tensor> {
         let Layout::Conv { shape } = w.layout() else {
             return Err(Error::shape(
@@ -258,7 +260,7 @@ impl Tensor {
         };
         let geo = ConvGeometry::new(self.shape(), shape, opts)?;
         check_packed_input(self, "conv2d_packed")?;
-        tiled_forward(self, WeightOperand::Packed(w), add, &geo)
+        choice::packed_forward(self, w, add, &geo)
     }
 }
 

@@ -81,7 +81,7 @@ fn dispatch_tiled(
         ("W", tile.lanes.to_string()),
     ];
     defines.extend(epilogue.defines());
-    defines.extend(weights.defines());
+    defines.extend(weights.defines(2));
     let kernel = kernel_for(
         gpu,
         shader!("conv_tiled"),
