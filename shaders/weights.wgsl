@@ -1,10 +1,10 @@
 // The weight operand of the tiled conv, the blocked matmul and the dequantising kernel
 // (ops::packed::WeightOperand), bound at WEIGHTS_BINDING as `wts`. FLOAT_WEIGHTS: vec4s of
-// T. INT_WEIGHTS: signed integers packed into u32 words, low bits first (WBITS 8: four per word, one run of 4 per word; WBITS 4: eight
-// per word, runs 2i and 2i+1 in word i's low and high halves), then one f32 scale per output
-// channel after the words of all runs (`words_of(runs)`). `weight_vec4(i)` is run i of 4
-// consecutive weights (integer values for packed weights: the kernel multiplies its sums by
-// `weight_scale`, 1 for float weights).
+// T. INT_WEIGHTS: signed integers packed into u32 words, low bits first (WBITS 8: four per
+// word, one run of 4 per word; WBITS 4: eight per word, runs 2i and 2i+1 in word i's low and
+// high halves), then one f32 scale per output channel after the words of all runs
+// (`words_of(runs)`). `weight_vec4(i)` is run i of 4 consecutive weights (integer values for
+// packed weights: the kernel multiplies its sums by `weight_scale`, 1 for float weights).
 #for f in 0..{{FLOAT_WEIGHTS}} {
 @group(0) @binding({{WEIGHTS_BINDING}}) var<storage, read> wts: array<vec4<{{T}}>>;
 fn weight_vec4(i: u32) -> vec4<f32> { return vec4<f32>(wts[i]); }

@@ -119,7 +119,7 @@ pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
 /// [`winograd_applies`], Winograd on the weights dequantised for the call (a transient float
 /// copy), whichever measures faster for the rounded shape (a [`use_conv_impl`] guard of
 /// `tiled` or `winograd` decides instead; the tiled kernel when nothing is timed). On lavapipe
-/// Winograd's 4x fewer multiplies outweigh reading 4x the weight bytes.
+/// Winograd ran the 3x3 convs of `bench conv` 1.3-1.4x faster (BENCHMARKS.md).
 pub(super) fn packed_forward(
     x: &Tensor,
     w: &PackedWeights,
