@@ -40,6 +40,11 @@ impl Stored {
         }
     }
 
+    /// How many bytes [`Stored::encode`] makes of `data`.
+    fn encoded_len(self, data: &[f32]) -> usize {
+        data.len() * self.safetensors().bitsize() / 8
+    }
+
     /// The bytes of `data` as this type.
     fn encode(self, data: &[f32]) -> std::borrow::Cow<'_, [u8]> {
         match self {
@@ -59,6 +64,13 @@ impl TensorData {
             stored: Stored::F32,
         }
     }
+}
+
+/// Where a tensor of a checkpoint being encoded is: on the device (read back in its turn, f16
+/// widened to f32) or on the CPU.
+pub enum Source<'a> {
+    Device(&'a Tensor),
+    Host(&'a TensorData),
 }
 
 /// Named tensors plus a JSON document, as stored in a `.safetensors` file.
@@ -97,6 +109,69 @@ impl Checkpoint {
         let meta = HashMap::from([(META_KEY.to_string(), self.meta.to_string())]);
         safetensors::serialize(views, Some(meta))
             .map_err(|e| checkpoint_error("(being written)", format!("safetensors encoding failed: {e}")))
+    }
+
+    /// The safetensors encoding of `tensors` and `meta`, byte for byte what
+    /// [`Checkpoint::to_bytes`] writes of them captured, with each device tensor read back in
+    /// its turn straight into the file's bytes: no copy of the whole state is held beside the
+    /// file (a page's heap never shrinks). `inspect` sees each device tensor's values as they
+    /// arrive.
+    pub async fn encode_from(
+        tensors: Vec<(String, Source<'_>)>,
+        meta: &serde_json::Value,
+        inspect: &mut dyn FnMut(&str, &[f32]),
+    ) -> Result<Vec<u8>> {
+        let mut tensors: Vec<_> = tensors
+            .into_iter()
+            .map(|(name, source)| {
+                let (dtype, shape, len) = match &source {
+                    Source::Device(t) => (safetensors::Dtype::F32, t.shape().to_vec(), t.numel() * 4),
+                    Source::Host(t) => (
+                        t.stored.safetensors(),
+                        t.shape.clone(),
+                        t.stored.encoded_len(&t.data),
+                    ),
+                };
+                (name, dtype, shape, len, source)
+            })
+            .collect();
+        // (the order safetensors::serialize gives: by descending type, then by name)
+        tensors.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut offset = 0;
+        let infos = tensors
+            .iter()
+            .map(|(name, dtype, shape, len, _)| {
+                offset += len;
+                let data_offsets = (offset - len, offset);
+                let info = safetensors::tensor::TensorInfo {
+                    dtype: *dtype,
+                    shape: shape.clone(),
+                    data_offsets,
+                };
+                (name.clone(), info)
+            })
+            .collect();
+        let encoding = |e: &dyn std::fmt::Display| {
+            checkpoint_error("(being written)", format!("safetensors encoding failed: {e}"))
+        };
+        let meta = HashMap::from([(META_KEY.to_string(), meta.to_string())]);
+        let header = safetensors::tensor::Metadata::new(Some(meta), infos).map_err(|e| encoding(&e))?;
+        let mut header = serde_json::to_vec(&header).map_err(|e| encoding(&e))?;
+        header.resize(header.len().next_multiple_of(8), b' ');
+        let mut bytes = Vec::with_capacity(8 + header.len() + offset);
+        bytes.extend((header.len() as u64).to_le_bytes());
+        bytes.extend(header);
+        for (name, _, _, _, source) in tensors {
+            match source {
+                Source::Device(t) => {
+                    let data = t.to_vec_async().await?;
+                    inspect(&name, &data);
+                    bytes.extend_from_slice(bytemuck::cast_slice(&data));
+                }
+                Source::Host(t) => bytes.extend_from_slice(&t.stored.encode(&t.data)),
+            }
+        }
+        Ok(bytes)
     }
 
     /// Decodes a safetensors file's bytes; `origin` names the file in errors.

@@ -40,7 +40,7 @@ pub trait FileStore {
     /// The bytes of file `name`, or None when there is none.
     fn read(&self, name: &str) -> Result<Option<Vec<u8>>>;
     /// Writes file `name` whole: readers see the old bytes or the new ones, never a mix. The
-    /// bytes are taken whole, so a store that keeps them in memory (a page's) need not copy them.
+    /// bytes are taken whole, so a store that keeps them in memory may keep them without a copy.
     fn write(&self, name: &str, bytes: Vec<u8>) -> Result<()>;
     /// How messages name file `name` (a path, or the name a download will take).
     fn describe(&self, name: &str) -> String;

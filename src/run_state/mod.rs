@@ -109,22 +109,26 @@ pub const DIVERGED_WEIGHT: f32 = 1e6;
 /// Why the weights or EMA weights of a training checkpoint show a diverged run (a tensor with
 /// NaN/infinite values or |w| > [`DIVERGED_WEIGHT`]), or None when they are healthy.
 pub fn divergence(ckpt: &Checkpoint) -> Option<String> {
-    let weights = ckpt.tensors.iter().filter(|(name, t)| {
-        (name.starts_with("model.") || name.starts_with("ema.")) && t.stored == Stored::F32
-    });
-    for (name, t) in weights {
-        let broken = t.data.iter().filter(|v| !v.is_finite()).count();
-        if broken > 0 {
-            return Some(format!("tensor {name} holds {broken} NaN or infinite values"));
-        }
-        let largest = t.data.iter().fold(0f32, |m, v| m.max(v.abs()));
-        if largest > DIVERGED_WEIGHT {
-            return Some(format!(
-                "tensor {name} reached |w| = {largest:e} (healthy weights stay below {DIVERGED_WEIGHT:e})"
-            ));
-        }
+    ckpt.tensors
+        .iter()
+        .filter(|(_, t)| t.stored == Stored::F32)
+        .find_map(|(name, t)| tensor_divergence(name, &t.data))
+}
+
+/// Why the f32 checkpoint tensor `name` holding `data` shows a diverged run (see
+/// [`divergence`]; only weights and EMA weights are judged), or None.
+pub fn tensor_divergence(name: &str, data: &[f32]) -> Option<String> {
+    if !(name.starts_with("model.") || name.starts_with("ema.")) {
+        return None;
     }
-    None
+    let broken = data.iter().filter(|v| !v.is_finite()).count();
+    if broken > 0 {
+        return Some(format!("tensor {name} holds {broken} NaN or infinite values"));
+    }
+    let largest = data.iter().fold(0f32, |m, v| m.max(v.abs()));
+    (largest > DIVERGED_WEIGHT).then(|| {
+        format!("tensor {name} reached |w| = {largest:e} (healthy weights stay below {DIVERGED_WEIGHT:e})")
+    })
 }
 
 /// The process a model is trained with by default: DDPM (VP, linear betas, eps) for U-Nets,

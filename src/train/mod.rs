@@ -17,7 +17,7 @@ pub use resume::{ResumeChanges, KEPT_ON_RESUME};
 pub use run::{RunEnd, TrainEvent, TrainingRun, BEST_FILE, CHECKPOINT_FILE, LAST_GOOD_FILE};
 pub use step_log::{StepLog, StepRow};
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, Source, TensorData};
 use crate::data::{Batcher, Dataset};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, ReplicaGradients};
@@ -26,7 +26,7 @@ use crate::models::DiffusionNet;
 use crate::ops::random::{step_seed, Rng};
 use crate::optim::{backward_and_step, late_decay, Adam, AdamConfig, Ema, LrSchedule};
 use crate::pipeline::{sample_net, SampleRequest};
-use crate::run_state::{is_sampling_export, saved_state};
+use crate::run_state::{is_sampling_export, saved_state, tensor_divergence};
 use crate::{Error, Gpu, Result, Tensor};
 use rand::{Rng as _, SeedableRng};
 use replica::Replica;
@@ -686,6 +686,21 @@ impl Trainer {
 
     /// The checkpoint (weights, EMA, Adam moments, buffers, training state), read back.
     pub async fn capture(&self) -> Result<Checkpoint> {
+        let (named, masks, meta) = self.checkpoint_parts()?;
+        let mut ckpt = Checkpoint::capture(&named, meta).await?;
+        ckpt.tensors.extend(masks);
+        Ok(ckpt)
+    }
+
+    /// What a checkpoint holds: the device tensors, the pruning masks and the training state.
+    #[allow(clippy::type_complexity)]
+    fn checkpoint_parts(
+        &self,
+    ) -> Result<(
+        Vec<(String, Tensor)>,
+        Vec<(String, TensorData)>,
+        serde_json::Value,
+    )> {
         let main = &self.replicas[0];
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (i, (name, t)) in main.params.iter().enumerate() {
@@ -702,31 +717,38 @@ impl Trainer {
             path: self.state.config.out.display().to_string(),
             msg: format!("training state does not serialise: {e}"),
         })?;
-        let mut ckpt = Checkpoint::capture(&named, meta).await?;
-        for m in &main.masks {
-            let name = &main.params[m.index].0;
-            for prefix in ["model.", "ema."] {
-                ckpt.tensors
-                    .insert(format!("{prefix}{name}.mask"), m.bits.clone());
-            }
-        }
-        Ok(ckpt)
+        let masks = main
+            .masks
+            .iter()
+            .flat_map(|m| {
+                let name = &main.params[m.index].0;
+                ["model.", "ema."].map(|prefix| (format!("{prefix}{name}.mask"), m.bits.clone()))
+            })
+            .collect();
+        Ok((named, masks, meta))
     }
 
     /// Writes the checkpoint as file `name` of `files`, unless the run has diverged
     /// (non-finite or blown-up weights, see [`divergence`]): then nothing is written, the good
     /// checkpoint already there is kept as [`LAST_GOOD_FILE`] too, and the
-    /// [`Error::Diverged`] says how to resume it.
+    /// [`Error::Diverged`] says how to resume it. The tensors are read back one at a time
+    /// into the file's bytes ([`Checkpoint::encode_from`]).
     pub async fn save_to(&self, files: &dyn FileStore, name: &str) -> Result<()> {
-        let ckpt = self.capture().await?;
-        match divergence(&ckpt) {
-            None => {
-                // (the captured tensors go before the file is stored: in a page both are in
-                // memory, beside the checkpoint the new one replaces)
-                let bytes = ckpt.to_bytes()?;
-                drop(ckpt);
-                files.write(name, bytes)
+        let (named, masks, meta) = self.checkpoint_parts()?;
+        let sources = named
+            .iter()
+            .map(|(name, t)| (name.clone(), Source::Device(t)))
+            .chain(masks.iter().map(|(name, t)| (name.clone(), Source::Host(t))))
+            .collect();
+        let mut problem = None;
+        let mut judge = |name: &str, data: &[f32]| {
+            if problem.is_none() {
+                problem = tensor_divergence(name, data);
             }
+        };
+        let bytes = Checkpoint::encode_from(sources, &meta, &mut judge).await?;
+        match problem {
+            None => files.write(name, bytes),
             Some(problem) => Err(self.diverged(files, name, &problem)),
         }
     }

@@ -264,6 +264,17 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
             block_on(tuned.step()).unwrap();
         }
         let saved = block_on(tuned.capture()).unwrap();
+        // (the checkpoint a run writes, tensor by tensor, is the captured one's encoding)
+        let path = std::env::temp_dir().join(format!(
+            "wgdiff-tuned-{}-{quantize:?}.safetensors",
+            std::process::id()
+        ));
+        block_on(tuned.save(&path)).unwrap();
+        assert!(
+            std::fs::read(&path).unwrap() == saved.to_bytes().unwrap(),
+            "written as captured"
+        );
+        std::fs::remove_file(&path).unwrap();
         for name in names.iter().filter_map(|n| n.strip_suffix(".mask")) {
             let weight = name.strip_prefix("ema.").unwrap();
             let count = saved.tensors[&format!("model.{weight}")].data.len();

@@ -320,6 +320,10 @@ fn runs_from_bytes_match_runs_from_files() {
         assert_eq!(a.to_bits(), b.to_bits(), "step losses {a} vs {b}");
     }
     let bytes = block_on(in_memory.capture()).unwrap().to_bytes().unwrap();
+    // (the checkpoint a run writes, tensor by tensor, is the captured one's encoding)
+    let saved = in_memory.state.config.out.join("saved.safetensors");
+    block_on(in_memory.save(&saved)).unwrap();
+    assert!(std::fs::read(&saved).unwrap() == bytes, "written as captured");
     let checkpoint = Checkpoint::from_bytes(&bytes, "captured").unwrap();
     let data = Arc::new(from_files);
     let mut resumed =

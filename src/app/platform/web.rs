@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
@@ -31,8 +30,10 @@ where
 
 thread_local! {
     /// The page's files: what the app wrote (checkpoints, samples) and what the user opened,
-    /// by path; they last as long as the page.
-    static PAGE_FILES: RefCell<HashMap<PathBuf, Rc<Vec<u8>>>> = RefCell::new(HashMap::new());
+    /// by path; they last as long as the page. They are kept in JavaScript's memory, which
+    /// frees what is replaced, not in the wasm heap, which never shrinks: a checkpoint there
+    /// would raise the heap's high-water mark by its size at every save.
+    static PAGE_FILES: RefCell<HashMap<PathBuf, js_sys::Uint8Array>> = RefCell::new(HashMap::new());
 }
 
 fn js_error(what: &str, e: JsValue) -> Error {
@@ -105,13 +106,13 @@ pub fn resident_bytes() -> Option<u64> {
 /// Keeps `bytes` as the page's file at `path` (read back by [`read_file`]; [`deliver`] hands
 /// it to the user).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    keep_file(path, bytes.to_vec());
+    keep_file(path, js_sys::Uint8Array::from(bytes));
     Ok(())
 }
 
-/// [`write_file`] without a copy (a page's memory never shrinks, and a checkpoint is tens of MB).
-fn keep_file(path: &Path, bytes: Vec<u8>) {
-    PAGE_FILES.with(|f| f.borrow_mut().insert(path.to_path_buf(), Rc::new(bytes)));
+/// Keeps the JavaScript array `bytes` as the page's file at `path`.
+fn keep_file(path: &Path, bytes: js_sys::Uint8Array) {
+    PAGE_FILES.with(|f| f.borrow_mut().insert(path.to_path_buf(), bytes));
 }
 
 /// The page's files under `dir`: where a training run there keeps its checkpoints and grids.
@@ -124,8 +125,7 @@ impl crate::fsio::FileStore for PageFolder {
     }
 
     fn write(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
-        keep_file(&self.0.join(name), bytes);
-        Ok(())
+        write_file(&self.0.join(name), &bytes)
     }
 
     fn describe(&self, name: &str) -> String {
@@ -150,7 +150,7 @@ pub fn deliver(path: &Path) -> Result<()> {
             what: what.clone(),
             reason: format!("the page has no file {}", path.display()),
         })?;
-    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
+    let parts = js_sys::Array::of1(&bytes);
     let blob = web_sys::Blob::new_with_u8_array_sequence(&parts).map_err(|e| js_error(&what, e))?;
     let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|e| js_error(&what, e))?;
     let anchor: web_sys::HtmlAnchorElement = document()?
@@ -189,7 +189,7 @@ pub async fn pick_file() -> Result<Option<PathBuf>> {
         .await
         .map_err(|e| js_error(what, e))?;
     let path = PathBuf::from("opened").join(file.name());
-    write_file(&path, &js_sys::Uint8Array::new(&buffer).to_vec())?;
+    keep_file(&path, js_sys::Uint8Array::new(&buffer));
     Ok(Some(path))
 }
 
