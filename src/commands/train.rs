@@ -15,6 +15,7 @@ use wgdiff::gpu::describe;
 use wgdiff::gpu::DeviceSet;
 use wgdiff::models::SkipType;
 use wgdiff::nn::ConvGroups;
+use wgdiff::ops::WeightBits;
 use wgdiff::run_state::{best_fid, FidRecord};
 use wgdiff::train::run::FINAL_GRID_FILE;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
@@ -165,6 +166,15 @@ pub struct TrainArgs {
     /// start from (--init) a checkpoint of the other.
     #[arg(long)]
     optimizer: Option<Optimizer>,
+    /// Quantisation-aware fine-tuning for int8 or int4 weights: every step's forward and
+    /// backward use the conv and linear weights rounded as `wgdiff compress --quantize BITS
+    /// --per-channel` stores them, and the gradient updates the float weights (the
+    /// straight-through estimator). Start from the model with --init (a float or compressed
+    /// checkpoint), then compress the result: `wgdiff train --init int4.safetensors --qat int4
+    /// --lr 1e-4 --steps 2000 --out runs/qat` then `wgdiff compress --checkpoint
+    /// runs/qat/checkpoint.safetensors --quantize int4 --per-channel --out qat-int4.safetensors`
+    #[arg(long, value_name = "BITS")]
+    qat: Option<WeightBits>,
     /// Devices of this process, one replica of the network each: 1, a count N (several logical
     /// devices on one GPU when it has fewer than N), all (every GPU), or comma-separated parts
     /// of adapter names (`wgdiff info` lists them). Each replica trains on its share of every
@@ -229,6 +239,7 @@ impl TrainArgs {
             ("--conv-groups", self.conv_groups.is_some()),
             ("--precision", self.precision.is_some()),
             ("--optimizer", self.optimizer.is_some()),
+            ("--qat", self.qat.is_some()),
             ("--fid-every", self.fid_every.is_some()),
             ("--fid-share", self.fid_share.is_some()),
             ("--fid-samples", self.fid_samples.is_some()),
@@ -302,6 +313,9 @@ impl TrainArgs {
         }
         if self.init.is_some() {
             c.init = self.init.clone();
+        }
+        if self.qat.is_some() {
+            c.qat = self.qat;
         }
         if let Some(groups) = self.conv_groups {
             if c.init.is_some() {
@@ -465,6 +479,15 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         100.0 * state as f64 / f32_state as f64,
         f32_state as f64 / (1 << 20) as f64
     );
+    if let Some(bits) = c.qat {
+        say!(
+            "quantisation-aware: {} conv and linear weights run rounded to {} (a scale per output channel) \
+             in every step; compress the result with --quantize {} --per-channel",
+            trainer.rounded_params(),
+            bits.name(),
+            bits.name()
+        );
+    }
     let fid = match trainer.scores_mnist_fid() {
         true => Some(
             wgdiff::classifier::MnistFid::shipped_files(gpu)

@@ -6,6 +6,7 @@
 //! was compressed from plus a `compression` record.
 
 pub mod prune;
+pub mod qat;
 
 pub use prune::{PruneMethod, PruneScope};
 

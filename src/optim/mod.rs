@@ -10,5 +10,5 @@ mod schedule;
 
 pub use adam::{global_grad_norm, Adam, AdamConfig, MomentStorage, MIN_INT8_ELEMENTS};
 pub use ema::Ema;
-pub use scaler::{backward_and_step, LossScaler};
+pub use scaler::{backward_and_step, backward_scaled, update, LossScaler};
 pub use schedule::{late_decay, LrSchedule};

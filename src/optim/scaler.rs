@@ -85,16 +85,27 @@ pub async fn backward_and_step(
     adam: &mut Adam,
     scaler: Option<&mut LossScaler>,
 ) -> Result<bool> {
+    backward_scaled(loss, scaler.as_deref())?;
+    update(adam, scaler).await
+}
+
+/// The first half of [`backward_and_step`]: backward of `loss`, scaled by the `scaler`'s scale.
+pub fn backward_scaled(loss: &Tensor, scaler: Option<&LossScaler>) -> Result<()> {
+    match scaler {
+        None => crate::backward(loss),
+        Some(scaler) => crate::backward(&loss.mul_scalar(scaler.scale)?),
+    }
+}
+
+/// The second half of [`backward_and_step`]: the Adam update (skipped by the `scaler` on an
+/// overflow) and cleared gradients; returns whether the update was applied.
+pub async fn update(adam: &mut Adam, scaler: Option<&mut LossScaler>) -> Result<bool> {
     let applied = match scaler {
         None => {
-            crate::backward(loss)?;
             adam.step()?;
             true
         }
-        Some(scaler) => {
-            crate::backward(&loss.mul_scalar(scaler.scale)?)?;
-            scaler.step(adam).await?
-        }
+        Some(scaler) => scaler.step(adam).await?,
     };
     adam.zero_grad();
     Ok(applied)

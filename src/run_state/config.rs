@@ -1,6 +1,7 @@
 //! `TrainConfig`: everything a training run needs, with defaults that train the speed-run MLP;
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
+use crate::checkpoint::compressed::WeightBits;
 use crate::diffusion::{Process, DEFAULT_SAMPLER_STEPS};
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::optim::MomentStorage;
@@ -134,6 +135,10 @@ pub struct TrainConfig {
     pub fid_samples: usize,
     /// Sampler steps for the MNIST-FID samples (the default sampler).
     pub fid_steps: usize,
+    /// Quantisation-aware training: the forward and backward see the conv and linear weights
+    /// rounded to these integers as `wgdiff compress --per-channel` stores them, and the
+    /// gradient updates the float weights (see [`crate::compress::qat`]); None: plain floats.
+    pub qat: Option<WeightBits>,
 }
 
 /// The optimizer of a training run (AdamW either way; they differ in how the moments are kept).
@@ -273,6 +278,7 @@ impl Default for TrainConfig {
             fid_share: DEFAULT_FID_SHARE,
             fid_samples: 256,
             fid_steps: 20,
+            qat: None,
         }
     }
 }

@@ -18,13 +18,14 @@ pub use run::{RunEnd, TrainEvent, TrainingRun, BEST_FILE, CHECKPOINT_FILE, LAST_
 pub use step_log::{StepLog, StepRow};
 
 use crate::checkpoint::{Checkpoint, Source, TensorData};
+use crate::compress::qat::QatWeights;
 use crate::data::{Batcher, Dataset};
 use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
 use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, ReplicaGradients};
 use crate::fsio::FileStore;
 use crate::models::DiffusionNet;
 use crate::ops::random::{step_seed, Rng};
-use crate::optim::{backward_and_step, late_decay, Adam, AdamConfig, Ema, LrSchedule};
+use crate::optim::{backward_scaled, late_decay, update, Adam, AdamConfig, Ema, LrSchedule};
 use crate::pipeline::{sample_net, SampleRequest};
 use crate::run_state::{is_sampling_export, saved_state, tensor_divergence};
 use crate::{Error, Gpu, Result, Tensor};
@@ -75,6 +76,8 @@ pub struct Trainer {
     /// The checkpoint a resumed run came from and its step: a loss that blows up at the very
     /// next step blames the checkpoint's weights, not the learning rate.
     resumed_from: Option<(String, usize)>,
+    /// The weights a quantisation-aware run rounds at every step (`qat`).
+    qat: Option<QatWeights>,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -218,6 +221,11 @@ impl Trainer {
         self.replicas[0].masks.len()
     }
 
+    /// Weights a quantisation-aware run rounds at every step (0 without `qat`).
+    pub fn rounded_params(&self) -> usize {
+        self.qat.as_ref().map_or(0, QatWeights::count)
+    }
+
     /// Continues the run saved in `checkpoint` (its config, weights, optimiser, EMA and data
     /// position) with `changes` applied (the step target, lr, warm-up, clipping, outputs).
     pub fn resume(gpu: &Gpu, checkpoint: &Path, changes: &ResumeChanges) -> Result<Trainer> {
@@ -317,6 +325,10 @@ impl Trainer {
             )));
         }
         let params = net.named_params();
+        let qat = c
+            .qat
+            .map(|bits| QatWeights::new(bits, &net.walk(1).weights, &params))
+            .transpose()?;
         let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.clone()).collect();
         let adam = Adam::new(
             tensors.clone(),
@@ -349,6 +361,7 @@ impl Trainer {
             label_dropout,
             resume_changes: Vec::new(),
             resumed_from: None,
+            qat,
         })
     }
 
@@ -411,6 +424,13 @@ impl Trainer {
         devices: &[Gpu],
         collective: Option<Arc<dyn Collective>>,
     ) -> Result<()> {
+        if self.qat.is_some() {
+            return Err(Error::Config(
+                "quantisation-aware training (qat) runs on one device in one process; drop --devices and \
+                 the MPI launch, or train without --qat"
+                    .into(),
+            ));
+        }
         let (rank, ranks) = collective.as_ref().map_or((0, 1), |c| (c.rank(), c.size()));
         let rows = crate::distributed::replica_rows(self.state.config.batch, rank, ranks, 1 + devices.len())?;
         if let Some(collective) = &collective {
@@ -544,6 +564,10 @@ impl Trainer {
             None => Weighting::Uniform,
         };
         let dtype = c.precision.dtype();
+        let floats = match &self.qat {
+            Some(qat) => Some(qat.round(&self.replicas[0].params).await?),
+            None => None,
+        };
         // Each replica trains on its rows of the batch, with the noise and dropout masks those
         // rows get in a one-device step.
         let mut losses = Vec::with_capacity(self.replicas.len());
@@ -559,11 +583,17 @@ impl Trainer {
         }
         let (value, applied) = if self.replicas.len() == 1 && self.collective.is_none() {
             let value = losses[0].to_vec_async().await?[0];
+            let main = &mut self.replicas[0];
+            if value.is_finite() {
+                backward_scaled(&losses[0], self.state.scaler.as_ref())?;
+            }
+            if let (Some(qat), Some(floats)) = (&self.qat, floats) {
+                qat.restore(&main.params, floats)?;
+            }
             if !value.is_finite() {
                 return Err(self.loss_error(value));
             }
-            let adam = &mut self.replicas[0].adam;
-            let applied = backward_and_step(&losses[0], adam, self.state.scaler.as_mut()).await?;
+            let applied = update(&mut main.adam, self.state.scaler.as_mut()).await?;
             (value, applied)
         } else {
             self.data_parallel_update(&losses).await?

@@ -331,3 +331,67 @@ fn weights_of_a_diverged_run_are_refused_before_any_compressed_or_exported_copy(
     }
     assert!(wgdiff::run_state::sampling_export(&healthy, "healthy").is_ok());
 }
+
+#[test]
+fn quantisation_aware_steps_run_on_the_rounded_weights_and_update_the_float_ones() {
+    // Run A fine-tunes the float checkpoint with qat int4; run B fine-tunes the int4 copy that
+    // `compress --per-channel` makes of it, without qat. A's forward and backward see B's
+    // weights, so the two take the same loss and gradients; A's step then moves the float
+    // weights by what B's moves the rounded ones.
+    let (config, float) = tiny_checkpoint();
+    let int4 = plan(None, Some((WeightBits::Int4, true)));
+    let (rounded, _) = compress_checkpoint(gpu(), &float, "test", &int4).unwrap();
+    let data =
+        Arc::new(wgdiff::data::mnist(Path::new(wgdiff::data::DEFAULT_MNIST_DIR), Split::Train).unwrap());
+    let fine_tune = |qat| TrainConfig {
+        init: Some("test".into()),
+        steps: 2,
+        qat,
+        ..config.clone()
+    };
+    let start = |ckpt, qat| Trainer::with_data(gpu(), fine_tune(qat), data.clone(), Some(ckpt)).unwrap();
+    let mut a = start(&float, Some(WeightBits::Int4));
+    let mut b = start(&rounded, None);
+    let mut plain = start(&float, None);
+    assert!(a.rounded_params() > 0 && b.rounded_params() == 0);
+    let (la, lb, lp) = (
+        block_on(a.step()).unwrap(),
+        block_on(b.step()).unwrap(),
+        block_on(plain.step()).unwrap(),
+    );
+    assert_eq!(
+        la.to_bits(),
+        lb.to_bits(),
+        "qat loss {la} vs the int4 copy's {lb}"
+    );
+    assert_ne!(la.to_bits(), lp.to_bits(), "the float weights give another loss");
+    let (after_a, after_b) = (block_on(a.capture()).unwrap(), block_on(b.capture()).unwrap());
+    let mut moved = 0;
+    for (name, t) in float.tensors.iter().filter(|(n, _)| n.starts_with("ema.")) {
+        let weight = name.strip_prefix("ema.").unwrap();
+        let rounded_start = rounded.values(name, "rounded").unwrap().unwrap();
+        let (a_now, b_now) = (
+            &after_a.tensors[&format!("model.{weight}")].data,
+            &after_b.tensors[&format!("model.{weight}")].data,
+        );
+        for i in 0..t.data.len() {
+            let (step_a, step_b) = (a_now[i] - t.data[i], b_now[i] - rounded_start.data[i]);
+            assert!(
+                (step_a - step_b).abs() <= 1e-6,
+                "{weight}[{i}]: {step_a} vs {step_b}"
+            );
+            moved += (step_a != 0.0) as usize;
+        }
+        if rounded_start.data != t.data {
+            // the float weights stay off the int4 grid: restored after every backward
+            assert!(
+                a_now
+                    .iter()
+                    .zip(&rounded_start.data)
+                    .any(|(x, r)| (x - r).abs() > 1e-3),
+                "{weight}"
+            );
+        }
+    }
+    assert!(moved > 0, "the steps moved the weights");
+}
