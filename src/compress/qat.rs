@@ -13,7 +13,7 @@ use crate::{Error, Result, Tensor};
 /// The parameters a quantisation-aware run rounds: index among the trainer's parameters and
 /// output-channel axis, for `bits`.
 pub struct QatWeights {
-    pub bits: WeightBits,
+    bits: WeightBits,
     weights: Vec<(usize, usize)>,
 }
 
