@@ -1,9 +1,10 @@
 //! Benchmark harness shared by every `wgdiff bench ...` (interleaved repetitions, medians,
-//! a table and JSON lines) and `bench conv|matmul|block|train|step`.
+//! a table and JSON lines) and `bench conv|matmul|mac|block|train|step`.
 
 pub mod app;
 pub mod block;
 pub mod conv;
+pub mod mac;
 pub mod matmul;
 pub mod scaling;
 pub mod step;

@@ -1,4 +1,4 @@
-//! `wgdiff bench conv|block|matmul|train|step`: interleaved timings of kernel variants and
+//! `wgdiff bench conv|block|matmul|mac|train|step`: interleaved timings of kernel variants and
 //! model steps, printed as a table (plus the ratios the issues' targets are about) or JSON lines.
 
 use super::distributed::{Distributed, Job};
@@ -126,6 +126,21 @@ pub enum BenchCommand {
     /// when memory grows after settling, the pool does not return to its plateau, or frames
     /// miss the target. Needs a display (headless: scripts/soak.sh runs it under Xvfb)
     Soak(super::bench_soak::BenchSoakArgs),
+    /// The adapter's multiply-accumulate throughput, interleaved: f32 FMAs (the float
+    /// kernels' arithmetic), int8 words unpacked to f32 (the packed-weight kernels'), and
+    /// dot4I8Packed on int8 x int8 (what int8 activations would run). Int8 arithmetic can only
+    /// make a kernel faster where dot4-i8 beats fma-f32
+    Mac {
+        /// Timed repetitions per probe (the median is reported)
+        #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
+        reps: usize,
+        /// Untimed runs per probe before timing
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Print one JSON object per measurement instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
@@ -171,6 +186,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
     | BenchCommand::Block { json, .. }
     | BenchCommand::Train { json, .. }
     | BenchCommand::Matmul { json, .. }
+    | BenchCommand::Mac { json, .. }
     | BenchCommand::Step { json, .. }
     | BenchCommand::App(super::bench_app::BenchAppArgs { json, .. })
     | BenchCommand::Soak(super::bench_soak::BenchSoakArgs { json, .. })) = what;
@@ -299,6 +315,21 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             print_rows(&measurements, json);
             if !json {
                 print_step_summary(&rows);
+            }
+            Ok(())
+        }
+        BenchCommand::Mac { reps, warmup, json } => {
+            let rows = wgdiff::bench::mac::run(gpu, warmup, reps)?;
+            print_rows(&rows, json);
+            if !json {
+                let fma = rows[0].median_ms;
+                for row in &rows[1..] {
+                    println!(
+                        "{}: {:.2}x the products per second of fma-f32",
+                        row.variant,
+                        fma / row.median_ms
+                    );
+                }
             }
             Ok(())
         }

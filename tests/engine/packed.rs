@@ -1,7 +1,7 @@
 //! Packed integer weights: the tiled conv, Winograd on the dequantised weights and the blocked
 //! matmul reading int8 / packed int4 weights with a scale per output channel against the CPU
 //! reference on the dequantised weights (fresh random values, poisoned outputs), layers that
-//! carry a packed form, and refusals.
+//! carry a packed form, refusals, and `bench mac`'s integer and float probes against plain Rust.
 
 use crate::common::*;
 use crate::cpu;
@@ -244,4 +244,81 @@ fn bad_packed_weights_and_inputs_are_refused() {
     let packed = PackedWeights::conv(gpu(), WeightBits::Int8, [8, 4, 3, 3], &values, &scales).unwrap();
     let msg = w.attach_packed(packed).err().unwrap().to_string();
     assert!(msg.contains("shape"), "{msg}");
+}
+
+/// Byte `k` of `word` as a signed 8-bit value.
+fn signed_byte(word: u32, k: u32) -> i32 {
+    ((word >> (8 * k)) as u8 as i8) as i32
+}
+
+/// WGSL's `unpack4x8snorm`: each byte / 127, at least -1.
+fn unpack_snorm(word: u32) -> [f32; 4] {
+    std::array::from_fn(|k| (signed_byte(word, k as u32) as f32 / 127.0).max(-1.0))
+}
+
+/// The sums of `bench mac`'s probes (shaders/mac_probe.wgsl) computed in plain Rust: eight
+/// accumulators of four products a round, `rounds` rounds, summed at the end as the kernel does.
+fn mac_probe_reference(entry: &str, s: u32, rounds: u32) -> f64 {
+    let word = |j: u32| s ^ j.wrapping_mul(0x0101_0101);
+    let a = unpack_snorm(s);
+    match entry {
+        "dot4_i8" => {
+            let mut total = 0i32;
+            for j in 0..8 {
+                for i in 0..rounds {
+                    let dot: i32 = (0..4)
+                        .map(|k| signed_byte(s ^ i, k) * signed_byte(word(j), k))
+                        .sum();
+                    total = total.wrapping_add(dot);
+                }
+            }
+            total as f64
+        }
+        "fma_f32" | "unpack_i8" => {
+            let mut total = [0f32; 4];
+            for j in 0..8 {
+                let mut acc = [0f32; 4];
+                for i in 0..rounds {
+                    let b: [f32; 4] = match entry {
+                        "fma_f32" => unpack_snorm(word(j)),
+                        _ => std::array::from_fn(|k| signed_byte(word(j) ^ i, k as u32) as f32),
+                    };
+                    for k in 0..4 {
+                        acc[k] = a[k].mul_add(b[k], acc[k]);
+                    }
+                }
+                (0..4).for_each(|k| total[k] += acc[k]);
+            }
+            (total[0] + total[1] + total[2] + total[3]) as f64
+        }
+        other => panic!("no reference for {other}"),
+    }
+}
+
+#[test]
+fn the_mac_probes_compute_what_the_cpu_computes() {
+    let mut r = rng();
+    let seed: [u32; 64] = std::array::from_fn(|_| r.random());
+    let iterations = r.random_range(1..6u32);
+    let rounds = 8 * iterations;
+    for (variant, entry) in wgdiff::bench::mac::VARIANTS {
+        let sums =
+            pollster::block_on(wgdiff::bench::mac::probe_sums(gpu(), entry, &seed, iterations)).unwrap();
+        let got: Vec<f64> = sums
+            .iter()
+            .map(|&bits| match entry {
+                "dot4_i8" => bits as i32 as f64,
+                _ => f32::from_bits(bits) as f64,
+            })
+            .collect();
+        let want: Vec<f64> = seed
+            .iter()
+            .map(|&s| mac_probe_reference(entry, s, rounds))
+            .collect();
+        if entry == "dot4_i8" {
+            assert_eq!(got, want, "{variant}: dot4I8Packed sums over {rounds} rounds");
+        } else {
+            assert_close(variant, &got, &want, 1e-4);
+        }
+    }
 }
