@@ -1035,7 +1035,7 @@ fn timesteps_plot(ui: &mut egui::Ui, schedule: &SkipSchedule, process: &crate::d
     let steps = schedule.steps();
     // DPM-Solver++ walks steps + 1 points (its last call, then 0); DDPM and DDIM steps points
     let points = match schedule.sampler {
-        Sampler::DpmSolverPp { .. } => steps + 1,
+        Sampler::DpmSolverPp { .. } | Sampler::DpmSolverPpSde { .. } => steps + 1,
         _ => steps,
     };
     let uniform: Vec<f64> = vp_times(&alpha_bars, Spacing::Uniform, points, alpha_bars.last())

@@ -15,8 +15,9 @@ pub struct SamplingArgs {
     /// Checkpoint written by `wgdiff train`
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     checkpoint: PathBuf,
-    /// ddpm, ddim, ald, euler-maruyama, pc, ode-heun, ode-rk45 or dpm-solver++ [default: ddpm
-    /// (ancestral) for DDPM models, pc for the VE ScoreNet, ald for NCSN]
+    /// ddpm, ddim, ald, euler-maruyama, pc, ode-heun, ode-rk45, dpm-solver++ or dpm-solver++-sde
+    /// (DPM-Solver++(2M) with fresh noise every step) [default: ddpm (ancestral) for DDPM models,
+    /// pc for the VE ScoreNet, ald for NCSN]
     #[arg(long)]
     sampler: Option<String>,
     /// Sampler steps [default: 50 with the default sampler, else the sampler's own, e.g. 50 for

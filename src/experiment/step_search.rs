@@ -315,7 +315,7 @@ fn vp_alpha_bars(sampling: Sampling<'_>) -> Result<AlphaBars> {
 #[derive(Clone, Debug, Serialize)]
 pub struct Arm {
     pub label: String,
-    /// "uniform", "quadratic", "log-snr", "searched" or "ddpm" (the bar).
+    /// "uniform", "quadratic", "log-snr", "searched", "searched-sde" or "ddpm" (the bar).
     pub schedule: String,
     pub steps: usize,
     #[serde(skip)]
@@ -334,7 +334,9 @@ pub struct ArmResult {
 }
 
 /// The final run's arms: DDPM at the baseline steps, then for every searched step count the
-/// sampler on uniform, quadratic and log-SNR spacing and on the searched timesteps.
+/// sampler on uniform, quadratic and log-SNR spacing and on the searched timesteps, and for
+/// DPM-Solver++ also its SDE form on the searched timesteps (schedule "searched-sde": the search
+/// needs a deterministic solver, the timesteps serve the stochastic one too).
 pub fn arms(plan: &Plan, base: &SampleRequest, searched: &[Searched]) -> Result<Vec<Arm>> {
     let ddpm = base.with_sampler(Sampler::Ddpm, plan.baseline_steps)?;
     let mut arms = vec![Arm {
@@ -364,6 +366,17 @@ pub fn arms(plan: &Plan, base: &SampleRequest, searched: &[Searched]) -> Result<
                 .with_sampler(plan.sampler, s.steps)?
                 .with_timesteps(s.timesteps.clone()),
         });
+        if let Sampler::DpmSolverPp { spacing } = plan.sampler {
+            let sde = Sampler::DpmSolverPpSde { spacing };
+            arms.push(Arm {
+                label: format!("{sde}, {} steps, searched", s.steps),
+                schedule: "searched-sde".into(),
+                steps: s.steps,
+                request: base
+                    .with_sampler(sde, s.steps)?
+                    .with_timesteps(s.timesteps.clone()),
+            });
+        }
     }
     Ok(arms)
 }

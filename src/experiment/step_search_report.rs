@@ -29,13 +29,16 @@ pub struct Report {
     pub levels: usize,
     pub metric: String,
     pub searched: Vec<Searched>,
-    /// The bar first, then per step count the spacings and the searched schedule.
+    /// The bar first, then per step count the spacings and the searched schedule (with
+    /// DPM-Solver++ also its SDE form on it).
     pub arms: Vec<ArmResult>,
 }
 
 /// A step count's searched schedule against the bar.
 pub struct Verdict<'a> {
     pub steps: usize,
+    /// The better scoring of the rows on the searched timesteps (the searched sampler's, and
+    /// for DPM-Solver++ its SDE form's).
     pub searched: &'a ArmResult,
     /// The best of the sampler's own spacings at these steps.
     pub best_spacing: Option<&'a ArmResult>,
@@ -69,7 +72,10 @@ impl Report {
             .iter()
             .filter_map(|s| {
                 let at_steps = self.arms.iter().filter(|a| a.arm.steps == s.steps);
-                let searched = at_steps.clone().find(|a| a.arm.schedule == "searched")?;
+                let searched = at_steps
+                    .clone()
+                    .filter(|a| a.arm.schedule.starts_with("searched"))
+                    .min_by(|a, b| a.scores.fid.total_cmp(&b.scores.fid))?;
                 let best_spacing = at_steps
                     .filter(|a| ["uniform", "quadratic", "log-snr"].contains(&a.arm.schedule.as_str()))
                     .min_by(|a, b| a.scores.fid.total_cmp(&b.scores.fid));
@@ -155,7 +161,11 @@ impl ExperimentReport for Report {
             "| sampler, steps, schedule | {metric} | Δ | ms per image | times faster than the bar |\n|---|---|---|---|---|"
         );
         for a in &self.arms {
-            let bold = if a.arm.schedule == "searched" { "**" } else { "" };
+            let bold = if a.arm.schedule.starts_with("searched") {
+                "**"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 md,
                 "| {bold}{}{bold} | {:.2} | {:+.2} | {:.1} | {:.2} |",
@@ -176,9 +186,10 @@ impl ExperimentReport for Report {
             });
             let _ = writeln!(
                 md,
-                "- {} steps: the searched schedule scores {metric} {:.2}, {:+.2} against {} ({:.2}), and is {:.2}x \
-                 faster per image{spacing}: {} (within +{FID_MARGIN} and at least {SPEED_FACTOR}x faster).",
+                "- {} steps: the searched schedule ({}) scores {metric} {:.2}, {:+.2} against {} ({:.2}), and is \
+                 {:.2}x faster per image{spacing}: {} (within +{FID_MARGIN} and at least {SPEED_FACTOR}x faster).",
                 v.steps,
+                v.searched.arm.label,
                 v.searched.scores.fid,
                 v.fid_above,
                 bar.arm.label,
@@ -242,6 +253,7 @@ impl ExperimentReport for Report {
                 series("quadratic", "quadratic"),
                 series("log-snr", "log-SNR uniform"),
                 series("searched", "searched"),
+                series("searched-sde", "searched, SDE solver"),
             ],
         )?;
         Ok(vec![(name.into(), plot)])

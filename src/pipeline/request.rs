@@ -311,7 +311,8 @@ impl<'a> SampleRequestBuilder<'a> {
                 (true, Process::Vp { steps, .. }) => *steps as f64 - 1.0,
                 _ => {
                     return bad(format!(
-                        "given timesteps (a timestep schedule) are for the ddpm, ddim and dpm-solver++ samplers; this request uses {}",
+                        "given timesteps (a timestep schedule) are for the ddpm, ddim, dpm-solver++ and dpm-solver++-sde samplers; \
+                         this request uses {}",
                         sampler.name()
                     ))
                 }

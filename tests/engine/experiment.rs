@@ -723,7 +723,17 @@ fn the_step_search_finds_timesteps_nearer_the_many_step_run_and_scores_every_spa
         })
         .collect();
     let schedules: Vec<&str> = arms.iter().map(|a| a.0).collect();
-    assert_eq!(schedules, ["ddpm", "uniform", "quadratic", "log-snr", "searched"]);
+    assert_eq!(
+        schedules,
+        [
+            "ddpm",
+            "uniform",
+            "quadratic",
+            "log-snr",
+            "searched",
+            "searched-sde"
+        ]
+    );
     assert!(
         arms.iter().all(|&(_, fid, ms)| fid.is_finite() && ms > 0.0),
         "{arms:?}"

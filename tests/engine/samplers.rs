@@ -206,6 +206,24 @@ fn dpm_solver_pp_2m_in_50_log_snr_steps() {
 }
 
 #[test]
+fn dpm_solver_pp_2m_sde_in_100_log_snr_steps() {
+    let dpm_sde = Sampler::DpmSolverPpSde {
+        spacing: Spacing::LogSnr,
+    };
+    assert_eq!(dpm_sde.name(), "dpm-solver++-sde");
+    assert_eq!("dpm-solver++-sde".parse::<Sampler>().unwrap(), dpm_sde);
+    check_sampler(
+        &vp(Objective::Eps),
+        dpm_sde,
+        100,
+        Allowance {
+            mean: 0.012,
+            cov: 0.03,
+        },
+    );
+}
+
+#[test]
 fn annealed_langevin_on_ncsn_levels() {
     let process = Process::Ncsn {
         sigma_max: 20.0,

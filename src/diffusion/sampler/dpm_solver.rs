@@ -1,5 +1,6 @@
 //! DPM-Solver++(2M) (Lu et al. 2022, Algorithm 2): multistep second-order steps on the
-//! data prediction x0 in lambda = log(alpha/std), first order at the first (and a short run's last) step.
+//! data prediction x0 in lambda = log(alpha/std), first order at the first (and a short run's
+//! last) step; and its SDE form (diffusers' `sde-dpmsolver++`), which adds fresh noise every step.
 
 use super::context::Context;
 use super::timesteps::{vp_times, Spacing};
@@ -11,11 +12,15 @@ use crate::{Error, Result, Tensor};
 const LOWER_ORDER_FINAL_BELOW: usize = 15;
 
 /// `steps` network evaluations from T-1 (or the start's time) to timestep 0 (not evaluated
-/// there), at the spacing's timesteps or at `given` ones (then on to 0).
+/// there), at the spacing's timesteps or at `given` ones (then on to 0). `sde`: the
+/// stochastic solver of the reverse SDE, which shrinks x by a further e^-h each step, takes
+/// twice the step on the data prediction and adds noise of std std_next sqrt(1 - e^-2h)
+/// (every step's noise fresh, so runs from the same initial noise differ).
 pub(super) async fn run(
     ctx: &mut Context<'_, '_>,
     steps: usize,
     spacing: Spacing,
+    sde: bool,
     given: Option<&[f64]>,
 ) -> Result<Tensor> {
     let alpha_bars = ctx
@@ -48,8 +53,17 @@ pub(super) async fn run(
             }
             _ => x0.clone(),
         };
-        // x_next = (std_next / std) x - alpha_next (e^{-h} - 1) D
-        x = combine(&x, std_next / std, &d, -alpha_next * (-h).exp_m1())?;
+        if sde {
+            // x_next = (std_next / std) e^{-h} x + alpha_next (1 - e^{-2h}) D + std_next sqrt(1 - e^{-2h}) z
+            let kept = -(-2.0 * h).exp_m1();
+            x = combine(&x, std_next / std * (-h).exp(), &d, alpha_next * kept)?;
+            if std_next > 0.0 {
+                x = x.add(&ctx.noise(std_next * kept.sqrt())?)?;
+            }
+        } else {
+            // x_next = (std_next / std) x - alpha_next (e^{-h} - 1) D
+            x = combine(&x, std_next / std, &d, -alpha_next * (-h).exp_m1())?;
+        }
         let resume_t = (i + 1 < steps).then_some(t_next);
         ctx.report(i, (t, resume_t), &x, Some(&x0)).await?;
         previous = Some((x0, h));

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 pub use timesteps::{check_timesteps, log_snr, timestep_of_log_snr, vp_times, Spacing};
 
 /// A sampler and its own settings. `name()` / `FromStr` use the CLI names `ddpm`, `ddim`,
-/// `ald`, `euler-maruyama`, `pc`, `ode-heun`, `ode-rk45`, `dpm-solver++` (parsing gives the
-/// default settings).
+/// `ald`, `euler-maruyama`, `pc`, `ode-heun`, `ode-rk45`, `dpm-solver++`, `dpm-solver++-sde`
+/// (parsing gives the default settings).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "kebab-case")]
 pub enum Sampler {
@@ -47,6 +47,10 @@ pub enum Sampler {
     /// DPM-Solver++(2M) (VP): the multistep second-order data-prediction solver.
     #[serde(rename = "dpm-solver++")]
     DpmSolverPp { spacing: Spacing },
+    /// DPM-Solver++(2M) SDE (VP): the same multistep solver on the reverse SDE, which adds
+    /// fresh noise every step as DDPM's ancestral sampler does.
+    #[serde(rename = "dpm-solver++-sde")]
+    DpmSolverPpSde { spacing: Spacing },
 }
 
 /// Sampler steps of [`default_sampler`] (in `wgdiff sample` and the training grids).
@@ -127,7 +131,7 @@ pub struct SampleOutput {
 
 impl Sampler {
     /// Every sampler's CLI name.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "ddpm",
         "ddim",
         "ald",
@@ -136,6 +140,7 @@ impl Sampler {
         "ode-heun",
         "ode-rk45",
         "dpm-solver++",
+        "dpm-solver++-sde",
     ];
 
     /// What a step count means for this sampler when it is not "this many steps": the
@@ -194,7 +199,11 @@ impl Sampler {
                 within("rtol", rtol, 0.0, 1.0, true)?;
                 within("atol", atol, 0.0, 1.0, true)
             }
-            Sampler::Ddpm | Sampler::EulerMaruyama | Sampler::OdeHeun | Sampler::DpmSolverPp { .. } => Ok(()),
+            Sampler::Ddpm
+            | Sampler::EulerMaruyama
+            | Sampler::OdeHeun
+            | Sampler::DpmSolverPp { .. }
+            | Sampler::DpmSolverPpSde { .. } => Ok(()),
         }
     }
 
@@ -209,6 +218,7 @@ impl Sampler {
             Sampler::OdeHeun => 5,
             Sampler::OdeRk45 { .. } => 6,
             Sampler::DpmSolverPp { .. } => 7,
+            Sampler::DpmSolverPpSde { .. } => 8,
         };
         Self::NAMES[index]
     }
@@ -218,7 +228,10 @@ impl Sampler {
         matches!(
             (self, process),
             (
-                Sampler::Ddpm | Sampler::Ddim { .. } | Sampler::DpmSolverPp { .. },
+                Sampler::Ddpm
+                    | Sampler::Ddim { .. }
+                    | Sampler::DpmSolverPp { .. }
+                    | Sampler::DpmSolverPpSde { .. },
                 Process::Vp { .. }
             ) | (Sampler::Ald { .. }, Process::Ve { .. } | Process::Ncsn { .. })
                 | (
@@ -235,7 +248,7 @@ impl Sampler {
             (Sampler::Ald { .. }, Process::Ncsn { levels, .. }) => *levels,
             (Sampler::Ald { .. }, _) => 10,
             (Sampler::Ddim { .. }, _) => 50,
-            (Sampler::DpmSolverPp { .. }, _) => 20,
+            (Sampler::DpmSolverPp { .. } | Sampler::DpmSolverPpSde { .. }, _) => 20,
             (Sampler::EulerMaruyama | Sampler::Pc { .. }, _) => 500,
             _ => 100,
         }
@@ -306,7 +319,12 @@ impl Sampler {
             }
             Sampler::OdeHeun => ode::heun(&mut ctx, steps).await?,
             Sampler::OdeRk45 { rtol, atol } => ode::rk45(&mut ctx, steps, rtol as f64, atol as f64).await?,
-            Sampler::DpmSolverPp { spacing } => dpm_solver::run(&mut ctx, steps, spacing, given).await?,
+            Sampler::DpmSolverPp { spacing } => {
+                dpm_solver::run(&mut ctx, steps, spacing, false, given).await?
+            }
+            Sampler::DpmSolverPpSde { spacing } => {
+                dpm_solver::run(&mut ctx, steps, spacing, true, given).await?
+            }
         };
         Ok(SampleOutput {
             samples,
@@ -319,7 +337,10 @@ impl Sampler {
     pub fn takes_timesteps(&self) -> bool {
         matches!(
             self,
-            Sampler::Ddpm | Sampler::Ddim { .. } | Sampler::DpmSolverPp { .. }
+            Sampler::Ddpm
+                | Sampler::Ddim { .. }
+                | Sampler::DpmSolverPp { .. }
+                | Sampler::DpmSolverPpSde { .. }
         )
     }
 
@@ -334,7 +355,8 @@ impl Sampler {
         let name = self.name();
         let Some(alpha_bars) = marginals.alpha_bars().filter(|_| self.takes_timesteps()) else {
             return Err(Error::Diffusion(format!(
-                "sampler `{name}` walks its own time grid; given timesteps are for ddpm, ddim and dpm-solver++"
+                "sampler `{name}` walks its own time grid; given timesteps are for ddpm, ddim and dpm-solver++ \
+                 (also dpm-solver++-sde)"
             )));
         };
         if branch {
@@ -382,7 +404,7 @@ fn check_start(start: &Start, process: &Process, marginals: &Marginals, shape: &
 }
 
 /// Every sampler with its default settings, in `NAMES` order.
-const ALL: [Sampler; 8] = [
+const ALL: [Sampler; 9] = [
     Sampler::Ddpm,
     Sampler::Ddim {
         eta: 0.0,
@@ -405,6 +427,9 @@ const ALL: [Sampler; 8] = [
     Sampler::DpmSolverPp {
         spacing: Spacing::LogSnr,
     },
+    Sampler::DpmSolverPpSde {
+        spacing: Spacing::LogSnr,
+    },
 ];
 
 impl std::str::FromStr for Sampler {
@@ -412,7 +437,7 @@ impl std::str::FromStr for Sampler {
 
     /// A sampler by CLI name, with its default settings (ALD: 100 steps per level, step size
     /// 2e-5 as NCSN; PC: snr 0.16, one corrector step; RK45: rtol = atol = 1e-5 as the
-    /// score-SDE code; DDIM: eta 0, uniform; DPM-Solver++: logSNR-uniform).
+    /// score-SDE code; DDIM: eta 0, uniform; DPM-Solver++ and its SDE form: logSNR-uniform).
     fn from_str(name: &str) -> Result<Sampler> {
         ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
             Error::Diffusion(format!(

@@ -93,8 +93,10 @@ pub fn check_timesteps(timesteps: &[f64], steps: usize, last: f64, sampler: &str
             w[1], w[0]
         ));
     }
-    if sampler == "dpm-solver++" && timesteps.last() == Some(&0.0) {
-        return bad("end at 0; dpm-solver++ steps on to 0 after its last network call, so its last timestep lies above 0".into());
+    if sampler.starts_with("dpm-solver++") && timesteps.last() == Some(&0.0) {
+        return bad(format!(
+            "end at 0; {sampler} steps on to 0 after its last network call, so its last timestep lies above 0"
+        ));
     }
     Ok(())
 }
