@@ -56,9 +56,10 @@ pub enum ExperimentCommand {
    (in log-SNR) toward a neighbour, keeping the move when the probe batch's mean squared\n\
    difference from the reference falls (--sweeps sweeps, each moving half as far).\n\
 3. Samples every row in turn (DDPM at --baseline-steps, the bar; per N the sampler on uniform,\n\
-   quadratic and log-SNR spacing and on the searched timesteps): ms per image and MNIST-FID\n\
-   from one run. Writes step-search.md, step-search.json, time-vs-fid.png and\n\
-   schedule-SAMPLER-N-searched.json per N to --out.")]
+   quadratic and log-SNR spacing and on the searched timesteps, and for dpm-solver++ also its\n\
+   stochastic form dpm-solver++-sde on them): ms per image and MNIST-FID from one run; the\n\
+   verdict takes the better of the searched rows. Writes step-search.md, step-search.json,\n\
+   time-vs-fid.png and schedule-SAMPLER-N-searched.json per N to --out.")]
 pub struct StepSearchArgs {
     /// Small run for lavapipe: 16 probe images, a 100-step reference, 2 sweeps, 200 images per
     /// MNIST-FID

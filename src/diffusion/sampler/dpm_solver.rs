@@ -13,9 +13,10 @@ const LOWER_ORDER_FINAL_BELOW: usize = 15;
 
 /// `steps` network evaluations from T-1 (or the start's time) to timestep 0 (not evaluated
 /// there), at the spacing's timesteps or at `given` ones (then on to 0). `sde`: the
-/// stochastic solver of the reverse SDE, which shrinks x by a further e^-h each step, takes
-/// twice the step on the data prediction and adds noise of std std_next sqrt(1 - e^-2h)
-/// (every step's noise fresh, so runs from the same initial noise differ).
+/// stochastic solver of the reverse SDE, which shrinks x by a further e^-h each step, weighs
+/// the data prediction by alpha_next (1 - e^-2h) instead of alpha_next (1 - e^-h) and adds
+/// noise of std std_next sqrt(1 - e^-2h) (fresh every step, so runs from the same initial
+/// noise differ).
 pub(super) async fn run(
     ctx: &mut Context<'_, '_>,
     steps: usize,
