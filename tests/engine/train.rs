@@ -845,7 +845,7 @@ fn sample_requests_decide_their_steps_in_one_place() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains("for the ddpm, ddim and dpm-solver++ samplers; this request uses pc"),
+            .contains("for the ddpm, ddim, dpm-solver++ and dpm-solver++-sde samplers; this request uses pc"),
         "{err}"
     );
 }
