@@ -298,7 +298,7 @@ try {
   const files = ["step-search.md", "step-search.json", `schedule-dpm-solver++-${searched}-searched.json`];
   if (JSON.stringify(ran.files) !== JSON.stringify(files))
     fail(`the page's step search kept ${JSON.stringify(ran.files)}, not ${JSON.stringify(files)}`);
-  if (arms.length !== 5 || !arms.every((r) => Number.isFinite(Number(r[1])) && Number(r[2]) > 0))
+  if (arms.length !== 6 || !arms.every((r) => Number.isFinite(Number(r[1])) && Number(r[2]) > 0))
     fail(`the step search's table is incomplete: ${JSON.stringify(arms)}`);
   if (!ran.markdown.includes("# ") || !ran.markdown.includes("from wgdiff gui"))
     fail(`the step search's report does not name its command: ${ran.markdown.slice(0, 400)}`);
