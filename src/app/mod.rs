@@ -36,14 +36,10 @@ use std::path::PathBuf;
 /// waits behind about two of these (one running, one queued). On lavapipe 10 ms kept the
 /// 95th-percentile frame interval under 90 ms while training, 25 ms let it reach 118 ms; a
 /// fixed one dispatch per submit kept frames short but gave the job 0.25x the CLI's training
-/// throughput (`wgdiff bench app`, BENCHMARKS.md).
-const JOB_SLICE_SECONDS: f64 = 0.01;
-
-/// [`JOB_SLICE_SECONDS`] while sampling (the denoise and compare views): against 10 ms, 5 ms
-/// took the denoise view's 95th-percentile frame interval from 108.6 to 102.9 ms on lavapipe
-/// (50 DDPM steps of 16 images, the same sampling time), where training would give up 3.6%
-/// of its throughput (issue 33's bound on it; runs one after another, BENCHMARKS.md).
-const SAMPLING_SLICE_SECONDS: f64 = 0.005;
+/// throughput (`wgdiff bench app`, BENCHMARKS.md). 5 ms took the denoise view's frame p95 from
+/// 108.6 to 102.9 ms against 10 ms for the same sampling time, and the train view's hour soak
+/// missed the 100 ms target at 10 ms by a few ms in most minutes (BENCHMARKS.md, "Soak").
+const JOB_SLICE_SECONDS: f64 = 0.005;
 
 /// [`JOB_SLICE_SECONDS`] in a page, where every slice costs a round trip through the browser's
 /// event loop (see `Gpu::drain`). On SwiftShader, training at the defaults: 10 ms slices gave
@@ -88,15 +84,11 @@ fn busy_redraw(ctx: &egui::Context) -> std::time::Duration {
     ctx.data(|d| d.get_temp(busy_redraw_id())).unwrap_or(BUSY_REDRAW)
 }
 
-/// The device time of one submission of a job while the app does `activity` (see
-/// [`JOB_SLICE_SECONDS`]).
-fn job_slice_seconds(activity: Activity) -> f64 {
-    match activity {
-        _ if platform::IN_PAGE => PAGE_JOB_SLICE_SECONDS,
-        Activity::Sampling => SAMPLING_SLICE_SECONDS,
-        _ => JOB_SLICE_SECONDS,
-    }
-}
+/// The device time of one submission of a job (see [`JOB_SLICE_SECONDS`]).
+const JOB_SLICE: f64 = match platform::IN_PAGE {
+    true => PAGE_JOB_SLICE_SECONDS,
+    false => JOB_SLICE_SECONDS,
+};
 
 /// [`BUSY_REDRAW`] in a page (ms): there a frame costs the device more (60-200 ms of
 /// Chromium's GPU thread on SwiftShader), and the frame interval's 95th percentile stays near
@@ -280,7 +272,7 @@ impl WgdiffApp {
         // Jobs submit a few dispatches at a time so the UI's frames never queue behind a
         // whole sampling or training step on the shared device.
         gpu.set_pacing(Some(Pacing {
-            slice_seconds: job_slice_seconds(Activity::Idle),
+            slice_seconds: JOB_SLICE,
             // (on a CPU adapter one dispatch may hold the queue for 150 ms; on a GPU they are short)
             parts: if gpu.is_cpu() {
                 Parts::OneSlice
@@ -444,22 +436,6 @@ impl WgdiffApp {
         );
     }
 
-    /// Gives a job of `activity` its slice of the device ([`job_slice_seconds`]), unless
-    /// pacing is off (an experiment or a profile has the device to itself meanwhile).
-    fn pace(&self, activity: Activity) {
-        let gpu = &self.shared.gpu;
-        let Some(pacing) = gpu.pacing() else {
-            return;
-        };
-        let slice_seconds = job_slice_seconds(activity);
-        if pacing.slice_seconds != slice_seconds {
-            gpu.set_pacing(Some(Pacing {
-                slice_seconds,
-                ..pacing
-            }));
-        }
-    }
-
     /// Notes the frame just ended for the soak log, and once a minute writes its line (the
     /// `--soak-log` CSV rewritten; in the page the `memory` announcement).
     fn soak(&mut self, activity: Activity) {
@@ -558,7 +534,6 @@ impl eframe::App for WgdiffApp {
         self.screenshot(&ctx);
         let activity = self.activity();
         self.exit_when_done(&ctx, activity);
-        self.pace(activity);
         match activity {
             Activity::Idle => {}
             // A profiled step has the device to itself (its figures are `wgdiff profile`'s):
