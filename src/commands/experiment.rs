@@ -245,10 +245,11 @@ Recipes (--recipes keys): previous (the MNIST U-Net, batch 64, EMA 0.999, the de
 the speed-run), default (today's: the class-conditional residual MLP, v on the cosine schedule,\n\
 guidance 2), the same MLP without classes (unconditional), with eps on linear betas\n\
 (eps-linear), at double width (mlp-1024), with min-SNR-5 loss weighting (min-snr), with the lr\n\
-decaying over the last 30% (lr-decay), at batch 256 (batch-256), and the small U-Net with the\n\
-new optimiser settings (unet-small). Each first takes one untimed\n\
-warm-up step (pipelines, kernel autotuning). They train round-robin in time slices, so a machine that\n\
-slows down slows every recipe alike; only time inside the training step counts. Writes\n\
+decaying over the last 30% (lr-decay), with EMA 0.999 (ema-999), with a 3x3 conv head over\n\
+its output (conv-head), at batch 256 (batch-256), and the small U-Net with the new optimiser\n\
+settings (unet-small). Each first takes one untimed warm-up step (pipelines, kernel\n\
+autotuning). They train round-robin in time slices, so a machine that slows down slows every\n\
+recipe alike; only time inside the training step counts. Writes\n\
 speedrun.md, speedrun.json and fid-vs-time.png to --out.")]
 pub struct SpeedrunArgs {
     /// Small run for lavapipe: 240 training seconds per recipe, 3 evaluations of 200 samples x 20 DDPM steps

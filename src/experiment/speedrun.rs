@@ -121,6 +121,31 @@ pub fn recipes() -> Vec<Recipe> {
             },
         },
         Recipe {
+            key: "ema-999",
+            name: "MLP, EMA 0.999",
+            idea: "the default with EMA decay 0.999 (after the same warm-up, min(decay, (1 + step) / \
+                   (10 + step))): the sampled weights average ~1,000 steps instead of ~100 once the \
+                   loss has levelled off",
+            config: TrainConfig {
+                ema_decay: 0.999,
+                ..mlp.clone()
+            },
+        },
+        Recipe {
+            key: "conv-head",
+            name: "MLP, conv head 16",
+            idea: "the default with two 3x3 convs (1 -> 16 -> 1, time-conditioned, starting as \
+                   the identity) over its output: neighbouring pixels for a model that predicts \
+                   each pixel alone (its grids are speckled)",
+            config: TrainConfig {
+                model: Some(ModelConfig::Mlp(MlpNetConfig {
+                    conv_head: Some(16),
+                    ..MlpNetConfig::mnist()
+                })),
+                ..mlp.clone()
+            },
+        },
+        Recipe {
             key: "batch-256",
             name: "MLP, batch 256",
             idea: "the default at twice the batch and 1.5x the lr: fewer, less noisy steps",

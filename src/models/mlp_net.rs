@@ -8,15 +8,18 @@
 //! - block i: h += `blocks.i.fc2`(SiLU(`blocks.i.fc1`(SiLU(`blocks.i.norm`(h))) + `blocks.i.temb`(e)));
 //! - `out.fc`(SiLU(`out.norm`(h))) + `gate`(e) * x, reshaped to [N, C, H, W]: a per-pixel,
 //!   per-time gate on the input, because every objective is close to +-x_t at the ends of the
-//!   process (eps at high noise, x0 at low noise) and an MLP learns that identity slowly.
+//!   process (eps at high noise, x0 at low noise) and an MLP learns that identity slowly;
+//! - with `conv_head` C (not in the preset): y + `head.conv2`(SiLU(`head.conv1`(y) +
+//!   `head.temb`(e))), two 3x3 convs 1 -> C -> 1 over that output y, `head.conv2` starting at 0
+//!   (the head starts as the identity): neighbouring pixels, which the MLP predicts one by one.
 
 use super::embedding::{timestep_embedding, ClassEmbedding, TimeSinusoid};
 use super::limits::{check_sizes, MAX_BLOCKS, MAX_IMAGE_SIDE, MAX_WIDTH};
 use super::summary::LayerWalk;
 use super::DiffusionNet;
-use crate::nn::{GroupNorm, Linear};
+use crate::nn::{Conv2d, GroupNorm, Linear};
 use crate::ops::random::Rng;
-use crate::{Error, Gpu, Result, Tensor};
+use crate::{DType, Error, Gpu, Result, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// The MLP denoiser's configuration.
@@ -38,6 +41,9 @@ pub struct MlpNetConfig {
     /// class row added to e.
     #[serde(default)]
     pub classes: Option<usize>,
+    /// Channels of the 3x3 conv head over the output (see the module doc); None: no head.
+    #[serde(default)]
+    pub conv_head: Option<usize>,
 }
 
 impl MlpNetConfig {
@@ -52,6 +58,7 @@ impl MlpNetConfig {
             time_sinusoid_dim: 128,
             time_embed_dim: 256,
             classes: Some(10),
+            conv_head: None,
         }
     }
 
@@ -73,10 +80,14 @@ impl MlpNetConfig {
                 ("time_sinusoid_dim", self.time_sinusoid_dim, MAX_WIDTH),
                 ("time_embed_dim", self.time_embed_dim, MAX_WIDTH),
                 ("classes", self.classes.unwrap_or(0), MAX_WIDTH),
+                ("conv_head", self.conv_head.unwrap_or(0), MAX_WIDTH),
             ],
         )?;
         if self.pixels() == 0 || self.hidden == 0 || self.time_embed_dim == 0 {
             return bad("image_size, in_channels, hidden and time_embed_dim must be at least 1".into());
+        }
+        if self.conv_head == Some(0) {
+            return bad("conv_head must be at least 1 channel (leave it out for no head)".into());
         }
         if self.classes == Some(0) {
             return bad("classes must be at least 1 (leave it out for an unconditional model)".into());
@@ -105,6 +116,44 @@ struct Block {
     fc2: Linear,
 }
 
+/// The conv head over the output (see the module doc).
+struct ConvHead {
+    conv1: Conv2d,
+    temb: Linear,
+    conv2: Conv2d,
+}
+
+impl ConvHead {
+    /// `channels` wide; `conv2` starts at zero, so the head starts as the identity.
+    fn new(
+        gpu: &Gpu,
+        rng: &mut Rng,
+        image_channels: usize,
+        channels: usize,
+        temb: usize,
+    ) -> Result<ConvHead> {
+        let conv2 = Conv2d::new(gpu, rng, channels, image_channels, 3, 1, 1, 1)?;
+        let zero = Tensor::zeros(gpu, conv2.weight.float().shape(), DType::F32)?.requires_grad();
+        Ok(ConvHead {
+            conv1: Conv2d::new(gpu, rng, image_channels, channels, 3, 1, 1, 1)?,
+            temb: Linear::new(gpu, rng, temb, channels)?,
+            conv2: Conv2d {
+                weight: zero.into(),
+                ..conv2
+            },
+        })
+    }
+
+    /// `y` [N, C, H, W] and the time embedding `e` -> y refined.
+    fn forward(&self, y: &Tensor, e: &Tensor) -> Result<Tensor> {
+        let h = self
+            .conv1
+            .forward_plus(y, Some(&self.temb.forward(e)?), None)?
+            .silu()?;
+        self.conv2.forward_plus(&h, None, Some(y))
+    }
+}
+
 /// The residual MLP denoiser (see the module doc).
 pub struct MlpNet {
     config: MlpNetConfig,
@@ -115,6 +164,7 @@ pub struct MlpNet {
     out_norm: GroupNorm,
     out: Linear,
     gate: Linear,
+    head: Option<ConvHead>,
 }
 
 impl MlpNet {
@@ -148,6 +198,10 @@ impl MlpNet {
             out_norm: GroupNorm::new(gpu, c.norm_groups, hidden)?,
             out: Linear::new(gpu, rng, hidden, c.pixels())?,
             gate: Linear::new(gpu, rng, temb, c.pixels())?,
+            head: c
+                .conv_head
+                .map(|channels| ConvHead::new(gpu, rng, c.in_channels, channels, temb))
+                .transpose()?,
         })
     }
 
@@ -201,10 +255,15 @@ impl DiffusionNet for MlpNet {
             let a = a.add(&block.temb.forward(&e)?)?.silu()?;
             h = h.add(&block.fc2.forward(&a)?)?;
         }
-        self.out
+        let y = self
+            .out
             .forward(&self.out_norm.forward_silu(&h)?)?
             .add(&self.gate.forward(&e)?.mul(&flat)?)?
-            .reshape(&s)
+            .reshape(&s)?;
+        match &self.head {
+            Some(head) => head.forward(&y, &e),
+            None => Ok(y),
+        }
     }
 
     fn walk(&self, batch: usize) -> LayerWalk {
@@ -227,6 +286,12 @@ impl DiffusionNet for MlpNet {
         walk.norm("out.norm", &self.out_norm, &h);
         walk.linear("out.fc", &self.out, &h);
         walk.linear("gate", &self.gate, &e);
+        if let Some(head) = &self.head {
+            let image = [batch, c.in_channels, c.image_size, c.image_size];
+            let h = walk.conv("head.conv1", &head.conv1, &image);
+            walk.linear("head.temb", &head.temb, &e);
+            walk.conv("head.conv2", &head.conv2, &h);
+        }
         walk
     }
 

@@ -432,6 +432,60 @@ fn mlp_has_2424096_parameters_a_gated_identity_path_and_gradients_everywhere() {
 }
 
 #[test]
+fn the_mlps_conv_head_starts_as_the_identity_and_trains() {
+    let headed = ModelConfig::Mlp(MlpNetConfig {
+        conv_head: Some(4),
+        ..MlpNetConfig::mnist()
+    });
+    let (plain, net) = (build("mnist-mlp"), headed.build(gpu(), 7).unwrap());
+    check_summary("conv head", net.as_ref(), 2);
+    assert_eq!(
+        param_count(net.as_ref()),
+        2_424_096 + (9 * 4 + 4) + (256 * 4 + 4) + (9 * 4 + 1)
+    );
+    let (x, t, labels) = (input(2, 1, 28), [20.0, 800.0], Some(&[3u32, 10][..]));
+    let run = |net: &dyn DiffusionNet| {
+        let _g = wgdiff::no_grad();
+        net.forward(&x, &t, labels, 0).unwrap().to_vec().unwrap()
+    };
+    // the head's last conv starts at zero: the same output as the preset built from the same seed
+    let before = run(net.as_ref());
+    assert_eq!(before, run(plain.as_ref()));
+    let grads: std::collections::HashMap<String, Vec<f32>> =
+        output_and_grads(net.as_ref(), DType::F32, &x, &t, labels, 0)
+            .1
+            .into_iter()
+            .collect();
+    assert!(
+        grads["head.conv2.weight"].iter().any(|&v| v != 0.0),
+        "no gradient reaches the head"
+    );
+    // once its last conv is not zero, the head changes the output
+    let _g = wgdiff::no_grad();
+    let (name, conv2) = net
+        .named_params()
+        .into_iter()
+        .find(|(n, _)| n == "head.conv2.weight")
+        .unwrap();
+    let values: Vec<f32> = (0..conv2.numel()).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+    conv2
+        .copy_from(&Tensor::from_f32(gpu(), conv2.shape(), &values).unwrap())
+        .unwrap();
+    let after = run(net.as_ref());
+    let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+    assert!(
+        changed > before.len() / 2,
+        "{name}: {changed} of {} values changed",
+        before.len()
+    );
+    let bad = MlpNetConfig {
+        conv_head: Some(0),
+        ..MlpNetConfig::mnist()
+    };
+    assert!(bad.validate().unwrap_err().to_string().contains("conv_head"));
+}
+
+#[test]
 fn scorenet_output_scales_as_one_over_the_marginal_std() {
     let _g = wgdiff::no_grad();
     let net = build("ncsn-mnist");
