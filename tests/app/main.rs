@@ -260,14 +260,8 @@ fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
         h.state_mut().denoise.settings.set(key, value).unwrap();
     }
     h.step();
-    let idle_slice = gpu.pacing().expect("the app paces its jobs").slice_seconds;
+    assert!(gpu.pacing().is_some(), "the app paces its jobs");
     h.get_by_label("Run").click();
-    step_until(
-        &mut h,
-        60,
-        "sampling in shorter slices than the app's default",
-        |_| gpu.pacing().is_some_and(|p| p.slice_seconds < idle_slice),
-    );
     step_until(&mut h, 60, "3 runs", |app| {
         app.denoise.runs_completed == 3 && !app.denoise.is_running()
     });
@@ -284,11 +278,6 @@ fn denoise_view_repeats_runs_back_to_back_until_cancelled() {
     for _ in 0..10 {
         h.step();
     }
-    assert_eq!(
-        gpu.pacing().map(|p| p.slice_seconds),
-        Some(idle_slice),
-        "once sampling ends, jobs get the default slice again"
-    );
     let app = h.state();
     assert!(
         !app.denoise.is_running() && app.denoise.runs_completed < 8,
