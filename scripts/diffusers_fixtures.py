@@ -19,7 +19,8 @@ initial noise `ddim_x`, timesteps `ddim_t` and the state after every step `ddim_
 wgdiff's check on it (`cargo test --release --test engine -- --ignored made_by_the_script`: the
 forward within 1e-4, the DDIM run within 1e-3 at every step). `--check-exports` has
 `wgdiff export --format diffusers` write the committed models, the CIFAR-10 one when it exists,
-and a wgdiff-made U-Net (tests/engine/diffusers.rs writes it with wgdiff's output) back in the
+and wgdiff-made U-Nets (a class-conditional one and the `mnist` and `mnist-small` presets;
+tests/engine/diffusers.rs writes them with wgdiff's output) back in the
 diffusers layout, loads each with `UNet2DModel.from_pretrained` (no missing, unexpected or
 mismatched tensors) and `DDPMScheduler.from_pretrained`, and compares diffusers' output on the
 fixed batch with the one in `io.safetensors` (wgdiff's, or diffusers' on the original model,
@@ -202,9 +203,10 @@ def check_exports(cifar10_dir):
     sources = [OUT / name for name in MODELS]
     if (cifar10_dir / "ddpm-cifar10").is_dir():
         sources.append(cifar10_dir / "ddpm-cifar10")
-    # (writes target/tmp/diffusers-export-native: a wgdiff U-Net exported, with wgdiff's output)
+    # (writes target/tmp/diffusers-export-{native,mnist,mnist-small}: wgdiff U-Nets exported, a
+    # class-conditional one and the `mnist` and `mnist-small` presets, with wgdiff's output)
     run("cargo", "test", "--release", "--test", "engine", "a_wgdiff_unet_exports")
-    exports = [pathlib.Path("target/tmp/diffusers-export-native")]
+    exports = [pathlib.Path("target/tmp") / f"diffusers-export-{name}" for name in ("native", "mnist", "mnist-small")]
     root = pathlib.Path(tempfile.mkdtemp(prefix="wgdiff-exports-"))
     for source in sources:
         out = root / source.name

@@ -2,7 +2,7 @@
 //! embedding, and adaptive level skipping (Giladi et al.): `skip = k` drops the k deepest levels.
 //!
 //! Layout (L levels, level i at resolution S / 2^i with C_i = base * mult[i] channels; the
-//! `mnist` preset, L = 3 at 28, 14, 7 with C = 32, 64, 64, has 2,287,489 parameters):
+//! `mnist` preset, L = 3 at 28, 14, 7 with C = 32, 64, 64, has 2,238,337 parameters):
 //! - time: sinusoid(t) [time_sinusoid_dim] -> `time_embed.0` Linear -> SiLU ->
 //!   `time_embed.1` Linear = temb; class-conditional: + one_hot(label) @ `class_embed`
 //!   ([classes + 1, temb], last row the null class, used for every image when no labels are given).

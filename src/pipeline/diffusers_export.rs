@@ -117,7 +117,8 @@ fn unet_json(unet: &UNetConfig) -> std::result::Result<Value, String> {
     if unet.time_sinusoid_dim != base {
         return Err(format!(
             "its time sinusoid has {} features and its first level {base} channels; UNet2DModel's sinusoid is as \
-             wide as block_out_channels[0]",
+             wide as block_out_channels[0]. A U-Net whose time_sinusoid_dim is its base_channels exports: every \
+             wgdiff preset's since 2026-12-01 (train one with `wgdiff train --preset NAME`)",
             unet.time_sinusoid_dim
         ));
     }

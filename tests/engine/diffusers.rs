@@ -357,23 +357,12 @@ fn an_imported_model_exports_to_the_diffusers_files_it_came_from() {
     }
 }
 
-#[test]
-fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
-    // a class-conditional U-Net with a learned null class (classifier-free guidance's), two
-    // heads per attention block, attention at its second level
+/// Exports a random-weight U-Net of `unet`, checks that the export imports back to the same
+/// outputs (and says `note` when given), and writes it with wgdiff's output on a fixed batch to
+/// target/tmp/diffusers-export-`name` for `scripts/diffusers_fixtures.py --check-exports`
+/// (diffusers' `UNet2DModel.from_pretrained` on it must give the same).
+fn export_and_check(unet: UNetConfig, name: &str, labels: Option<[u32; 2]>, note: Option<&str>) {
     let gpu = gpu();
-    let unet = UNetConfig {
-        base_channels: 8,
-        channel_mult: vec![1, 2],
-        res_blocks: 1,
-        attention: AttentionAt::Levels(vec![1]),
-        heads: 2,
-        norm_groups: 4,
-        time_sinusoid_dim: 8,
-        time_embed_dim: 16,
-        classes: Some(3),
-        ..UNetConfig::mnist()
-    };
     let config = ModelConfig::UNet(unet);
     let net = config.build(gpu, 7).unwrap();
     let named: Vec<(String, Tensor)> = net
@@ -383,12 +372,14 @@ fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
         .collect();
     let meta = serde_json::to_value(TrainState::imported(config, Process::ddpm())).unwrap();
     let ckpt = pollster::block_on(Checkpoint::capture(&named, meta)).unwrap();
-    let model = export(&ckpt, "native").unwrap();
-    assert!(
-        model.notes.iter().any(|n| n.contains("null class")),
-        "{:?}",
-        model.notes
-    );
+    let model = export(&ckpt, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    if let Some(note) = note {
+        assert!(
+            model.notes.iter().any(|n| n.contains(note)),
+            "{name}: {:?}",
+            model.notes
+        );
+    }
     let again = TrainedModel::from_checkpoint(
         gpu,
         &import(&files_of(&model, "exported")).unwrap(),
@@ -396,19 +387,22 @@ fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
         None,
     )
     .unwrap();
-    let (shape, t, labels) = ([2, 1, 28, 28], [900.0, 17.0], [2, 0]);
+    let (shape, t) = ([2, 1, 28, 28], [900.0, 17.0]);
     let values: Vec<f32> = (0..2 * 28 * 28)
         .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
         .collect();
     let x = Tensor::from_slice(gpu, &shape, &values, DType::F32).unwrap();
-    let out = |net: &dyn DiffusionNet| net.forward(&x, &t, Some(&labels), 0).unwrap().to_vec().unwrap();
+    let out = |net: &dyn DiffusionNet| {
+        net.forward(&x, &t, labels.as_ref().map(|l| &l[..]), 0)
+            .unwrap()
+            .to_vec()
+            .unwrap()
+    };
     let want = out(&*net);
     let error = relative_error(&out(&*again.net), &want);
-    eprintln!("exported wgdiff U-Net: relative error {error:.2e}");
-    assert!(error <= 1e-5, "relative error {error:.3e}");
-    // the export and wgdiff's output, for `scripts/diffusers_fixtures.py --check-exports`
-    // (diffusers' UNet2DModel.from_pretrained on it must give the same)
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("diffusers-export-native");
+    eprintln!("{name}: exported and imported back, relative error {error:.2e}");
+    assert!(error <= 1e-5, "{name}: relative error {error:.3e}");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("diffusers-export-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     for (file, bytes) in [
         (CONFIG_FILE, &model.config),
@@ -417,13 +411,12 @@ fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
     ] {
         std::fs::write(dir.join(file), bytes).unwrap();
     }
-    let labels = labels.map(|l| l as f32);
-    let io: [(&str, &[usize], &[f32]); 4] = [
-        ("x", &shape, &values),
-        ("t", &[2], &t),
-        ("labels", &[2], &labels),
-        ("out", &shape, &want),
-    ];
+    let labels = labels.map(|l| l.map(|l| l as f32));
+    let mut io: Vec<(&str, &[usize], &[f32])> =
+        vec![("x", &shape, &values), ("t", &[2], &t), ("out", &shape, &want)];
+    if let Some(labels) = &labels {
+        io.push(("labels", &[2], labels));
+    }
     let bytes: Vec<Vec<u8>> = io
         .iter()
         .map(|(_, _, v)| bytemuck::cast_slice(v).to_vec())
@@ -438,6 +431,31 @@ fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
         safetensors::serialize(views, None).unwrap(),
     )
     .unwrap();
+}
+
+#[test]
+fn a_wgdiff_unet_exports_to_a_diffusers_model_with_the_same_outputs() {
+    // a class-conditional U-Net with a learned null class (classifier-free guidance's), two
+    // heads per attention block, attention at its second level
+    let unet = UNetConfig {
+        base_channels: 8,
+        channel_mult: vec![1, 2],
+        res_blocks: 1,
+        attention: AttentionAt::Levels(vec![1]),
+        heads: 2,
+        norm_groups: 4,
+        time_sinusoid_dim: 8,
+        time_embed_dim: 16,
+        classes: Some(3),
+        ..UNetConfig::mnist()
+    };
+    export_and_check(unet, "native", Some([2, 0]), Some("null class"));
+}
+
+#[test]
+fn a_wgdiff_unet_exports_as_the_mnist_and_mnist_small_presets_build_it() {
+    export_and_check(UNetConfig::mnist(), "mnist", None, None);
+    export_and_check(UNetConfig::mnist_small(), "mnist-small", None, None);
 }
 
 #[test]
