@@ -61,6 +61,11 @@ pub struct SamplingArgs {
 }
 
 impl SamplingArgs {
+    /// Seed of the starting noise and the sampler's noise (`--seed`).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// The checkpoint to sample.
     pub fn checkpoint(&self) -> &std::path::Path {
         &self.checkpoint

@@ -189,7 +189,7 @@ impl Batcher {
 }
 
 /// A permutation of 0..len (Fisher-Yates, draws from `mix(key, i)`).
-fn shuffled_order(len: usize, key: u64) -> Vec<usize> {
+pub(crate) fn shuffled_order(len: usize, key: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..len).collect();
     for i in (1..len).rev() {
         let j = ((mix(key, i as u64) as u128 * (i as u128 + 1)) >> 64) as usize;

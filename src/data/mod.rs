@@ -133,6 +133,14 @@ impl Dataset {
         self.channels * self.height * self.width
     }
 
+    /// `count` different image indices (all of them when `count >= len()`), drawn at random by
+    /// `seed`: the same seed gives the same images.
+    pub fn random_indices(&self, count: usize, seed: u64) -> Vec<usize> {
+        let mut order = batcher::shuffled_order(self.len(), seed);
+        order.truncate(count);
+        order
+    }
+
     /// Image `i` (CHW, in [-1, 1]); panics when `i >= len()`, like slice indexing.
     pub fn image(&self, i: usize) -> &[f32] {
         let n = self.image_len();

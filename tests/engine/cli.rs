@@ -551,6 +551,50 @@ fn eval_scores_a_checkpoint_and_caches_the_reference() {
         );
         assert_eq!(doc["reference_cached"], attempt == 2, "{doc}");
     }
+    let model_fid = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&json).unwrap())
+        .unwrap()["fid"]
+        .as_f64()
+        .unwrap();
+
+    // --real: real training images in place of samples, the same ones for the same seed, and
+    // far closer to the test split than a one-step model's samples.
+    let real = |seed: &str, samples: &str, split: &str| {
+        run(&[
+            "eval",
+            "--real",
+            "--samples",
+            samples,
+            "--batch",
+            "16",
+            "--seed",
+            seed,
+            "--split",
+            split,
+            "--reference-images",
+            "64",
+            "--cache",
+            cache.to_str().unwrap(),
+        ])
+    };
+    let score = |stdout: &str| -> f64 { stdout.split_whitespace().nth(1).unwrap().parse().unwrap() };
+    let (ok, first, log) = real("0", "32", "test");
+    assert!(
+        ok && first.contains("(32 real mnist/train images, drawn by seed 0, vs 64 mnist/test images"),
+        "{first}{log}"
+    );
+    let (_, again, _) = real("0", "32", "test");
+    let (_, other, _) = real("1", "32", "test");
+    assert_eq!(score(&first), score(&again), "{first}{again}");
+    assert_ne!(score(&first), score(&other), "{first}{other}");
+    assert!(
+        score(&first) < model_fid / 2.0,
+        "real {first} against the model's {model_fid}"
+    );
+    let (ok, _, log) = real("0", "20000", "train");
+    assert!(
+        !ok && log.contains("mnist/test") && log.contains("10000"),
+        "{log}"
+    );
 
     // One sample has no covariance; missing files are named with the fix.
     let (ok, _, log) = run(&[
@@ -585,7 +629,7 @@ fn eval_scores_a_checkpoint_and_caches_the_reference() {
 
 #[test]
 fn model_summary_reports_the_preset_parameter_counts() {
-    for (preset, trainable, fixed) in [("mnist", 2_287_489, 0), ("ncsn-mnist", 1_115_297, 128)] {
+    for (preset, trainable, fixed) in [("mnist", 2_238_337, 0), ("ncsn-mnist", 1_115_297, 128)] {
         let out = wgdiff()
             .args(["model", "--preset", preset, "--json"])
             .output()
@@ -596,7 +640,7 @@ fn model_summary_reports_the_preset_parameter_counts() {
         assert_eq!(doc["fixed_params"], fixed, "{preset}");
     }
     let out = wgdiff().args(["model", "--preset", "mnist"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Trainable params: 2,287,489"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Trainable params: 2,238,337"));
 }
 
 #[test]
