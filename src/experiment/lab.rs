@@ -1014,7 +1014,10 @@ async fn adaptive_skip_run(
                 m.reference.source.images, m.reference.source.dataset
             ),
         ),
-        None => ("none (timings only)".to_string(), "nothing".to_string()),
+        None => (
+            "quality not scored (timings only)".to_string(),
+            "nothing".to_string(),
+        ),
     };
     Ok(super::report::Report {
         header: header(),

@@ -95,8 +95,8 @@ pub struct Report {
     #[serde(flatten)]
     pub header: Header,
     pub plan: Plan,
-    /// "MNIST-FID" (the shipped MNIST classifier's features), "FID", or "none (timings only)"
-    /// for a model MNIST-FID cannot score (no arm has scores then).
+    /// "MNIST-FID" (the shipped MNIST classifier's features), "FID", or "quality not scored
+    /// (timings only)" for a model MNIST-FID cannot score (no arm has scores then).
     pub metric: String,
     /// The reference set, e.g. "10000 mnist/test images".
     pub reference: String,
