@@ -38,11 +38,16 @@ fn cross_entropy_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     loss[row] = {{T}}((mx - f32(x[base + labels[row]])) + above_max);
 }
 
-// log(1 + a) for a >= 0 without losing a small a to the rounding of 1 + a (Kahan: the
-// rounding of u = 1 + a cancels in log(u) * a / (u - 1)).
+// log(1 + a) for a >= 0 without losing a small a to the rounding of 1 + a: below 0.01 its
+// series to a^4 (error under a^5 / 5, 2e-9 of it), which needs no log near 1, where a device's
+// log may hold only absolute precision (lavapipe's: up to a relative 3e-3 at a = 9e-6); above, Kahan's
+// log(u) * a / (u - 1), in which the rounding of u = 1 + a cancels.
 fn log_one_plus(a: f32) -> f32 {
+    if (a < 0.01) {
+        return a * (1.0 - a * (0.5 - a * (1.0 / 3.0 - a * 0.25)));
+    }
     let u = 1.0 + a;
-    return select(log(u) * a / (u - 1.0), a, u == 1.0);
+    return log(u) * a / (u - 1.0);
 }
 
 @compute @workgroup_size(64)
@@ -55,7 +60,16 @@ fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
     let g = f32(gy[row]);
     let label = labels[row];
     for (var j = 0u; j < p.classes; j++) {
-        let prob = exp(f32(x[base + j]) - l);
-        gx[base + j] = {{T}}(g * (prob - select(0.0, 1.0, j == label)));
+        let z = f32(x[base + j]) - l;
+        gx[base + j] = {{T}}(g * select(exp(z), exp_minus_one(z), j == label));
     }
+}
+
+// exp(z) - 1 for z <= 0 (the label's probability minus 1), its series to z^4 near 0, where
+// exp(z) - 1 would cancel to a few digits in a confident row.
+fn exp_minus_one(z: f32) -> f32 {
+    if (z > -0.01) {
+        return z * (1.0 + z * (0.5 + z * (1.0 / 6.0 + z * (1.0 / 24.0))));
+    }
+    return exp(z) - 1.0;
 }
