@@ -181,9 +181,7 @@ fn run_real(gpu: &Gpu, args: &EvalArgs) -> Result<()> {
     ))?;
     bar.finish();
     let scores = compare(net.metric(), &rows, dim, &reference)?;
-    let kid_text = scores
-        .kid
-        .map_or(String::new(), |(kid, sd)| format!("  KID {kid:.4} ± {sd:.4}"));
+    let kid_text = kid_text(&scores);
     println!(
         "{} {:.2}{kid_text}  ({} real {} images, drawn by seed {seed}, vs {} {} images; {})",
         scores.metric,
@@ -207,6 +205,13 @@ fn run_real(gpu: &Gpu, args: &EvalArgs) -> Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// "  KID k ± sd" when the scores have KID, else nothing.
+fn kid_text(scores: &Scores) -> String {
+    scores
+        .kid
+        .map_or(String::new(), |(kid, sd)| format!("  KID {kid:.4} ± {sd:.4}"))
 }
 
 /// "reference cached", or where the newly computed reference was saved.
@@ -283,9 +288,7 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
         1.0 => String::new(),
         w => format!(", guidance {w}"),
     };
-    let kid_text = scores
-        .kid
-        .map_or(String::new(), |(kid, sd)| format!("  KID {kid:.4} ± {sd:.4}"));
+    let kid_text = kid_text(&scores);
     println!(
         "{} {:.2}{kid_text}{is_text}  ({} samples from {} {steps} steps{guidance} vs {} {} images; {reference_note})",
         scores.metric, scores.fid, scores.samples, request.sampler(),
