@@ -7,7 +7,10 @@
 // = 0), while input values are gathered per pixel. The input arrives zero-padded (the
 // geometry has padding 0), so a gather is one add and one load: window origin per pixel +
 // kernel offset (uniform, advanced by counting). On CPU adapters (lavapipe) large
-// R x 4*C4 tiles with W = 8 and no workgroup memory are fastest. Weights may be packed
+// R x 4*C4 tiles with W = 8 and no workgroup memory are fastest; there, with AG > 0 (AR =
+// 0), the workgroup is one subgroup and its R = AG x W weight rows are read W at a time (lane
+// l reads row g x W + l) and handed to every lane by subgroupBroadcast, W times fewer loads
+// (shaders/matmul_blocked.wgsl); AG = 0 (AR = R): every lane reads every row. Weights may be packed
 // integers (shaders/weights.wgsl; 4-bit rows padded to K4 = multiple of 8), dequantised in
 // registers: the sums are scaled by their channel's scale as they are stored.
 #include conv_params
@@ -24,7 +27,8 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     let row0 = wid.y * {{R}}u;
     let col0 = ((wid.x + p.part_base) * {{W}}u + lid) * (4u * {{C4}}u);
     // Weight rows (output channels past cout_g read the last one; not stored).
-    #for r in 0..{{R}}: let wrow{r} = (g * p.cout_g + min(row0 + {r}u, p.cout_g - 1u)) * p.k4 / 4u;
+    #for r in 0..{{AR}}: let wrow{r} = (g * p.cout_g + min(row0 + {r}u, p.cout_g - 1u)) * p.k4 / 4u;
+    #for h in 0..{{AG}}: let wrow_mine{h} = (g * p.cout_g + min(row0 + {h}u * {{W}}u + lid, p.cout_g - 1u)) * p.k4 / 4u;
     let plane_size = p.h * p.w;
     // Per output pixel: its window origin in the group's first input channel plane.
     #for q in 0..{{C}} {
@@ -44,7 +48,11 @@ fn conv_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
         kc += 1u;
         if (kc == p.kw) { kc = 0u; kr += 1u; if (kr == p.kh) { kr = 0u; ci += 1u; } }
         #end
-        #for r in 0..{{R}}: let a{r} = weight_vec4(wrow{r} + kk);
+        #for r in 0..{{AR}}: let a{r} = weight_vec4(wrow{r} + kk);
+        #for h in 0..{{AG}} {
+        let mine{h} = weight_vec4(wrow_mine{h} + kk);
+        #for l in 0..{{W}}: let a{h*{{W}}+l} = subgroupBroadcast(mine{h}, {l}u);
+        #end
         #for j in 0..{{C4}} {
         #for e in 0..4: let b{e}_{j} = vec4<f32>(f32(x[origin{j*4+0} + off{e}]), f32(x[origin{j*4+1} + off{e}]), f32(x[origin{j*4+2} + off{e}]), f32(x[origin{j*4+3} + off{e}]));
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));

@@ -3,7 +3,12 @@
 // a workgroup of W invocations shares the same R rows of A, so A is read as vec4 along k
 // at a workgroup-uniform address (one broadcast load on CPU adapters), while B is read as
 // vec4 along n. k advances by 4 with every FMA unrolled. R, C4 and W are chosen per
-// adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs). BIAS 1
+// adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs). With
+// AG > 0 (AR = 0) the workgroup is one subgroup of W lanes and its R = AG x W rows of A are
+// read W at a time, lane l reading row g x W + l, and handed to every lane by
+// subgroupBroadcast: on lavapipe a load at a workgroup-uniform address costs as much as a
+// gather, so this reads A with W times fewer loads. With AG = 0 (AR = R) every lane reads
+// every row (no subgroups needed). BIAS 1
 // adds bias[n] to every row as C is stored (a Linear layer's bias), BIAS 2 bias[m] to every
 // column; with BIAS 0 `bias` is a placeholder the kernel does not read. B may be packed
 // integer weights (shaders/weights.wgsl; 4-bit rows padded to N = multiple of 8) with one
@@ -32,12 +37,17 @@ fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     let b_base = wid.z * (p.b_batch / 4u);
     let c_base = wid.z * (p.m * n4);
     // Rows past M and columns past N read the last valid ones; their results are not stored.
-    #for r in 0..{{R}}: let arow{r} = a_base + min(row0 + {r}u, p.m - 1u) * k4;
+    #for r in 0..{{AR}}: let arow{r} = a_base + min(row0 + {r}u, p.m - 1u) * k4;
+    #for g in 0..{{AG}}: let arow_mine{g} = a_base + min(row0 + {g}u * {{W}}u + lid, p.m - 1u) * k4;
     #for j in 0..{{C4}}: let bcol{j} = b_base + min(col0 + {j}u, n4 - 1u);
     #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
     for (var kk = 0u; kk < k4; kk++) {
         let b_row = kk * 4u * n4;
-        #for r in 0..{{R}}: let a{r} = vec4<f32>(a[arow{r} + kk]);
+        #for r in 0..{{AR}}: let a{r} = vec4<f32>(a[arow{r} + kk]);
+        #for g in 0..{{AG}} {
+        let mine{g} = vec4<f32>(a[arow_mine{g} + kk]);
+        #for l in 0..{{W}}: let a{g*{{W}}+l} = subgroupBroadcast(mine{g}, {l}u);
+        #end
         // One column group at a time: its four B vectors, then every row's FMAs.
         #for j in 0..{{C4}} {
         let b0_{j} = weight_vec4(bcol{j} + b_row);

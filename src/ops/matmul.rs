@@ -28,17 +28,43 @@ pub enum BiasAlong {
 }
 
 /// Tile shape of the blocked kernel: rows per invocation, vec4 columns per invocation,
-/// invocations per workgroup.
+/// invocations per workgroup, and whether the workgroup (one subgroup) reads the rows'
+/// shared operand one row per lane and broadcasts it (`split`) instead of in every lane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockShape {
     pub rows: u32,
     pub col4: u32,
     pub lanes: u32,
+    pub split: bool,
 }
 
 impl BlockShape {
     const fn new(rows: u32, col4: u32, lanes: u32) -> BlockShape {
-        BlockShape { rows, col4, lanes }
+        BlockShape {
+            rows,
+            col4,
+            lanes,
+            split: false,
+        }
+    }
+
+    /// This tile with the rows' operand read one row per lane and handed to every lane by
+    /// subgroupBroadcast; None where the adapter's subgroups are not exactly one workgroup of
+    /// `lanes` or the rows are not a multiple of it.
+    pub fn split_across(self, gpu: &Gpu) -> Option<BlockShape> {
+        (gpu.fixed_subgroup_size() == Some(self.lanes) && self.rows % self.lanes == 0)
+            .then_some(BlockShape { split: true, ..self })
+    }
+
+    /// The template values `AR` (rows every lane reads) and `AG` (rows read per lane and
+    /// broadcast, in groups of `lanes`) of shaders/matmul_blocked.wgsl and conv_tiled.wgsl.
+    pub fn row_read_defines(self) -> [(&'static str, String); 2] {
+        let (ar, ag) = if self.split {
+            (0, self.rows / self.lanes)
+        } else {
+            (self.rows, 0)
+        };
+        [("AR", ar.to_string()), ("AG", ag.to_string())]
     }
 
     /// Tiles worth measuring for an `m x n` output. On CPU adapters (lavapipe) big register
@@ -61,7 +87,10 @@ impl BlockShape {
         let fits = |s: &&BlockShape| {
             (s.lanes * s.col4 * 4) as usize <= 2 * n.max(32) && s.rows as usize <= 2 * m.max(8)
         };
-        let kept: Vec<BlockShape> = all.iter().filter(fits).copied().collect();
+        let mut kept: Vec<BlockShape> = all.iter().filter(fits).copied().collect();
+        // The split forms after the plain ones, so the first candidate (the untimed rule) stays.
+        let split: Vec<BlockShape> = kept.iter().filter_map(|t| t.split_across(gpu)).collect();
+        kept.extend(split);
         if kept.is_empty() {
             vec![*all.last().unwrap()]
         } else {
@@ -109,10 +138,15 @@ impl std::fmt::Display for BlockShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}x{} per invocation, {} invocations",
+            "{}x{} per invocation, {} invocations{}",
             self.rows,
             self.columns_per_invocation(),
-            self.lanes
+            self.lanes,
+            if self.split {
+                ", rows split across the subgroup"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -511,6 +545,7 @@ fn dispatch_blocked(
                 ("BIAS", bias_mode.to_string()),
             ]
             .as_slice(),
+            &shape.row_read_defines(),
             &b.defines(2),
         ]
         .concat(),

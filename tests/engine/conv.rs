@@ -7,6 +7,7 @@
 use crate::common::*;
 use crate::cpu;
 use wgdiff::gpu::{Pacing, Parts};
+use wgdiff::ops::matmul::BlockShape;
 use wgdiff::ops::{ConvAddends, ConvImpl, ConvOptions};
 use wgdiff::{DType, Tensor};
 
@@ -151,6 +152,59 @@ fn conv_adds_biases_and_a_residual_in_every_implementation() {
                 );
             }
         }
+    }
+}
+
+/// The tiled forward with each tile whose weight rows are read one per lane and broadcast
+/// across the subgroup (lavapipe's 8 lanes), pinned, against the CPU reference: output
+/// channels not a multiple of the tile's rows, a bias and a residual in the epilogue.
+#[test]
+fn tiled_conv_with_weights_split_across_the_subgroup_matches_the_cpu() {
+    let g = gpu();
+    // (the largest and the smallest: every split tile is checked in the matmul's tests, and
+    // lavapipe takes a while to compile each)
+    let split: Vec<BlockShape> = [BlockShape::CPU_TILES[0], BlockShape::CPU_TILES[4]]
+        .iter()
+        .filter_map(|t| t.split_across(g))
+        .collect();
+    if g.fixed_subgroup_size() != Some(8) {
+        return; // (only adapters with 8-lane subgroups offer these tiles)
+    }
+    assert!(!split.is_empty());
+    let (xs, ws, opts) = ([3, 5, 11, 13], [17, 5, 3, 3], ConvOptions::default().padding(1));
+    let ys = [3, 17, 11, 13];
+    for tile in split {
+        wgdiff::ops::conv::pin_conv_tile(g, &xs, &ws, opts, DType::F32, tile).unwrap();
+        let mut r = rng();
+        let x = normal_vec(&mut r, xs.iter().product());
+        let w = normal_vec(&mut r, ws.iter().product());
+        let bias = normal_vec(&mut r, ys[1]);
+        let residual = normal_vec(&mut r, ys.iter().product());
+        check_op(
+            &format!("tiled conv, {tile}"),
+            DType::F32,
+            &[
+                (xs.to_vec(), x),
+                (ws.to_vec(), w),
+                (vec![ys[1]], bias),
+                (ys.to_vec(), residual),
+            ],
+            move |v| {
+                let (mut y, [_, c, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
+                for (i, y) in y.iter_mut().enumerate() {
+                    *y += v[2][(i / (oh * ow)) % c] + v[3][i];
+                }
+                y
+            },
+            |t| {
+                let add = ConvAddends {
+                    bias: Some(&t[2]),
+                    sample_bias: None,
+                    residual: Some(&t[3]),
+                };
+                t[0].conv2d_plus(&t[1], opts, ConvImpl::Tiled, add)
+            },
+        );
     }
 }
 

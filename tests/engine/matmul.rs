@@ -51,7 +51,16 @@ fn matmul_kernels_match_cpu_on_odd_and_tile_sized_shapes() {
 
 #[test]
 fn every_blocked_tile_shape_is_correct() {
-    for tile in BlockShape::CPU_TILES.into_iter().chain(BlockShape::GPU_TILES) {
+    let gpu = gpu();
+    let plain = BlockShape::CPU_TILES.into_iter().chain(BlockShape::GPU_TILES);
+    let split: Vec<BlockShape> = plain.clone().filter_map(|t| t.split_across(gpu)).collect();
+    if gpu.fixed_subgroup_size() == Some(8) {
+        assert!(
+            !split.is_empty(),
+            "lavapipe's 8-lane subgroups take the split tiles"
+        );
+    }
+    for tile in plain.chain(split) {
         for (m, n, k) in [(37, 131, 20), (70, 36, 9)] {
             let mut r = rng();
             let (a, b) = (normal_vec(&mut r, m * k), normal_vec(&mut r, k * n));

@@ -17,6 +17,7 @@ mod geometry;
 mod im2col;
 mod options;
 mod tiled;
+pub use tiled::pin_conv_tile;
 mod winograd;
 
 pub(crate) use backward::{conv_input_grad, conv_weight_grad};

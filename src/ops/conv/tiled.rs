@@ -8,7 +8,7 @@ use crate::gpu::{Cost, SplitAxis};
 use crate::ops::kernel_for;
 use crate::ops::matmul::BlockShape;
 use crate::ops::packed::WeightOperand;
-use crate::{shader, Result, Tensor};
+use crate::{shader, DType, Result, Tensor};
 
 /// `x` zero-padded by the conv's padding, and the geometry of the same conv on it (padding 0):
 /// the implicit-GEMM kernels then gather without bounds checks.
@@ -21,6 +21,37 @@ pub(super) fn padded_input(x: &Tensor, geo: &ConvGeometry) -> Result<(Tensor, Co
     };
     let geo = ConvGeometry::new(x.shape(), &geo.weight_shape(), opts)?;
     Ok((x, geo))
+}
+
+/// Pins the tile the tiled forward of float weights uses for input shape `x` and weight
+/// shape `w` under `opts` in `dtype` (tests and benchmarks that force a tile; see `Autotuner::set`).
+pub fn pin_conv_tile(
+    gpu: &crate::Gpu,
+    x: &[usize],
+    w: &[usize],
+    opts: ConvOptions,
+    dtype: DType,
+    tile: BlockShape,
+) -> Result<()> {
+    let (ph, pw) = opts.padding;
+    let padded = [x[0], x[1], x[2] + 2 * ph, x[3] + 2 * pw];
+    let geo = ConvGeometry::new(
+        &padded,
+        w,
+        ConvOptions {
+            padding: (0, 0),
+            ..opts
+        },
+    )?;
+    if !BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels()).contains(&tile) {
+        return Err(crate::Error::shape(
+            "pin_conv_tile",
+            format!("the tile {tile} is not a candidate for this conv on this adapter"),
+        ));
+    }
+    let key = format!("{}:tile", geo.tuning_key(dtype));
+    gpu.tuner().set(&key, &tile.to_string());
+    Ok(())
 }
 
 /// The implicit-GEMM forward of float weights (rows padded to K4 here).
@@ -80,6 +111,7 @@ fn dispatch_tiled(
         ("C", (4 * tile.col4).to_string()),
         ("W", tile.lanes.to_string()),
     ];
+    defines.extend(tile.row_read_defines());
     defines.extend(epilogue.defines());
     defines.extend(weights.defines(2));
     let kernel = kernel_for(
