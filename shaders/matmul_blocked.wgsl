@@ -1,8 +1,7 @@
 // Register-blocked batched matmul C[b] = A[b] x B[b] (A: MxK, B: KxN, row-major; K and N
 // multiples of 4). Each invocation owns an R x (4*C4) block of C in named vec4 accumulators;
-// a workgroup of W invocations shares the same R rows of A, so A is read as vec4 along k
-// at a workgroup-uniform address (one broadcast load on CPU adapters), while B is read as
-// vec4 along n. k advances by 4 with every FMA unrolled. R, C4 and W are chosen per
+// a workgroup of W invocations shares the same R rows of A, read as vec4 along k, while B
+// is read as vec4 along n. k advances by 4 with every FMA unrolled. R, C4 and W are chosen per
 // adapter (big register tiles and W=8 on CPU adapters, 4x4 tiles and W=64 on GPUs). With
 // AG > 0 (AR = 0) the workgroup is one subgroup of W lanes and its R = AG x W rows of A are
 // read W at a time, lane l reading row g x W + l, and handed to every lane by

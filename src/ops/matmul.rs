@@ -70,7 +70,8 @@ impl BlockShape {
     /// Tiles worth measuring for an `m x n` output. On CPU adapters (lavapipe) big register
     /// tiles and 8 invocations win (16..32 rows x 16..32 columns per invocation measured
     /// best at 1024^3); on GPUs the usual 4x4..8x4 per invocation with 64 invocations.
-    /// Tiles much wider or taller than the output are dropped.
+    /// Tiles much wider or taller than the output are dropped. Where a workgroup of 8 is one
+    /// subgroup, each tile's `split_across` form follows the plain ones.
     pub fn candidates(gpu: &Gpu, m: usize, n: usize) -> Vec<BlockShape> {
         let all: &[BlockShape] = if gpu.is_cpu() {
             &[

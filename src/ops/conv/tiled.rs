@@ -33,8 +33,14 @@ pub fn pin_conv_tile(
     dtype: DType,
     tile: BlockShape,
 ) -> Result<()> {
+    let &[n, c, h, wd] = x else {
+        return Err(crate::Error::shape(
+            "pin_conv_tile",
+            format!("the input shape {x:?} must be [N, C, H, W]"),
+        ));
+    };
     let (ph, pw) = opts.padding;
-    let padded = [x[0], x[1], x[2] + 2 * ph, x[3] + 2 * pw];
+    let padded = [n, c, h + 2 * ph, wd + 2 * pw];
     let geo = ConvGeometry::new(
         &padded,
         w,
