@@ -71,7 +71,7 @@ impl BlockShape {
     /// tiles and 8 invocations win (16..32 rows x 16..32 columns per invocation measured
     /// best at 1024^3); on GPUs the usual 4x4..8x4 per invocation with 64 invocations.
     /// Tiles much wider or taller than the output are dropped. Where a workgroup of 8 is one
-    /// subgroup, each tile's `split_across` form follows the plain ones.
+    /// subgroup, each tile's `split_across` form replaces it.
     pub fn candidates(gpu: &Gpu, m: usize, n: usize) -> Vec<BlockShape> {
         let all: &[BlockShape] = if gpu.is_cpu() {
             &[
@@ -88,12 +88,20 @@ impl BlockShape {
         let fits = |s: &&BlockShape| {
             (s.lanes * s.col4 * 4) as usize <= 2 * n.max(32) && s.rows as usize <= 2 * m.max(8)
         };
-        let mut kept: Vec<BlockShape> = all.iter().filter(fits).copied().collect();
-        // The split forms after the plain ones, so the first candidate (the untimed rule) stays.
-        let split: Vec<BlockShape> = kept.iter().filter_map(|t| t.split_across(gpu)).collect();
-        kept.extend(split);
+        // Each tile's split form in its place where the adapter has one: it won on every shape
+        // measured (BENCHMARKS.md, issue 58) with the same sums, and offering both doubled
+        // the autotuner's pipelines and timings on a new device.
+        let kept: Vec<BlockShape> = all
+            .iter()
+            .filter(fits)
+            .map(|t| t.split_across(gpu).unwrap_or(*t))
+            .collect();
         if kept.is_empty() {
-            vec![*all.last().unwrap()]
+            vec![all
+                .last()
+                .unwrap()
+                .split_across(gpu)
+                .unwrap_or(*all.last().unwrap())]
         } else {
             kept
         }
