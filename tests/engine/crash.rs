@@ -64,13 +64,20 @@ fn progress_step(line: &str) -> Option<usize> {
 
 /// Waits for the first progress line and returns its step; fails with the output on exit.
 fn first_step(lines: &mpsc::Receiver<String>, seen: &mut Vec<String>) -> usize {
+    step_at_least(lines, seen, 0)
+}
+
+/// Waits for a progress line of step `least` or later and returns its step; fails with the
+/// output on exit.
+fn step_at_least(lines: &mpsc::Receiver<String>, seen: &mut Vec<String>, least: usize) -> usize {
     loop {
         let line = lines
             .recv_timeout(Duration::from_secs(300))
-            .unwrap_or_else(|_| panic!("no training step within 300 s; output: {seen:#?}"));
+            .unwrap_or_else(|_| panic!("no training step {least} within 300 s; output: {seen:#?}"));
         seen.push(line.clone());
-        if let Some(step) = progress_step(&line) {
-            return step;
+        match progress_step(&line) {
+            Some(step) if step >= least => return step,
+            _ => {}
         }
     }
 }
@@ -131,9 +138,13 @@ fn sigkill_at_random_moments_never_loses_more_than_one_checkpoint_interval() {
     println!(
         "{kills} SIGKILLs: 0 unreadable checkpoints, at most {max_lost} steps lost (interval {INTERVAL})"
     );
-    // A last resume finishes cleanly and its write removes the killed writers' temporaries.
-    let (mut child, lines) = start_training(&out, Some(&checkpoint));
-    first_step(&lines, &mut Vec::new());
+    // A last run goes past a checkpoint write (every kill may have come before the first one,
+    // on a loaded machine), then a resume finishes cleanly and its write removes the killed
+    // writers' temporaries.
+    let (mut child, lines) = start_training(&out, checkpoint.exists().then_some(checkpoint.as_path()));
+    let mut seen = Vec::new();
+    let first = first_step(&lines, &mut seen);
+    step_at_least(&lines, &mut seen, first + INTERVAL + 1);
     child.kill().unwrap();
     child.wait().unwrap();
     let step = checkpoint_step(&checkpoint);
