@@ -1,9 +1,9 @@
 //! The denoise view's step debugger: from any recorded step, a branch samples the steps left
 //! with other settings (sampler, steps, guidance, skip, cache); runs are kept side by side.
 
-use super::denoise::{grid_layout, sample_job, DenoiseMessage, DenoiseSettings, Frame};
 use super::grid_texture::GridTexture;
 use super::jobs::{is_running, Event, Job};
+use super::sampling::{grid_layout, sample_job, DenoiseMessage, DenoiseSettings, Frame};
 use super::Shared;
 use crate::diffusion::Start;
 use crate::{Error, Result, Tensor};

@@ -1,9 +1,10 @@
 //! The compare view: up to four variants (model, sampler, steps, guidance, skip, cache,
 //! precision) on one seed, side by side on a shared timeline, with the library's figures.
 
-use super::denoise::{grid_layout, sampling_controls, DenoiseSettings, Frame, ModelInfo};
+use super::denoise::sampling_controls;
 use super::grid_texture::GridTexture;
 use super::jobs::{is_running, Event, Job, JobContext};
+use super::sampling::{grid_layout, read_schedule, DenoiseSettings, Frame, ModelInfo};
 use super::{parse_setting, platform, Shared};
 use crate::experiment::compare::{self, Plan, Row, Variant, MAX_VARIANTS};
 use crate::pipeline::TrainedModel;
@@ -531,7 +532,7 @@ async fn compare_job(
         let origin = path.display().to_string();
         let model = TrainedModel::from_checkpoint(&gpu, &checkpoint, &origin, s.skip_type)?;
         let schedule = match &s.schedule {
-            Some(file) => Some(super::skip::read_schedule(Path::new(file)).await?.schedule),
+            Some(file) => Some(read_schedule(Path::new(file)).await?.schedule),
             None => None,
         };
         let request = s.request(&model, schedule.as_ref())?;

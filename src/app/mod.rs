@@ -13,16 +13,17 @@ mod jobs;
 mod platform;
 mod plots;
 mod profile;
+mod sampling;
 mod skip;
 mod train;
 
 pub use branches::{Branch, Branches};
-pub use denoise::{DenoiseSettings, Frame};
 pub use frame_clock::{Activity, FrameClock, FrameSample};
 pub use grid_texture::{GridLayout, GridTexture};
 pub use jobs::{Event, Job, JobContext};
 pub use platform::entry::*;
 pub use profile::{SortBy, Workload as ProfileWorkload};
+pub use sampling::{DenoiseSettings, Frame};
 pub use train::{run_training, TrainSettings, PAGE_FID_SAMPLES, PAGE_MAX_MINUTES};
 
 use crate::gpu::{Pacing, Parts};
@@ -524,7 +525,7 @@ impl eframe::App for WgdiffApp {
             egui::ScrollArea::vertical().show(ui, |ui| match self.view {
                 View::Denoise => self.denoise.ui(ui, &self.shared),
                 View::Compare => self.compare.ui(ui, &self.shared, self.denoise.model.as_ref()),
-                View::Skip => self.skip.ui(ui, &self.shared, &self.denoise),
+                View::Skip => self.skip.ui(ui, &self.shared, self.denoise.model.as_ref()),
                 View::Train => self.train.ui(ui, &self.shared),
                 View::Profile => self.profile.ui(ui, &self.shared),
                 View::Experiments => self.experiments.ui(ui, &self.shared),

@@ -2,11 +2,11 @@
 //! per-step schedule (`wgdiff experiment skip-search`) over it, the share of the network's FLOPs
 //! each step costs, the predicted speed-up, and a measured one.
 
-use super::denoise::DenoiseView;
 use super::jobs::{is_running, Event, Job};
 use super::platform;
+use super::sampling::{read_schedule, step_times, LoadedSchedule, ModelInfo};
 use super::Shared;
-use crate::diffusion::{skip_intervals, skip_levels, Sampler, SkipPlan, SkipSchedule};
+use crate::diffusion::{skip_intervals, skip_levels, Sampler, SkipPlan};
 use crate::models::SkipType;
 use crate::pipeline::{measure_skip_speedup, SampleRequest, SkipTiming};
 use crate::Gpu;
@@ -18,61 +18,6 @@ use std::path::PathBuf;
 const K_COLOR: egui::Color32 = egui::Color32::from_rgb(230, 90, 80);
 /// Colour of a loaded schedule's k_i.
 const SCHEDULE_COLOR: egui::Color32 = egui::Color32::from_rgb(60, 170, 90);
-
-/// A schedule file the view loaded.
-#[derive(Clone, Debug)]
-pub struct LoadedSchedule {
-    pub path: String,
-    pub schedule: SkipSchedule,
-}
-
-/// Reads and checks a schedule file (on the page: one picked or fetched from its site).
-pub(super) async fn read_schedule(path: &std::path::Path) -> crate::Result<LoadedSchedule> {
-    let bytes = platform::read_file(path).await?;
-    let origin = path.display().to_string();
-    let schedule = SkipSchedule::from_json(&bytes, &origin)?;
-    Ok(LoadedSchedule {
-        path: origin,
-        schedule,
-    })
-}
-
-impl LoadedSchedule {
-    /// (normalised time, k_i) of every step: the file's times, else evenly spaced ones.
-    pub fn points(&self) -> Vec<(f32, usize)> {
-        let s = &self.schedule;
-        let times = match s.times.len() == s.steps() {
-            true => s.times.clone(),
-            false => step_times(s.steps()),
-        };
-        times.into_iter().zip(s.skips.iter().copied()).collect()
-    }
-
-    /// One line: sampler, steps, mean depth and, for a searched schedule, what it promised.
-    pub fn summary(&self) -> String {
-        let s = &self.schedule;
-        let mean = s.skips.iter().sum::<usize>() as f64 / s.steps().max(1) as f64;
-        let mut line = format!(
-            "schedule {}: {} at {} steps on {} levels, {mean:.2} levels skipped per step on average",
-            self.path,
-            s.sampler,
-            s.steps(),
-            s.levels
-        );
-        if let Some(r) = &s.search {
-            line.push_str(&format!(
-                "; searched for {} + {}: {:.2} against {:.2} unskipped ({} images), predicted network time {:.0}% of unskipped",
-                r.metric,
-                r.budget,
-                r.fid,
-                r.fid_unskipped,
-                r.samples,
-                100.0 * r.predicted_ms / r.unskipped_ms.max(f64::MIN_POSITIVE)
-            ));
-        }
-        line
-    }
-}
 
 /// A measured speed-up against c = 0 at one exponent.
 #[derive(Clone, Debug)]
@@ -133,11 +78,6 @@ impl Default for SkipView {
             message: None,
         }
     }
-}
-
-/// Normalised network times of `steps` evenly spaced sampler steps, from noise (1) to data.
-pub fn step_times(steps: usize) -> Vec<f32> {
-    (0..steps).map(|i| 1.0 - i as f32 / steps as f32).collect()
 }
 
 /// The FLOP-based speed-up of sampling `steps` steps at exponent `c` over c = 0, from the
@@ -290,13 +230,13 @@ impl SkipView {
         }));
     }
 
-    pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared, denoise: &DenoiseView) {
+    pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared, model: Option<&ModelInfo>) {
         let ctx = ui.ctx().clone();
         if self.load_pending && !self.is_running() {
             self.load_pending = false;
             self.load_schedule(&ctx, PathBuf::from(&self.schedule_path));
         }
-        if let Some(info) = &denoise.model {
+        if let Some(info) = model {
             self.levels = info.levels;
             let counted = self.flops.as_ref().is_some_and(|(p, _)| *p == info.path);
             if !counted && !self.is_running() && info.levels > 1 {
@@ -308,7 +248,7 @@ impl SkipView {
         }
         ui.horizontal(|ui| {
             ui.add_enabled(
-                denoise.model.is_none(),
+                model.is_none(),
                 egui::Slider::new(&mut self.levels, 1..=6).text("levels N"),
             );
             ui.add(
@@ -374,7 +314,7 @@ impl SkipView {
                     .range(1..=64)
                     .prefix("images "),
             );
-            let can = !self.is_running() && denoise.model.as_ref().is_some_and(|m| m.levels > 1);
+            let can = !self.is_running() && model.is_some_and(|m| m.levels > 1);
             if ui
                 .add_enabled(can, egui::Button::new("Measure c against c = 0"))
                 .clicked()

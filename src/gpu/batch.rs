@@ -1,7 +1,8 @@
 //! Dispatch batching: kernels are recorded into one open compute pass and submitted
 //! together; their small parameter blocks share one uniform buffer per submit.
 
-use super::profiler::{Cost, Recording};
+use super::cost::Cost;
+use super::profiler::Recording;
 use super::{Kernel, MAX_DISPATCHES};
 use std::collections::VecDeque;
 use wgpu::util::DeviceExt;

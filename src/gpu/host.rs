@@ -2,7 +2,6 @@
 //! autotuner times candidates, and the blocking forms of async calls exist for programs and tests.
 
 use super::pacing::{completion, Completion};
-use super::profiler::{Profile, Profiler};
 use super::{AdapterChoice, Gpu};
 use crate::Result;
 use web_time::Instant;
@@ -101,12 +100,5 @@ impl Gpu {
         self.flush();
         wait_until(&completion(&self.queue), &self.device);
         self.take_errors()
-    }
-}
-
-impl Profiler<'_> {
-    /// Blocking [`Profiler::stop`] for native programs and tests.
-    pub fn stop_blocking(&self) -> Result<Profile> {
-        pollster::block_on(self.stop())
     }
 }

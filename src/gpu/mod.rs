@@ -3,6 +3,7 @@
 
 mod autotune;
 mod batch;
+mod cost;
 mod devices;
 #[cfg_attr(target_arch = "wasm32", path = "host_web.rs")]
 mod host;
@@ -20,7 +21,8 @@ pub use pacing::{Pacing, Parts};
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
-pub use profiler::{Cost, OpRow, Profile, Profiler, Record, Timing};
+pub use cost::Cost;
+pub use profiler::{OpRow, Profile, Profiler, Record, Timing};
 pub use report::DeviceReport;
 #[cfg(not(target_arch = "wasm32"))]
 pub use select::quiet_display_probes;

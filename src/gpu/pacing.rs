@@ -2,7 +2,7 @@
 //! estimated to fill a time slice, keeps one slice in flight while it records the next, and
 //! learns from each completion how long recorded work really takes.
 
-use super::profiler::Cost;
+use super::cost::Cost;
 use futures_channel::oneshot;
 use std::sync::{Arc, OnceLock};
 use web_time::Instant;

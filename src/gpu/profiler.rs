@@ -1,35 +1,12 @@
 //! Per-dispatch profiler: device timestamps before and after every dispatch (inside a pass,
 //! or a pass per dispatch; without timestamps, a sync and the wall clock), summarised per op.
 
-use super::{Gpu, Kernel, Pacing};
+use super::{Cost, Gpu, Kernel, Pacing};
 use crate::{Error, Result};
 use futures_channel::oneshot;
 use serde::Serialize;
 use std::collections::HashMap;
 use web_time::Instant;
-
-/// What a dispatch computes, for the profiler: the op's name, FLOPs and bytes moved.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Cost {
-    /// Op name shown in the profile (plain [`Gpu::dispatch`] uses the kernel label).
-    pub name: &'static str,
-    /// Floating-point operations; 0 where not counted (memory-bound ops).
-    pub flops: f64,
-    /// Bytes read plus written, counting every operand once.
-    pub bytes: u64,
-}
-
-impl Cost {
-    /// An op with counted FLOPs.
-    pub fn new(name: &'static str, flops: f64, bytes: u64) -> Cost {
-        Cost { name, flops, bytes }
-    }
-
-    /// A memory-bound op: only bytes are counted.
-    pub fn memory(name: &'static str, bytes: u64) -> Cost {
-        Cost::new(name, 0.0, bytes)
-    }
-}
 
 /// How durations were measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -141,6 +118,12 @@ impl Profiler<'_> {
         super::host::wait_all(&gpu.device);
         batch.profile = Some(Recording::new(&gpu.device, &gpu.queue, timing, paused));
         Ok(())
+    }
+
+    /// Blocking [`Profiler::stop`] for native programs and tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn stop_blocking(&self) -> Result<Profile> {
+        pollster::block_on(self.stop())
     }
 
     /// Stops recording, waits for the outstanding timestamps and returns the profile.
