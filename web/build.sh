@@ -16,9 +16,12 @@ if [ "$have" != "$want" ]; then
   exit 1
 fi
 cargo build --release -p wgdiff-web --target wasm32-unknown-unknown
+# (CARGO_TARGET_DIR: .ci/run builds the site in a target folder of its own, beside the native
+# build, whose lock it would otherwise wait for)
+target="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$out/assets/models" "$out/assets/mnist" "$out/assets/schedules"
 wasm-bindgen --target web --no-typescript --out-dir "$out/pkg" \
-  target/wasm32-unknown-unknown/release/wgdiff_web.wasm
+  "$target/wasm32-unknown-unknown/release/wgdiff_web.wasm"
 cp web/index.html "$out/"
 cp assets/models/mnist-small-ema.safetensors assets/models/mnist-classifier.safetensors \
   assets/models/mnist-classifier-test-stats.safetensors assets/models/ncsn-mnist.safetensors \

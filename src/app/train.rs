@@ -45,6 +45,9 @@ pub struct TrainSettings {
     pub fid_share: f32,
     pub fid_samples: usize,
     pub max_minutes: f32,
+    /// The sample grid every run ends with: its images and sampler steps.
+    pub grid_images: usize,
+    pub grid_steps: usize,
     pub out: String,
 }
 
@@ -71,6 +74,8 @@ impl TrainSettings {
             fid_share: c.fid_share,
             fid_samples: if page { PAGE_FID_SAMPLES } else { c.fid_samples },
             max_minutes: if page { PAGE_MAX_MINUTES } else { c.max_minutes },
+            grid_images: c.grid_images,
+            grid_steps: c.grid_steps,
             out,
         }
     }
@@ -93,13 +98,15 @@ impl TrainSettings {
             fid_share: self.fid_share,
             fid_samples: self.fid_samples,
             max_minutes: self.max_minutes,
+            grid_images: self.grid_images,
+            grid_steps: self.grid_steps,
             out: PathBuf::from(&self.out),
             ..TrainConfig::default()
         }
     }
 
     /// The settings a page address or `wgdiff gui --set` may give.
-    pub const KEYS: [&'static str; 13] = [
+    pub const KEYS: [&'static str; 15] = [
         "preset",
         "data",
         "batch",
@@ -112,6 +119,8 @@ impl TrainSettings {
         "fid-every",
         "fid-share",
         "max-minutes",
+        "grid-images",
+        "grid-steps",
         "out",
     ];
 
@@ -141,6 +150,8 @@ impl TrainSettings {
             "fid-every" => self.fid_every = parse_setting(key, value)?,
             "fid-share" => self.fid_share = parse_setting(key, value)?,
             "max-minutes" => self.max_minutes = parse_setting(key, value)?,
+            "grid-images" => self.grid_images = parse_setting(key, value)?,
+            "grid-steps" => self.grid_steps = parse_setting(key, value)?,
             "out" => self.out = value.to_string(),
             _ => return Err(super::unknown_setting("train", key, &Self::KEYS)),
         }

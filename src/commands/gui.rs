@@ -29,7 +29,8 @@ pub struct GuiArgs {
     /// compare: seed, images,
     /// rounds, fid-samples, and a variant's denoise setting as LETTER.KEY (a.steps=4,
     /// c.checkpoint=int8.safetensors); train: preset, data, batch, lr, steps, seed, sample-every,
-    /// checkpoint-every, fid-every, out (e.g. --view train --set preset=tiny); experiments:
+    /// checkpoint-every, fid-every, fid-share, max-minutes, grid-images, grid-steps (the sample
+    /// grid the run ends with), out (e.g. --view train --set preset=tiny); experiments:
     /// experiment (adaptive-skip, compression, ladder, skip-search, speedrun), quick (true,
     /// false), then that experiment's own flags as `wgdiff experiment` takes them (e.g. --view
     /// experiments --set experiment=compression --set samples=50 --set out=runs/c)

@@ -815,8 +815,15 @@ fn a_run_in_the_train_view_ends_at_its_time_budget_with_a_checkpoint() {
     let out = scratch("budget");
     let mut h = harness(gpu, View::Train, &out);
     tiny_run(&mut h, &out, "run", 10_000);
-    // a budget a few steps long: the run ends by itself, writes its checkpoint and grid
+    // a budget a few steps long: the run ends by itself, writes its checkpoint and grid (a
+    // small one, as a page address or `--set` asks for it)
     h.state_mut().train.settings.max_minutes = 0.02;
+    for (key, value) in [("grid-images", "4"), ("grid-steps", "2")] {
+        h.state_mut().train.settings.set(key, value).unwrap();
+    }
+    assert!(h.state_mut().train.settings.set("grid-steps", "two").is_err());
+    let config = h.state().train.settings.config();
+    assert_eq!((config.grid_images, config.grid_steps), (4, 2));
     h.get_by_label("Start").click();
     h.step();
     assert!(h.state().train.is_running());

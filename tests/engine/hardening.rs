@@ -150,7 +150,9 @@ fn blown_up_finite_weights_are_refused_at_load_instead_of_sampling_black_images(
             "diverged run",
         );
         assert!(
-            stderr.contains(model.to_str().unwrap()) && stderr.contains("predicts noise of RMS"),
+            stderr.contains(model.to_str().unwrap())
+                && stderr.contains("predicts noise of RMS")
+                && stderr.contains("largest weight: |w| ="),
             "{stderr}"
         );
         assert!(!out.exists());

@@ -12,9 +12,10 @@
 // Environment: SITE (default web/dist), WGDIFF (default target/release/wgdiff), SHOTS (folder
 // for the screenshots and figures, default web/test/out), CHROMIUM (default /usr/bin/chromium),
 // PAGE_CHECKS=ci (what .ci/run sets): the train view at its defaults (>= 10 minutes) and the
-// 35.7M-parameter model (~10 minutes) left out,
-// the compare view's variants at 4 and 2 steps, and the frame intervals reported but not bounded (a timing bound fails on a loaded machine:
-// 268 and 368 ms seen in CI runs beside the 140 ms of a quiet one).
+// 35.7M-parameter model (~10 minutes) left out, the denoise at 10 steps, not 20, the compare
+// view's variants at 4 and 2 steps, and the frame intervals reported but not bounded (a timing
+// bound fails on a loaded machine: 268 and 368 ms seen in CI runs beside the 140 ms of a quiet
+// one).
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -32,8 +33,10 @@ const QUIET = ["--no-sandbox", "--disable-background-networking", "--disable-com
   "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"];
 const WEBGPU = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
   "--use-angle=swiftshader", "--enable-unsafe-swiftshader"];
-// The denoise both sides run: the shipped model, DDPM, 20 steps, seed 0, 16 images.
-const DENOISE = { sampler: "ddpm", steps: 20, seed: 0, count: 16 };
+const CI = process.env.PAGE_CHECKS === "ci";
+// The denoise both sides run: the shipped model, DDPM, 20 steps (10 with PAGE_CHECKS=ci: the
+// same checks in half the sampling), seed 0, 16 images.
+const DENOISE = { sampler: "ddpm", steps: CI ? 10 : 20, seed: 0, count: 16 };
 // Browser vs native samples (8-bit grids): SwiftShader and lavapipe round differently (seen:
 // mean |diff| 0.01/255, max 1/255); a wrong kernel, seed or guidance changes most pixels by far
 // more. Allowed: a mean of 1/255, and 0.1% of the pixels off by more than 16/255.
@@ -46,7 +49,6 @@ const FRAME_P95_MS = 250;
 // training (seconds).
 const FID_TARGET = 120;
 const FID_WITHIN_S = 600;
-const CI = process.env.PAGE_CHECKS === "ci";
 
 fs.mkdirSync(SHOTS, { recursive: true });
 const started = Date.now();
@@ -250,9 +252,10 @@ try {
   const pagePng = path.join(SHOTS, "web-samples.png");
   await (await samplesDownload).saveAs(pagePng);
 
-  // 2. The same images as native `wgdiff sample`.
+  // 2. The same images as native `wgdiff sample` (--deterministic: kernels chosen by the fixed
+  // rules a page follows too, so no minutes of tuning on a fresh machine).
   const nativePng = path.join(SHOTS, "native-samples.png");
-  execFileSync(WGDIFF, ["sample", "--sampler", DENOISE.sampler, "--steps", `${DENOISE.steps}`,
+  execFileSync(WGDIFF, ["--deterministic", "sample", "--sampler", DENOISE.sampler, "--steps", `${DENOISE.steps}`,
     "--seed", `${DENOISE.seed}`, "--count", `${DENOISE.count}`, "--out", nativePng], { stdio: "inherit" });
   const [canvas, web, native] = await pixels(page, canvasShot, pagePng, nativePng);
   if (spread(canvas.grey) < 0.05) fail(`the canvas is blank (grey spread ${spread(canvas.grey).toFixed(3)})`);
@@ -307,7 +310,9 @@ try {
   // 5. Training in the page: the loss falls, the checkpoint downloads and samples natively.
   const train = new URLSearchParams({ view: "train", autorun: "1", preset: "tiny", steps: "20",
     batch: "8", lr: "0.003", warmup: "10", "max-minutes": "0", "sample-every": "0",
-    "checkpoint-every": "0", "fid-share": "0" }); // (20 steps would score no live MNIST-FID)
+    "checkpoint-every": "0", "fid-share": "0", "grid-images": "4", "grid-steps": "4" });
+  // (20 steps would score no live MNIST-FID; the final grid of 4 images at 4 steps, not 16 at
+  // 50, a fifth of the section's time)
   const checkpointDownload = nextDownload(page);
   await page.goto(site + "?" + train);
   const trained = await announcement(page, "train", `it.status === "done"`, 15 * MINUTES);
@@ -322,7 +327,7 @@ try {
   if (losses.length !== 20 || !(last < 0.8 * first)) fail(`the loss did not fall: ${JSON.stringify(losses)}`);
   const checkpoint = path.join(SHOTS, "page-checkpoint.safetensors");
   await (await checkpointDownload).saveAs(checkpoint);
-  execFileSync(WGDIFF, ["sample", "--checkpoint", checkpoint, "--steps", "4", "--count", "4",
+  execFileSync(WGDIFF, ["--deterministic", "sample", "--checkpoint", checkpoint, "--steps", "4", "--count", "4",
     "--out", path.join(SHOTS, "page-checkpoint-samples.png")], { stdio: "inherit" });
 
   // 6. The train view at its defaults: live MNIST-FID reaches the target within 10 minutes of
