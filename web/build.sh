@@ -16,8 +16,7 @@ if [ "$have" != "$want" ]; then
   exit 1
 fi
 cargo build --release -p wgdiff-web --target wasm32-unknown-unknown
-# (CARGO_TARGET_DIR: .ci/run builds the site in a target folder of its own, beside the native
-# build, whose lock it would otherwise wait for)
+# (where cargo put it: CARGO_TARGET_DIR when set)
 target="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$out/assets/models" "$out/assets/mnist" "$out/assets/schedules"
 wasm-bindgen --target web --no-typescript --out-dir "$out/pkg" \
