@@ -4,7 +4,7 @@
 # Needs: chromium (/usr/bin/chromium), node + npm, wasm-bindgen-cli (see web/build.sh), and
 # target/release/wgdiff (cargo build --release). Screenshots and figures: web/test/out.
 # SITE=DIR web/test.sh: tests the site web/build.sh already wrote into DIR instead of building
-# one (.ci/run builds it while the native tests run).
+# one (.ci/run builds it first, then runs this test in the background).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${SITE:-}" ]; then
