@@ -83,7 +83,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Time every kernel dispatch of a training or sampling step, per op (a table, --json, a Chrome trace, a roofline PNG)
+    /// Time every kernel dispatch of a training or sampling step, per op, against the device's
+    /// measured roof: what bounds each op (FMAs, memory, dispatches) and the share of that bound
+    /// it reaches (a table, --json, a Chrome trace, a roofline PNG)
     Profile {
         /// What to run: unet (a model preset's training step), sample (its network call without
         /// gradients, one sampling step), resblocks, mlp or matmul [default: unet]
@@ -103,12 +105,12 @@ enum Command {
         /// Also write every dispatch to this file in Chrome trace format (chrome://tracing, Perfetto)
         #[arg(long, value_name = "PATH")]
         trace: Option<PathBuf>,
-        /// Also measure the device's ceilings (GFLOP/s of the blocked f32 matmul on 1024^3, GB/s
-        /// of an elementwise map over 64 MiB) and write a roofline PNG here: each op with counted
-        /// FLOPs at (FLOP/byte, achieved GFLOP/s), circle area = its share of device time. Left of
-        /// the ridge an op can at best reach the sloped roof (bandwidth bound), right of it the
-        /// flat one (compute bound); an op far below its roof loses time elsewhere (launches,
-        /// occupancy, its kernel)
+        /// Also write a roofline PNG here, under the device's roof that every profile measures
+        /// (bench mac's probes: GFLOP/s of f32 FMAs from registers, GB/s of lane-contiguous vec4
+        /// storage reads): each op with counted FLOPs at (FLOP/byte, achieved GFLOP/s), circle
+        /// area = its share of device time. Left of the ridge an op can at best reach the sloped
+        /// roof (bandwidth bound), right of it the flat one (compute bound); an op far below its
+        /// roof loses time elsewhere (launches, occupancy, loads its kernel repeats)
         #[arg(long, value_name = "PNG")]
         roofline: Option<PathBuf>,
     },

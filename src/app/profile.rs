@@ -118,7 +118,8 @@ impl ProfileView {
     pub fn poll(&mut self) {
         for event in self.job.as_mut().map(Job::poll).unwrap_or_default() {
             match event {
-                Event::Message(ProfileMessage::Done(profile, ceilings)) => {
+                Event::Message(ProfileMessage::Done(mut profile, ceilings)) => {
+                    profile.roof = Some(ceilings.as_roof());
                     // the op times miss what ran between them on the device and the host
                     let why = match profile.op_share_of_wall() {
                         Some(share) if share < COVERED_SHARE => {
@@ -130,9 +131,9 @@ impl ProfileView {
                         "{}{why}; ceilings: {:.1} GFLOP/s ({}), {:.1} GB/s ({})",
                         profile.time_line(),
                         ceilings.gflops,
-                        ceilings.matmul,
+                        ceilings.compute,
                         ceilings.gbytes_per_s,
-                        ceilings.copy
+                        ceilings.bandwidth
                     )));
                     let done = serde_json::json!({
                         "status": "done",

@@ -29,6 +29,9 @@ pub struct Measurement {
     pub gflops: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gbps: Option<f64>,
+    /// Microseconds per counted item (a dispatch, a submit) of a run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub us_each: Option<f64>,
     pub device: String,
 }
 
@@ -87,6 +90,7 @@ pub fn run_interleaved(
                 reps,
                 gflops: (case.flops > 0.0).then(|| case.flops * per_sec / 1e9),
                 gbps: (case.flops == 0.0 && case.bytes > 0.0).then(|| case.bytes * per_sec / 1e9),
+                us_each: None,
                 device: device.clone(),
             }
         })
@@ -102,9 +106,10 @@ pub fn table(rows: &[Measurement]) -> String {
         "variant", "shape", "pass", "median ms", "min ms", "GFLOP/s"
     );
     for r in rows {
-        let rate = match (r.gflops, r.gbps) {
-            (Some(g), _) => format!("{g:.2}"),
-            (None, Some(b)) => format!("{b:.2} GB/s"),
+        let rate = match (r.gflops, r.gbps, r.us_each) {
+            (Some(g), _, _) => format!("{g:.2}"),
+            (None, Some(b), _) => format!("{b:.2} GB/s"),
+            (None, None, Some(us)) => format!("{us:.1} us each"),
             _ => "-".into(),
         };
         out += &format!(

@@ -84,6 +84,7 @@ pub fn run(
                 reps: times.len(),
                 gflops: None,
                 gbps: None,
+                us_each: None,
                 device: device.clone(),
             });
             median(times)

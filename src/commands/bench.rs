@@ -126,10 +126,14 @@ pub enum BenchCommand {
     /// when memory grows after settling, the pool does not return to its plateau, or frames
     /// miss the target. Needs a display (headless: scripts/soak.sh runs it under Xvfb)
     Soak(super::bench_soak::BenchSoakArgs),
-    /// The adapter's multiply-accumulate throughput, interleaved: f32 FMAs (the float
-    /// kernels' arithmetic), int8 words unpacked to f32 (the packed-weight kernels'), and
-    /// dot4I8Packed on int8 x int8 (what int8 activations would run). Int8 arithmetic can only
-    /// make a kernel faster where dot4-i8 beats fma-f32
+    /// The adapter's roof, interleaved: multiply-accumulate throughput in f32 FMAs (the float
+    /// kernels' arithmetic), int8 words unpacked to f32 (the packed-weight kernels') and
+    /// dot4I8Packed on int8 x int8 (int8 arithmetic can only make a kernel faster where dot4-i8
+    /// beats fma-f32); then what bounds a kernel besides its FMAs: storage-buffer reads
+    /// (lane-contiguous vec4s streamed from 64 MiB and from a cached 256 KiB, and the
+    /// implicit-GEMM conv's gather of f32s), workgroup-memory reads, and the cost of an empty
+    /// dispatch and of a submit. The lines under the table say how many f32 products per f32
+    /// read a kernel needs before FMAs, not loads, bound it
     Mac {
         /// Timed repetitions per probe (the median is reported)
         #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
@@ -322,13 +326,8 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             let rows = wgdiff::bench::mac::run(gpu, warmup, reps)?;
             print_rows(&rows, json);
             if !json {
-                let fma = rows[0].median_ms;
-                for row in &rows[1..] {
-                    println!(
-                        "{}: {:.2}x the products per second of fma-f32",
-                        row.variant,
-                        fma / row.median_ms
-                    );
+                for line in wgdiff::bench::mac::summary(&rows) {
+                    println!("{line}");
                 }
             }
             Ok(())

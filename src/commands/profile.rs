@@ -10,8 +10,8 @@ use wgdiff::profile::{ModelSetup, Workload};
 use wgdiff::roofline::{measure_ceilings, plot_png, roofline_points};
 use wgdiff::AdapterChoice;
 
-/// Profiles `steps` steps of `workload` (after one warm-up step); with `roofline`, also
-/// measures the device's ceilings and plots the ops against them.
+/// Profiles `steps` steps of `workload` (after one warm-up step), measures the device's roof
+/// and shows every op against it; with `roofline`, also plots the ops under the roof.
 pub fn run(
     choice: AdapterChoice,
     workload: Workload,
@@ -55,13 +55,20 @@ pub fn run(
     for (i, p) in profiles.iter().enumerate() {
         log(format!("step {}: {}", i + 1, p.time_line()));
     }
-    let total = profiles
+    let mut total = profiles
         .into_iter()
         .reduce(|mut all, p| {
             all.extend(p);
             all
         })
         .context("no step was profiled")?;
+    log("measuring the device's roof with bench mac's probes (the fastest of 5 runs each)".into());
+    let ceilings = pollster::block_on(measure_ceilings(&gpu))?;
+    log(format!(
+        "roof: {:.2} GFLOP/s ({}); {:.2} GB/s ({}); {:.1} us an empty dispatch",
+        ceilings.gflops, ceilings.compute, ceilings.gbytes_per_s, ceilings.bandwidth, ceilings.dispatch_us
+    ));
+    total.roof = Some(ceilings.as_roof());
     if json {
         println!("{}", total.json_lines());
     } else {
@@ -73,16 +80,6 @@ pub fn run(
         log(format!("trace written to {}", path.display()));
     }
     if let Some(path) = roofline {
-        log("measuring the device's ceilings (one warm-up run, then the fastest of 5 runs each)".into());
-        let ceilings = pollster::block_on(measure_ceilings(&gpu))?;
-        log(format!(
-            "compute ceiling: {:.2} GFLOP/s ({})",
-            ceilings.gflops, ceilings.matmul
-        ));
-        log(format!(
-            "bandwidth ceiling: {:.2} GB/s ({})",
-            ceilings.gbytes_per_s, ceilings.copy
-        ));
         log(format!(
             "ridge point: {:.2} FLOP/byte (ops of lower intensity are bandwidth bound at best)",
             ceilings.ridge()

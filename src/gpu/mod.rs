@@ -21,7 +21,7 @@ pub use pacing::{Pacing, Parts};
 pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
-pub use cost::Cost;
+pub use cost::{Cost, Roof};
 pub use profiler::{OpRow, Profile, Profiler, Record, Timing};
 pub use report::DeviceReport;
 #[cfg(not(target_arch = "wasm32"))]

@@ -1,7 +1,7 @@
 //! Per-dispatch profiler: device timestamps before and after every dispatch (inside a pass,
 //! or a pass per dispatch; without timestamps, a sync and the wall clock), summarised per op.
 
-use super::{Cost, Gpu, Kernel, Pacing};
+use super::{Cost, Gpu, Kernel, Pacing, Roof};
 use crate::{Error, Result};
 use futures_channel::oneshot;
 use serde::Serialize;
@@ -43,6 +43,8 @@ pub struct Profile {
     pub records: Vec<Record>,
     /// Wall time from start (idle device) to stop (idle device); None on the web.
     pub wall_ns: Option<f64>,
+    /// The device's roof, once measured: rows then say what bounds each op and how near it is.
+    pub roof: Option<Roof>,
 }
 
 /// One row of the op table: every dispatch of one (op, kernel) pair.
@@ -61,6 +63,14 @@ pub struct OpRow {
     pub flop_per_byte: Option<f64>,
     pub gflops: Option<f64>,
     pub gbps: Option<f64>,
+    /// With a roof: what bounds the op there ("FMA", "memory", "dispatch"), the least total
+    /// time that allows, and that time as a percentage of the measured one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of_bound_pct: Option<f64>,
 }
 
 /// Handle returned by [`Gpu::profiler`].
@@ -386,6 +396,7 @@ impl Recording {
             });
         }
         Ok(Profile {
+            roof: None,
             timing: self.timing,
             records: self.records,
             wall_ns,
@@ -460,6 +471,7 @@ impl Profile {
             .map(|((op, kernel), (calls, ns, flops, bytes))| {
                 let secs = ns * 1e-9;
                 let bytes = bytes as f64;
+                let bound = self.roof.map(|roof| roof.bound(flops, bytes, calls));
                 OpRow {
                     op: op.to_string(),
                     kernel: kernel.to_string(),
@@ -472,6 +484,9 @@ impl Profile {
                     flop_per_byte: (flops > 0.0 && bytes > 0.0).then(|| flops / bytes),
                     gflops: (flops > 0.0 && secs > 0.0).then(|| flops * 1e-9 / secs),
                     gbps: (bytes > 0.0 && secs > 0.0).then(|| bytes * 1e-9 / secs),
+                    bound: bound.map(|(_, what)| what),
+                    bound_ms: bound.map(|(s, _)| s * 1e3),
+                    of_bound_pct: bound.filter(|_| secs > 0.0).map(|(s, _)| 100.0 * s / secs),
                 }
             })
             .collect();
@@ -485,8 +500,13 @@ impl Profile {
         let op_w = rows.iter().map(|r| r.op.len()).chain([2]).max().unwrap_or(2);
         let kernel_w = rows.iter().map(|r| r.kernel.len()).chain([6]).max().unwrap_or(6);
         let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+        let roofed = self.roof.is_some();
+        let roof_head = match roofed {
+            true => format!(" {:>8} {:>9} {:>8}", "bound", "bound ms", "of bound"),
+            false => String::new(),
+        };
         let mut out = format!(
-            "{:<op_w$}  {:<kernel_w$} {:>6} {:>10} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7}\n",
+            "{:<op_w$}  {:<kernel_w$} {:>6} {:>10} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7}{roof_head}\n",
             "op",
             "kernel",
             "calls",
@@ -500,8 +520,17 @@ impl Profile {
             "GB/s"
         );
         for r in &rows {
+            let roof_cells = match roofed {
+                true => format!(
+                    " {:>8} {:>9} {:>7}%",
+                    r.bound.unwrap_or("-"),
+                    opt(r.bound_ms, 3),
+                    opt(r.of_bound_pct, 1)
+                ),
+                false => String::new(),
+            };
             out += &format!(
-                "{:<op_w$}  {:<kernel_w$} {:>6} {:>10.3} {:>9.4} {:>7.1}% {:>8} {:>8} {:>7} {:>8} {:>7}\n",
+                "{:<op_w$}  {:<kernel_w$} {:>6} {:>10.3} {:>9.4} {:>7.1}% {:>8} {:>8} {:>7} {:>8} {:>7}{roof_cells}\n",
                 r.op,
                 r.kernel,
                 r.calls,
@@ -513,6 +542,15 @@ impl Profile {
                 opt(r.flop_per_byte, 1),
                 opt(r.gflops, 2),
                 opt(r.gbps, 2),
+            );
+        }
+        if let Some(roof) = &self.roof {
+            out += &format!(
+                "bound: the least time the device's roof allows ({:.1} GFLOP/s of f32 FMAs, {:.2} GB/s of \
+                 storage reads, {:.1} us a dispatch; wgdiff bench mac), the largest of the three; of bound: \
+                 that time as a share of the measured one (over 100%: the op moved its bytes, reads and \
+                 writes counted together, faster than the probe reads them; the probe times reads only)\n",
+                roof.gflops, roof.gbytes_per_s, roof.dispatch_us
             );
         }
         out += match self.timing {

@@ -301,9 +301,14 @@ fn the_mac_probes_compute_what_the_cpu_computes() {
     let seed: [u32; 64] = std::array::from_fn(|_| r.random());
     let iterations = r.random_range(1..6u32);
     let rounds = 8 * iterations;
-    for (variant, entry) in wgdiff::bench::mac::VARIANTS {
-        let sums =
-            pollster::block_on(wgdiff::bench::mac::probe_sums(gpu(), entry, &seed, iterations)).unwrap();
+    for (variant, entry) in wgdiff::roofline::mac_probe::VARIANTS {
+        let sums = pollster::block_on(wgdiff::roofline::mac_probe::probe_sums(
+            gpu(),
+            entry,
+            &seed,
+            iterations,
+        ))
+        .unwrap();
         let got: Vec<f64> = sums
             .iter()
             .map(|&bits| match entry {

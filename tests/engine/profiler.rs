@@ -1,11 +1,14 @@
 //! The per-dispatch profiler: one record per dispatch with op names, kernel labels and
 //! positive durations; nothing while off; pass timing (a browser's) and the CPU-timing
-//! fallback; the report's sums; the library's profiled training and sampling steps, roofline
-//! points and measured ceilings.
+//! fallback; the report's sums and each op against a roof; the library's profiled training and
+//! sampling steps, roofline points, the roof's memory probes and measured ceilings.
 
-use wgdiff::gpu::{KernelSpec, Profile, Record, Timing};
+use crate::common::{gpu, rng};
+use rand::Rng;
+use wgdiff::gpu::{KernelSpec, Profile, Record, Roof, Timing};
 use wgdiff::models::preset;
 use wgdiff::profile::{profile_sampling_step, profile_training_step, ModelSetup, Workload};
+use wgdiff::roofline::memory_probe::{probe_sums, Work};
 use wgdiff::roofline::{measure_ceilings, plot_png, roofline_points};
 use wgdiff::{shader, AdapterChoice, DType, Gpu, Tensor};
 
@@ -134,6 +137,7 @@ fn rows_sum_calls_and_shares() {
             record("matmul", 1e6, 2e6, 1000),
         ],
         wall_ns: Some(6e6),
+        roof: None,
     };
     let rows = profile.rows();
     assert_eq!(rows.len(), 2);
@@ -148,7 +152,118 @@ fn rows_sum_calls_and_shares() {
     for line in profile.json_lines().lines() {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(row.get("gflops").is_some() && row.get("share_pct").is_none());
+        assert!(row.get("bound").is_none(), "no roof, no bound: {row}");
     }
+    assert!(!profile.table().contains("of bound"));
+
+    // Against a roof of 4 GFLOP/s, 1 GB/s and 100 us a dispatch: the matmuls' 8 MFLOP take at
+    // least 2 ms (their 4 KB 4 us, their 2 dispatches 200 us), the add's 1 KB and 1 dispatch
+    // 100 us.
+    let roofed = Profile {
+        roof: Some(Roof {
+            gflops: 4.0,
+            gbytes_per_s: 1.0,
+            dispatch_us: 100.0,
+        }),
+        ..profile.clone()
+    };
+    let rows = roofed.rows();
+    assert_eq!(rows[0].bound, Some("FMA"));
+    assert!((rows[0].bound_ms.unwrap() - 2.0).abs() < 1e-9, "{:?}", rows[0]);
+    assert!(
+        (rows[0].of_bound_pct.unwrap() - 50.0).abs() < 1e-9,
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(rows[1].bound, Some("dispatch"));
+    assert!(
+        (rows[1].of_bound_pct.unwrap() - 10.0).abs() < 1e-9,
+        "{:?}",
+        rows[1]
+    );
+    let memory_bound = Roof {
+        gbytes_per_s: 1e-6,
+        ..roofed.roof.unwrap()
+    };
+    assert_eq!(memory_bound.bound(6e6, 3000.0, 1).1, "memory");
+    let table = roofed.table();
+    assert!(
+        table.contains("of bound") && table.contains("FMA") && table.contains("50.0%"),
+        "{table}"
+    );
+    for line in roofed.json_lines().lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(row["of_bound_pct"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}
+
+/// The sum invocation `i` of the memory probe `entry` stores (shaders/memory_probe.wgsl,
+/// gather_probe.wgsl), in plain Rust: `data` holds vec4s (4 f32s each) except for the gather.
+fn memory_probe_reference(entry: &str, data: &[f32], i: usize, rounds: usize, stride: usize) -> f32 {
+    let reads = 8 * rounds;
+    match entry {
+        "read_vec4" => {
+            let mask = data.len() / 4 - 1;
+            (0..reads)
+                .map(|s| (s * stride + i) & mask)
+                .map(|e| data[4 * e..4 * e + 4].iter().sum::<f32>())
+                .sum()
+        }
+        "read_gather" => {
+            let mask = data.len() - 1;
+            (0..reads)
+                .flat_map(|s| (0..16).map(move |q| (i * 16 + s * stride + q) & mask))
+                .map(|e| data[e])
+                .sum()
+        }
+        "read_workgroup" => {
+            let mask = data.len() / 4 - 1;
+            let tile_base = (i / 64) * 1024;
+            (0..reads)
+                .map(|s| (tile_base + ((i % 64 + s * 64) & 1023)) & mask)
+                .map(|e| data[4 * e..4 * e + 4].iter().sum::<f32>())
+                .sum()
+        }
+        other => panic!("no memory probe {other}"),
+    }
+}
+
+#[test]
+fn the_memory_probes_read_what_the_cpu_reads() {
+    let mut r = rng();
+    // Small integers, so every sum is exact in f32 whatever its order.
+    let data: Vec<f32> = (0..4096).map(|_| r.random_range(0..8u32) as f32).collect();
+    for entry in ["read_vec4", "read_gather", "read_workgroup"] {
+        let rounds = r.random_range(1..4usize);
+        let stride = r.random_range(1..200usize);
+        let workgroups = 2;
+        let sums = pollster::block_on(probe_sums(
+            gpu(),
+            entry,
+            &data,
+            rounds as u32,
+            stride as u32,
+            workgroups,
+        ))
+        .unwrap();
+        let want: Vec<f32> = (0..64 * workgroups as usize)
+            .map(|i| memory_probe_reference(entry, &data, i, rounds, stride))
+            .collect();
+        assert_eq!(sums, want, "{entry}: {rounds} rounds, stride {stride}");
+    }
+}
+
+#[test]
+fn every_memory_probe_runs_and_counts_its_work() {
+    let gpu = gpu();
+    for probe in wgdiff::roofline::memory_probe::probes(gpu).unwrap() {
+        probe.dispatch(gpu);
+        match probe.work {
+            Work::Bytes(b) => assert!(b >= (1 << 20) as f64, "{}: {b} bytes", probe.variant),
+            Work::Each(n) => assert!(n >= 1.0, "{}: {n}", probe.variant),
+        }
+    }
+    gpu.sync().unwrap();
 }
 
 #[test]
@@ -218,11 +333,11 @@ fn roofline_points_and_measured_ceilings() {
     assert!(shares > 0.5 && shares <= 1.0 + 1e-9, "shares sum to {shares}");
 
     let ceilings = pollster::block_on(measure_ceilings(&gpu)).unwrap();
-    for v in [ceilings.gflops, ceilings.gbytes_per_s] {
+    for v in [ceilings.gflops, ceilings.gbytes_per_s, ceilings.dispatch_us] {
         assert!(v.is_finite() && v > 0.0, "{ceilings:?}");
     }
     assert!(
-        ceilings.matmul.contains("matmul") && ceilings.copy.contains("f32"),
+        ceilings.compute.contains("fma-f32") && ceilings.bandwidth.contains("vec4"),
         "{ceilings:?}"
     );
 

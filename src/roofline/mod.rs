@@ -1,24 +1,29 @@
-//! The roofline model of a profiled step: the device's measured compute and bandwidth
-//! ceilings, one point per op (FLOP/byte against achieved GFLOP/s), and a log-log PNG plot.
+//! The roofline model of a profiled step: the device's ceilings measured by the roof's probes
+//! (`mac_probe`, `memory_probe`), one point per op (FLOP/byte against GFLOP/s), a log-log PNG.
 
-use crate::gpu::Profile;
-use crate::ops::matmul::matmul_flops;
-use crate::ops::random::Rng;
-use crate::ops::MatmulKernel;
-use crate::{DType, Error, Gpu, Result};
+pub mod mac_probe;
+pub mod memory_probe;
+
+use crate::gpu::{Profile, Roof};
+use crate::{Error, Gpu, Result};
+use memory_probe::Work;
 use serde::Serialize;
 
-/// The device's ceilings, measured with the engine's own kernels.
+/// The device's ceilings: `wgdiff bench mac`'s probes, not the engine's kernels, so that an op's
+/// place under them says how much of the hardware it uses.
 #[derive(Clone, Debug, Serialize)]
 pub struct Ceilings {
-    /// Compute ceiling: f32 GFLOP/s of the best matmul kernel on a large square matmul.
+    /// Compute ceiling: GFLOP/s of f32 FMAs from registers (the fma-f32 probe).
     pub gflops: f64,
-    /// The kernel and shape the compute ceiling was measured on.
-    pub matmul: String,
-    /// Bandwidth ceiling: GB/s (bytes read + written) of an elementwise map over a large buffer.
+    /// What the compute ceiling was measured on.
+    pub compute: String,
+    /// Bandwidth ceiling: GB/s of lane-contiguous vec4 storage reads, the faster of the
+    /// streamed (64 MiB) and the cached (256 KiB) probe.
     pub gbytes_per_s: f64,
-    /// The kernel and size the bandwidth ceiling was measured on.
-    pub copy: String,
+    /// What the bandwidth ceiling was measured on.
+    pub bandwidth: String,
+    /// Microseconds of an empty dispatch (256 in one submit).
+    pub dispatch_us: f64,
 }
 
 impl Ceilings {
@@ -31,42 +36,49 @@ impl Ceilings {
     pub fn roof(&self, intensity: f64) -> f64 {
         self.gflops.min(intensity * self.gbytes_per_s)
     }
+
+    /// The ceilings as the profiler's [`Roof`], which bounds each op's time.
+    pub fn as_roof(&self) -> Roof {
+        Roof {
+            gflops: self.gflops,
+            gbytes_per_s: self.gbytes_per_s,
+            dispatch_us: self.dispatch_us,
+        }
+    }
 }
 
-/// Side of the square matmul the compute ceiling is measured on.
-const MATMUL_SIZE: usize = 1024;
-/// f32 elements of the bandwidth measurement (64 MiB in, 64 MiB out: past CPU caches).
-const COPY_ELEMENTS: usize = 16 << 20;
 /// Timed runs per ceiling (after one warm-up run); the fastest counts.
 const RUNS: usize = 5;
 
-/// Measures the compute ceiling (the blocked f32 matmul, autotuned as `wgdiff bench matmul`
-/// runs it, on 1024x1024x1024) and the bandwidth ceiling (the elementwise map `y = 2x` on
-/// 16M f32, bytes = read + written): one warm-up run, then the fastest of 5 runs each, timed
-/// by the wall clock around [`Gpu::finish`].
+/// Measures the ceilings with `bench mac`'s probes: the fma-f32 probe, the streamed and the cached
+/// vec4 reads, and the empty dispatch, each the fastest of 5 runs after a warm-up run, timed by
+/// the wall clock around [`Gpu::finish`].
 pub async fn measure_ceilings(gpu: &Gpu) -> Result<Ceilings> {
-    let mut rng = Rng::new(7);
-    let n = MATMUL_SIZE;
-    let a = rng.normal(gpu, &[n, n], 0.0, 1.0, DType::F32)?;
-    let b = rng.normal(gpu, &[n, n], 0.0, 1.0, DType::F32)?;
-    let matmul_ns = fastest_ns(gpu, &|| {
-        a.matmul_with(&b, false, false, MatmulKernel::Blocked).map(drop)
-    })
-    .await?;
-    drop((a, b));
-    let elements = COPY_ELEMENTS.min((gpu.max_binding_bytes() / 4) as usize);
-    let x = rng.uniform(gpu, &[elements], -1.0, 1.0, DType::F32)?;
-    let copy_ns = fastest_ns(gpu, &|| x.mul_scalar(2.0).map(drop)).await?;
-    let mib = (elements * 4) as f64 / (1u64 << 20) as f64;
-    let count = match elements % (1 << 20) {
-        0 => format!("{}M", elements >> 20),
-        _ => elements.to_string(),
+    let fma = mac_probe::Probe::timed(gpu, mac_probe::VARIANTS[0].1)?;
+    let fma_ns = fastest_ns(gpu, &|| fma.run(gpu)).await?;
+    let mut reads = Vec::new();
+    for variant in ["read-vec4", "read-vec4-cached"] {
+        let probe = memory_probe::probe(gpu, variant)?;
+        let ns = fastest_ns(gpu, &|| probe.dispatch(gpu)).await?;
+        if let Work::Bytes(bytes) = probe.work {
+            reads.push((bytes / ns, format!("{variant}: {}", probe.shape)));
+        }
+    }
+    let (gbytes_per_s, bandwidth) = reads
+        .into_iter()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .expect("two read probes");
+    let dispatch = memory_probe::probe(gpu, "dispatch")?;
+    let dispatch_ns = fastest_ns(gpu, &|| dispatch.dispatch(gpu)).await?;
+    let Work::Each(dispatches) = dispatch.work else {
+        unreachable!("the dispatch probe counts dispatches")
     };
     Ok(Ceilings {
-        gflops: matmul_flops(1, n, n, n) / matmul_ns,
-        matmul: format!("matmul_blocked f32 {n}x{n}x{n}"),
-        gbytes_per_s: (2 * elements * 4) as f64 / copy_ns,
-        copy: format!("elementwise y = 2x on {count} f32, {mib:.0} MiB read + {mib:.0} MiB written"),
+        gflops: 2.0 * mac_probe::products_per_run() / fma_ns,
+        compute: "fma-f32 probe: f32 FMAs from registers".into(),
+        gbytes_per_s,
+        bandwidth: format!("lane-contiguous vec4 reads ({bandwidth})"),
+        dispatch_us: dispatch_ns * 1e-3 / dispatches,
     })
 }
 
@@ -74,13 +86,13 @@ pub async fn measure_ceilings(gpu: &Gpu) -> Result<Ceilings> {
 /// wall clock with the device idle before and after each run. Each run lasts milliseconds, so
 /// the wait's overhead (tens of microseconds) hardly counts; device timestamps of a lone
 /// dispatch proved unreliable while another thread (the app's UI) submits to the same queue.
-async fn fastest_ns(gpu: &Gpu, run: &dyn Fn() -> Result<()>) -> Result<f64> {
-    run()?;
+async fn fastest_ns(gpu: &Gpu, run: &dyn Fn()) -> Result<f64> {
+    run();
     gpu.finish().await?;
     let mut best = f64::INFINITY;
     for _ in 0..RUNS {
         let start = web_time::Instant::now();
-        run()?;
+        run();
         gpu.finish().await?;
         best = best.min(start.elapsed().as_nanos() as f64);
     }
@@ -209,7 +221,7 @@ mod plot {
                 .label(format!(
                     "bandwidth {} GB/s ({})",
                     short(ceilings.gbytes_per_s),
-                    ceilings.copy
+                    ceilings.bandwidth
                 ))
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MEMORY.stroke_width(3)));
             chart
@@ -221,7 +233,7 @@ mod plot {
                 .label(format!(
                     "compute {} GFLOP/s ({})",
                     short(ceilings.gflops),
-                    ceilings.matmul
+                    ceilings.compute
                 ))
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COMPUTE.stroke_width(3)));
             chart
