@@ -4,17 +4,20 @@
 use super::{run_interleaved, Case, Measurement};
 use crate::roofline::mac_probe::{products_per_run, run_shape, Probe, VARIANTS};
 use crate::roofline::memory_probe::{self, Work};
+use crate::roofline::texel_probe;
 use crate::{Gpu, Result};
 
 /// Times every probe `reps` times after `warmup` runs, interleaved: the multiply-accumulate
 /// probes first (a row's GFLOP/s counts a product as two operations whatever its type), then
-/// the memory probes (GB/s read, or microseconds per dispatch or submit).
+/// the memory probes (GB/s read, or microseconds per dispatch or submit), then the texel and
+/// uniform reads.
 pub fn run(gpu: &Gpu, warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
     let probes = VARIANTS
         .iter()
         .map(|&(variant, entry)| Ok((variant, Probe::timed(gpu, entry)?)))
         .collect::<Result<Vec<_>>>()?;
     let memory_probes = memory_probe::probes(gpu)?;
+    let texel_probes = texel_probe::probes(gpu)?;
     let mut cases: Vec<Case> = probes
         .iter()
         .map(|(variant, probe)| Case {
@@ -29,20 +32,16 @@ pub fn run(gpu: &Gpu, warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
             }),
         })
         .collect();
-    cases.extend(memory_probes.iter().map(|probe| Case {
-        variant: probe.variant.to_string(),
-        shape: probe.shape.clone(),
-        pass: None,
-        flops: 0.0,
-        bytes: match probe.work {
-            Work::Bytes(b) => b,
-            Work::Each(_) => 0.0,
-        },
-        run: Box::new(move || {
-            probe.dispatch(gpu);
-            Ok(())
-        }),
-    }));
+    cases.extend(
+        memory_probes
+            .iter()
+            .map(|p| probe_case(p.variant, &p.shape, p.work, move || p.dispatch(gpu))),
+    );
+    cases.extend(
+        texel_probes
+            .iter()
+            .map(|p| probe_case(p.variant, &p.shape, p.work, move || p.dispatch(gpu))),
+    );
     let mut rows = run_interleaved(gpu, "mac", &cases, warmup, reps)?;
     for (row, probe) in rows[VARIANTS.len()..].iter_mut().zip(&memory_probes) {
         if let Work::Each(count) = probe.work {
@@ -50,6 +49,24 @@ pub fn run(gpu: &Gpu, warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
         }
     }
     Ok(rows)
+}
+
+/// A memory or texel probe's case: its bytes read, or none counted (dispatches, submits).
+fn probe_case<'a>(variant: &str, shape: &str, work: Work, run: impl Fn() + 'a) -> Case<'a> {
+    Case {
+        variant: variant.to_string(),
+        shape: shape.to_string(),
+        pass: None,
+        flops: 0.0,
+        bytes: match work {
+            Work::Bytes(b) => b,
+            Work::Each(_) => 0.0,
+        },
+        run: Box::new(move || {
+            run();
+            Ok(())
+        }),
+    }
 }
 
 /// What the rows of [`run`] say of the adapter, a line each: the integer probes against

@@ -3,6 +3,7 @@
 
 pub mod mac_probe;
 pub mod memory_probe;
+pub mod texel_probe;
 
 use crate::gpu::{Profile, Roof};
 use crate::{Error, Gpu, Result};

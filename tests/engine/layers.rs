@@ -458,31 +458,46 @@ fn a_circle_is_found_and_named() {
     );
 }
 
-#[test]
-fn the_layer_table_in_architecture_md_is_the_one_the_test_checks() {
+/// The rows of the table under `heading` in ARCHITECTURE.md (up to the next heading), each
+/// row's cells trimmed, without the separator and the header row (first cell `first`).
+fn architecture_table(heading: &str, first: &str) -> Vec<Vec<String>> {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
     let section = doc
-        .split("\n## Layers")
+        .split(&format!("\n{heading}\n"))
         .nth(1)
-        .expect("ARCHITECTURE.md has a `## Layers` section");
-    let section = section.split("\n## ").next().unwrap();
-    let section = section.split("\n### ").next().unwrap();
-    // rows `| floor | modules | why |`, listed bottom to top
-    let rows: Vec<(String, Vec<String>)> = section
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has a `{heading}` section"));
+    let section = section.split("\n#").next().unwrap();
+    section
         .lines()
         .filter(|line| line.starts_with('|'))
-        .map(|line| line.split('|').map(str::trim).collect::<Vec<_>>())
-        .filter(|cells| cells.len() > 3 && !cells[1].starts_with('-') && cells[1] != "floor")
-        .map(|cells| {
-            let mut modules: Vec<String> = cells[2]
-                .split('`')
-                .skip(1)
-                .step_by(2)
-                .map(|m| m.trim_end_matches('/').to_string())
-                .collect();
-            modules.sort();
-            (cells[1].to_string(), modules)
+        .map(|line| {
+            line.split('|')
+                .map(|cell| cell.trim().to_string())
+                .collect::<Vec<_>>()
         })
+        .map(|cells| cells[1..cells.len() - 1].to_vec())
+        .filter(|cells| !cells[0].starts_with('-') && cells[0] != first)
+        .collect()
+}
+
+/// The `code` spans of a table cell (a trailing `/` dropped), sorted.
+fn code_spans(cell: &str) -> Vec<String> {
+    let mut spans: Vec<String> = cell
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|m| m.trim_end_matches('/').to_string())
+        .collect();
+    spans.sort();
+    spans
+}
+
+#[test]
+fn the_layer_table_in_architecture_md_is_the_one_the_test_checks() {
+    // rows `| floor | modules | why |`, listed bottom to top
+    let rows: Vec<(String, Vec<String>)> = architecture_table("## Layers", "floor")
+        .iter()
+        .map(|cells| (cells[0].clone(), code_spans(&cells[1])))
         .collect();
     let expected: Vec<(String, Vec<String>)> = FLOORS
         .iter()
@@ -503,23 +518,10 @@ fn paths_are_read_from_use_lines_and_inline_paths() {
 
 #[test]
 fn the_folder_table_in_architecture_md_is_the_one_the_test_checks() {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
-    let section = doc
-        .split("\n### Inside a folder")
-        .nth(1)
-        .expect("ARCHITECTURE.md has an `### Inside a folder` section");
-    let section = section.split("\n#").next().unwrap();
     // rows `| folder | floor | files | why |`, each folder's listed bottom to top
-    let rows: Vec<(String, String, Vec<String>)> = section
-        .lines()
-        .filter(|line| line.starts_with('|'))
-        .map(|line| line.split('|').map(str::trim).collect::<Vec<_>>())
-        .filter(|cells| cells.len() > 4 && !cells[1].starts_with('-') && cells[1] != "folder")
-        .map(|cells| {
-            let mut files: Vec<String> = cells[3].split('`').skip(1).step_by(2).map(String::from).collect();
-            files.sort();
-            (cells[1].to_string(), cells[2].to_string(), files)
-        })
+    let rows: Vec<(String, String, Vec<String>)> = architecture_table("### Inside a folder", "folder")
+        .iter()
+        .map(|cells| (cells[0].clone(), cells[1].clone(), code_spans(&cells[2])))
         .collect();
     let expected: Vec<(String, String, Vec<String>)> = FOLDER_FLOORS
         .iter()

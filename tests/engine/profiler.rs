@@ -254,6 +254,35 @@ fn the_memory_probes_read_what_the_cpu_reads() {
 }
 
 #[test]
+fn the_texel_and_uniform_probes_read_what_the_cpu_reads() {
+    use wgdiff::roofline::texel_probe::{self, ELEMENTS};
+    let mut r = rng();
+    let data: Vec<f32> = (0..4 * ELEMENTS)
+        .map(|_| r.random_range(0..8u32) as f32)
+        .collect();
+    for (variant, _) in texel_probe::VARIANTS {
+        let rounds = r.random_range(1..4usize);
+        let stride = r.random_range(1..300usize);
+        let sums = pollster::block_on(texel_probe::probe_sums(
+            gpu(),
+            variant,
+            &data,
+            rounds as u32,
+            stride as u32,
+            2,
+        ))
+        .unwrap();
+        // The pattern of read_vec4 over the same vec4s.
+        let want: Vec<f32> = (0..128)
+            .map(|i| memory_probe_reference("read_vec4", &data, i, rounds, stride))
+            .collect();
+        assert_eq!(sums, want, "{variant}: {rounds} rounds, stride {stride}");
+    }
+    let short = pollster::block_on(texel_probe::probe_sums(gpu(), "read-texel", &data[..64], 1, 1, 1));
+    assert!(short.unwrap_err().to_string().contains("4096 vec4s"));
+}
+
+#[test]
 fn every_memory_probe_runs_and_counts_its_work() {
     let gpu = gpu();
     for probe in wgdiff::roofline::memory_probe::probes(gpu).unwrap() {
@@ -262,6 +291,14 @@ fn every_memory_probe_runs_and_counts_its_work() {
             Work::Bytes(b) => assert!(b >= (1 << 20) as f64, "{}: {b} bytes", probe.variant),
             Work::Each(n) => assert!(n >= 1.0, "{}: {n}", probe.variant),
         }
+    }
+    for probe in wgdiff::roofline::texel_probe::probes(gpu).unwrap() {
+        probe.dispatch(gpu);
+        assert!(
+            matches!(probe.work, Work::Bytes(b) if b >= (1 << 20) as f64),
+            "{}",
+            probe.variant
+        );
     }
     gpu.sync().unwrap();
 }

@@ -85,6 +85,17 @@ impl ConvGeometry {
     pub fn pixels(&self) -> usize {
         self.oh * self.ow
     }
+    /// The same conv on its input zero-padded by `opts.padding` (the padding then 0): what the
+    /// tiled forward runs after padding the input.
+    pub fn on_padded_input(&self) -> Result<ConvGeometry> {
+        let (ph, pw) = self.opts.padding;
+        let padded = [self.n, self.cin, self.h + 2 * ph, self.w + 2 * pw];
+        let opts = ConvOptions {
+            padding: (0, 0),
+            ..self.opts
+        };
+        ConvGeometry::new(&padded, &self.weight_shape(), opts)
+    }
     pub fn input_shape(&self) -> [usize; 4] {
         [self.n, self.cin, self.h, self.w]
     }

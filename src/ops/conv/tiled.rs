@@ -14,13 +14,10 @@ use crate::{shader, DType, Result, Tensor};
 /// the implicit-GEMM kernels then gather without bounds checks.
 pub(super) fn padded_input(x: &Tensor, geo: &ConvGeometry) -> Result<(Tensor, ConvGeometry)> {
     let (ph, pw) = geo.opts.padding;
-    let x = x.pad(&[(0, 0), (0, 0), (ph, ph), (pw, pw)])?;
-    let opts = ConvOptions {
-        padding: (0, 0),
-        ..geo.opts
-    };
-    let geo = ConvGeometry::new(x.shape(), &geo.weight_shape(), opts)?;
-    Ok((x, geo))
+    Ok((
+        x.pad(&[(0, 0), (0, 0), (ph, ph), (pw, pw)])?,
+        geo.on_padded_input()?,
+    ))
 }
 
 /// Pins the tile the tiled forward of float weights uses for input shape `x` and weight
@@ -33,22 +30,7 @@ pub fn pin_conv_tile(
     dtype: DType,
     tile: BlockShape,
 ) -> Result<()> {
-    let &[n, c, h, wd] = x else {
-        return Err(crate::Error::shape(
-            "pin_conv_tile",
-            format!("the input shape {x:?} must be [N, C, H, W]"),
-        ));
-    };
-    let (ph, pw) = opts.padding;
-    let padded = [n, c, h + 2 * ph, wd + 2 * pw];
-    let geo = ConvGeometry::new(
-        &padded,
-        w,
-        ConvOptions {
-            padding: (0, 0),
-            ..opts
-        },
-    )?;
+    let geo = ConvGeometry::new(x, w, opts)?.on_padded_input()?;
     if !BlockShape::candidates(gpu, geo.cout_g(), geo.n * geo.pixels()).contains(&tile) {
         return Err(crate::Error::shape(
             "pin_conv_tile",
