@@ -131,9 +131,10 @@ pub enum BenchCommand {
     /// dot4I8Packed on int8 x int8 (int8 arithmetic can only make a kernel faster where dot4-i8
     /// beats fma-f32); then what bounds a kernel besides its FMAs: storage-buffer reads
     /// (lane-contiguous vec4s streamed from 64 MiB and from a cached 256 KiB, and the
-    /// implicit-GEMM conv's gather of f32s), workgroup-memory reads, and the cost of an empty
-    /// dispatch and of a submit. The lines under the table say how many f32 products per f32
-    /// read a kernel needs before FMAs, not loads, bound it
+    /// implicit-GEMM conv's gather of f32s), workgroup-memory reads, the cost of an empty
+    /// dispatch and of a submit, and reads the engine's kernels do not make yet (rgba32float
+    /// texels, a 64 KiB uniform array). The lines under the table say how many f32 products per
+    /// f32 read a kernel needs before FMAs, not loads, bound it
     Mac {
         /// Timed repetitions per probe (the median is reported)
         #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
