@@ -7,7 +7,11 @@
 // one word per 4 products (the packed-weight kernels' register dequantisation without reuse).
 // `dot4_i8`: dot4I8Packed of two int8 words, what int8 activations times int8 weights would
 // run. The integer operand changes every round (xor with the round's number) so that no sum can be
-// computed ahead; float FMAs cannot be reassociated, so theirs may stay fixed.
+// computed ahead. In `fma_f32` each accumulator is the multiplicand, `acc = acc * a + b`, so every
+// FMA needs the one before it: with a fixed product added (`acc = a * b + acc`), Mesa 25's lavapipe
+// folded the repeated additions and the probe read 363-381 GFLOP/s on 2 vCPUs whose AVX2 FMAs can
+// do ~180 (BENCHMARKS.md, "Mesa 25's lavapipe"). |a| <= 1/2 and b in [1/4, 3/4] keep every
+// accumulator between b / (1 + |a|) and b / (1 - |a|): no overflow, no denormals.
 struct Params { rounds: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> seed: array<u32>;
@@ -16,12 +20,12 @@ struct Params { rounds: u32 }
 @compute @workgroup_size(64)
 fn fma_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
     let s = seed[gid.x % 64u];
-    let a = unpack4x8snorm(s);
-    #for j in 0..8: let b{j} = unpack4x8snorm(s ^ ({j}u * 0x01010101u));
+    let a = 0.5 * unpack4x8snorm(s);
+    #for j in 0..8: let b{j} = 0.5 + 0.25 * unpack4x8snorm(s ^ ({j}u * 0x01010101u));
     #for j in 0..8: var acc{j} = vec4<f32>(0.0);
     for (var i = 0u; i < p.rounds; i++) {
         #for u in 0..8 {
-        #for j in 0..8: acc{j} = fma(a, b{j}, acc{j});
+        #for j in 0..8: acc{j} = fma(acc{j}, a, b{j});
         #end
     }
     let total = acc0 + acc1 + acc2 + acc3 + acc4 + acc5 + acc6 + acc7;

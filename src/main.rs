@@ -96,7 +96,8 @@ enum Command {
         /// Images per step of the unet and sample workloads [default: 64 for unet, 16 for sample]
         #[arg(long)]
         batch: Option<usize>,
-        /// Profiled steps (after one unprofiled warm-up step)
+        /// Profiled steps in the table (after a first step, profiled apart: what each kernel's
+        /// first use cost, where a driver compiles it)
         #[arg(long, default_value_t = 3, value_parser = commands::at_least_one)]
         steps: usize,
         /// Print one JSON object per op row instead of the table

@@ -220,13 +220,88 @@ async fn profile_steps(
     gpu.finish().await?;
     let mut profiles = Vec::with_capacity(steps);
     for _ in 0..steps {
-        gpu.profiler().start()?;
-        let ran = step();
-        // stop even when the step failed, so the profiler is off again
-        let profile = gpu.profiler().stop().await;
-        profiles.push(ran.and(profile)?);
+        profiles.push(profile_one(gpu, step).await?);
     }
     Ok(profiles)
+}
+
+/// One profiled run of `step`.
+async fn profile_one(gpu: &Gpu, step: &mut dyn FnMut() -> Result<()>) -> Result<Profile> {
+    gpu.profiler().start()?;
+    let ran = step();
+    // stop even when the step failed, so the profiler is off again
+    let profile = gpu.profiler().stop().await;
+    ran.and(profile)
+}
+
+/// The profiles of [`run`]: the first step, which pays for every kernel's first use, and the
+/// steps after it.
+pub struct Profiled {
+    pub first: Profile,
+    pub steps: Vec<Profile>,
+}
+
+/// What one kernel's first use cost beyond a later use: a driver that compiles a pipeline when
+/// it first runs (lavapipe: LLVM, at the first dispatch, not at pipeline creation) spends it
+/// there, inside the dispatch's timestamps.
+#[derive(Clone, Debug)]
+pub struct FirstUse {
+    pub kernel: String,
+    /// The first step's time in this kernel less a later step's (their mean), in seconds.
+    pub extra_s: f64,
+}
+
+impl Profiled {
+    /// Every kernel's first-use cost, the largest first.
+    pub fn first_use(&self) -> Vec<FirstUse> {
+        let per_kernel = |p: &Profile| {
+            let mut sums = std::collections::HashMap::<String, f64>::new();
+            for r in &p.records {
+                *sums.entry(r.kernel.clone()).or_default() += r.duration_ns * 1e-9;
+            }
+            sums
+        };
+        let later: Vec<_> = self.steps.iter().map(per_kernel).collect();
+        let mut rows: Vec<FirstUse> = per_kernel(&self.first)
+            .into_iter()
+            .map(|(kernel, first)| {
+                let mean = later
+                    .iter()
+                    .map(|l| l.get(&kernel).copied().unwrap_or(0.0))
+                    .sum::<f64>()
+                    / later.len().max(1) as f64;
+                FirstUse {
+                    kernel,
+                    extra_s: first - mean,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.extra_s.total_cmp(&a.extra_s));
+        rows
+    }
+
+    /// The first-use table `wgdiff profile` prints: the first step's wall time against a later
+    /// one's, and the `top` kernels whose first use cost most.
+    pub fn first_use_table(&self, top: usize) -> String {
+        let rows = self.first_use();
+        let wall = |p: &Profile| {
+            p.wall_ns
+                .map_or("?".to_string(), |ns| format!("{:.2} s", ns * 1e-9))
+        };
+        let mut out = format!(
+            "first step (kernels used for the first time): {}, a later step {}; first use beyond a later use, per kernel \
+             (a driver that compiles a kernel at its first dispatch, as lavapipe does, spends it here; Mesa's shader \
+             cache keeps the result for later processes):\n",
+            wall(&self.first),
+            self.steps.first().map_or("?".to_string(), wall),
+        );
+        for r in rows.iter().take(top) {
+            out += &format!("  {:>8.3} s  {}\n", r.extra_s, r.kernel);
+        }
+        let total: f64 = rows.iter().map(|r| r.extra_s.max(0.0)).sum();
+        out += &format!("  {total:>8.3} s  in all, over {} kernels", rows.len());
+        out
+    }
 }
 
 /// The single profile of a one-step run.
@@ -236,11 +311,20 @@ fn only(mut profiles: Vec<Profile>) -> Result<Profile> {
         .ok_or_else(|| Error::Profiler("no step was profiled".into()))
 }
 
-/// One warm-up step of `workload`, then `steps` (at least 1) steps, each profiled on its own.
-/// Returns every step's profile; `Profile::extend` merges them.
-pub async fn run(gpu: &Gpu, workload: Workload, model: &ModelSetup, steps: usize) -> Result<Vec<Profile>> {
+/// A first step of `workload`, then `steps` (at least 1) steps, each profiled on its own.
+/// `Profile::extend` merges the later steps' profiles.
+pub async fn run(gpu: &Gpu, workload: Workload, model: &ModelSetup, steps: usize) -> Result<Profiled> {
     let mut step = workload.prepare(gpu, model)?;
-    profile_steps(gpu, &mut *step, steps.max(1)).await
+    gpu.finish().await?;
+    let first = profile_one(gpu, &mut *step).await?;
+    let mut profiles = Vec::with_capacity(steps.max(1));
+    for _ in 0..steps.max(1) {
+        profiles.push(profile_one(gpu, &mut *step).await?);
+    }
+    Ok(Profiled {
+        first,
+        steps: profiles,
+    })
 }
 
 /// One warm-up and one profiled training step of `model` (built from seed 0) on `batch`

@@ -14,6 +14,10 @@ pub fn run(choice: AdapterChoice) -> Result<()> {
         println!("  - {adapter}  driver: {driver}");
     }
     println!("\nchosen: {}", report.chosen);
+    println!("driver: {} {}", gpu.info.driver, gpu.info.driver_info);
+    if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info) {
+        println!("{note}");
+    }
     println!("features used by wgdiff:");
     for (name, present) in &report.features {
         println!(

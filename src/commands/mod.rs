@@ -87,6 +87,9 @@ fn configure(gpu: &Gpu, choice: &AdapterChoice) {
     if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.clone().or_env()) {
         eprintln!("{warning}");
     }
+    if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info) {
+        eprintln!("{note}");
+    }
     if DETERMINISTIC.load(Ordering::Relaxed) {
         gpu.set_deterministic(true);
         return;
@@ -233,4 +236,15 @@ pub fn mnist_fid(
         }
     );
     Ok(fid)
+}
+
+/// One line on stderr: the pipelines this process created and the seconds they took (a
+/// driver compiles each kernel on its first use; `wgdiff profile` lists the slowest).
+pub fn report_pipeline_creation(gpu: &Gpu) {
+    let created = gpu.pipeline_creations();
+    let seconds: f64 = created.iter().map(|c| c.seconds).sum();
+    eprintln!(
+        "{} kernels compiled in {seconds:.1} s (`wgdiff profile sample` lists the slowest)",
+        created.len()
+    );
 }

@@ -5,12 +5,12 @@ use super::open_gpu;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
-use wgdiff::gpu::describe;
+use wgdiff::gpu::{describe, PipelineCreation};
 use wgdiff::profile::{ModelSetup, Workload};
 use wgdiff::roofline::{measure_ceilings, plot_png, roofline_points};
 use wgdiff::AdapterChoice;
 
-/// Profiles `steps` steps of `workload` (after one warm-up step), measures the device's roof
+/// Profiles a first step of `workload` (its kernels' first use) and `steps` more, measures the device's roof
 /// and shows every op against it; with `roofline`, also plots the ops under the roof.
 pub fn run(
     choice: AdapterChoice,
@@ -37,7 +37,7 @@ pub fn run(
     };
     log(format!("device: {}", describe(&gpu.info)));
     log(format!(
-        "workload: {} ({}), 1 warm-up step, {} profiled",
+        "workload: {} ({}), a first step and {} more, each profiled",
         workload.name(),
         if workload.uses_model() {
             format!(
@@ -51,11 +51,15 @@ pub fn run(
         },
         steps.max(1)
     ));
-    let profiles = pollster::block_on(wgdiff::profile::run(&gpu, workload, model, steps))?;
-    for (i, p) in profiles.iter().enumerate() {
+    let profiled = pollster::block_on(wgdiff::profile::run(&gpu, workload, model, steps))?;
+    log(format!("first step: {}", profiled.first.time_line()));
+    for (i, p) in profiled.steps.iter().enumerate() {
         log(format!("step {}: {}", i + 1, p.time_line()));
     }
-    let mut total = profiles
+    let first_use = profiled.first_use_table(12);
+    let mut total = profiled
+        .steps
+        .clone()
         .into_iter()
         .reduce(|mut all, p| {
             all.extend(p);
@@ -74,6 +78,9 @@ pub fn run(
     } else {
         print!("{}", total.table());
     }
+    // (with --json, stdout holds only the op rows; these tables go to stderr with the log)
+    log(PipelineCreation::table(&gpu.pipeline_creations(), 12));
+    log(first_use);
     if let (Some(mut file), Some(path)) = (trace_file, trace) {
         file.write_all(total.chrome_trace().as_bytes())
             .with_context(|| format!("cannot write the trace file {}", path.display()))?;

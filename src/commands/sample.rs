@@ -200,5 +200,6 @@ pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     if let Some(dir) = &args.frames {
         eprintln!("frames (x_t and predicted x_0 per step): {}", dir.display());
     }
+    super::report_pipeline_creation(gpu);
     Ok(())
 }

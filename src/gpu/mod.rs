@@ -18,7 +18,7 @@ pub use autotune::Autotuner;
 pub use devices::{open_devices, DeviceSet};
 pub use host::IN_BROWSER;
 pub use pacing::{Pacing, Parts};
-pub use pipelines::{expand_template, Kernel, KernelSpec, ShaderSource};
+pub use pipelines::{expand_template, Kernel, KernelSpec, PipelineCreation, ShaderSource};
 pub use pool::{size_class, BufferPool, PoolStats, PooledBuffer};
 
 pub use cost::{Cost, Roof};
@@ -26,7 +26,9 @@ pub use profiler::{OpRow, Profile, Profiler, Record, Timing};
 pub use report::DeviceReport;
 #[cfg(not(target_arch = "wasm32"))]
 pub use select::quiet_display_probes;
-pub use select::{describe, rank, slow_fallback_warning, AdapterChoice};
+pub use select::{
+    describe, lavapipe_mesa_version, old_lavapipe_note, rank, slow_fallback_warning, AdapterChoice,
+};
 
 use crate::{Error, Result};
 use batch::Batch;
@@ -293,6 +295,12 @@ impl Gpu {
     /// Number of compiled pipelines.
     pub fn pipeline_count(&self) -> usize {
         self.pipelines.len()
+    }
+
+    /// Every pipeline this device has created, in order, with the seconds each took (a fresh
+    /// machine pays them once per process; see [`PipelineCreation`]).
+    pub fn pipeline_creations(&self) -> Vec<PipelineCreation> {
+        self.pipelines.created()
     }
 
     /// Largest buffer one storage binding may cover.

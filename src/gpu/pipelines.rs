@@ -45,10 +45,41 @@ pub struct KernelSpec<'a> {
     pub outputs: usize,
 }
 
+/// One pipeline's creation: what `wgpu` took to compile it (on lavapipe, LLVM compiling the
+/// kernel; seconds for a large unrolled one), in the order they were created.
+#[derive(Clone, Debug)]
+pub struct PipelineCreation {
+    /// `shader::entry`, as the profiler names the kernel.
+    pub label: Arc<str>,
+    /// The template values it was built with (`{{NAME}}` = value).
+    pub defines: String,
+    pub seconds: f64,
+}
+
+impl PipelineCreation {
+    /// How many pipelines `created` holds, the seconds they took in all, and the `top` slowest
+    /// with their template values, one per line.
+    pub fn table(created: &[PipelineCreation], top: usize) -> String {
+        let total: f64 = created.iter().map(|c| c.seconds).sum();
+        let mut out = format!(
+            "pipelines created: {} in {total:.2} s (wgpu's pipeline creation, once per process; a driver may \
+             compile a kernel at its first dispatch instead, as lavapipe does)\n",
+            created.len()
+        );
+        let mut slowest: Vec<&PipelineCreation> = created.iter().collect();
+        slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        for c in slowest.iter().take(top) {
+            out += &format!("  {:>8.3} s  {}  {}\n", c.seconds, c.label, c.defines);
+        }
+        out.trim_end().to_string()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     kernels: Mutex<HashMap<String, Kernel>>,
     layouts: Mutex<HashMap<(usize, usize), Arc<wgpu::BindGroupLayout>>>,
+    created: Mutex<Vec<PipelineCreation>>,
 }
 
 /// Substitutes `{{NAME}}` placeholders and unrolls `#for` lines (a body may use derived
@@ -284,6 +315,7 @@ impl PipelineCache {
         if let Some(k) = self.kernels.lock().unwrap().get(&key) {
             return k.clone();
         }
+        let started = web_time::Instant::now();
         let wgsl = expand_template(spec.source.wgsl, spec.defines);
         let layout = self.bind_layout(device, spec.inputs, spec.outputs);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -310,12 +342,27 @@ impl PipelineCache {
             outputs: spec.outputs,
             label: format!("{}::{}", spec.source.name, spec.entry).into(),
         };
+        self.created.lock().unwrap().push(PipelineCreation {
+            label: kernel.label.clone(),
+            defines: spec
+                .defines
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            seconds: started.elapsed().as_secs_f64(),
+        });
         self.kernels.lock().unwrap().insert(key, kernel.clone());
         kernel
     }
 
     pub(crate) fn len(&self) -> usize {
         self.kernels.lock().unwrap().len()
+    }
+
+    /// Every pipeline created so far, in order (also those [`PipelineCache::retain`] dropped).
+    pub(crate) fn created(&self) -> Vec<PipelineCreation> {
+        self.created.lock().unwrap().clone()
     }
 
     /// The keys of the compiled pipelines.

@@ -175,3 +175,61 @@ pub fn slow_fallback_warning(info: &wgpu::AdapterInfo, choice: &AdapterChoice) -
         )
     })
 }
+
+/// The Mesa release of a lavapipe adapter's driver ("Mesa 25.0.7-2~bpo12+1 (LLVM 15.0.6)" ->
+/// (25, 0)); None for any other driver.
+pub fn lavapipe_mesa_version(info: &wgpu::AdapterInfo) -> Option<(u32, u32)> {
+    if info.backend != wgpu::Backend::Vulkan || info.driver != "llvmpipe" {
+        return None;
+    }
+    let version = info
+        .driver_info
+        .split_whitespace()
+        .skip_while(|w| *w != "Mesa")
+        .nth(1)?;
+    let mut parts = version.split(['.', '-']).map(str::parse::<u32>);
+    Some((parts.next()?.ok()?, parts.next()?.ok()?))
+}
+
+/// A note when the adapter is lavapipe from a Mesa older than 24: Mesa 25's runs the same
+/// kernels 2-3x faster (its storage loads 4-5x; BENCHMARKS.md, "Mesa 25's lavapipe"), and
+/// Debian 12, whose own is 22.3, has it in bookworm-backports.
+pub fn old_lavapipe_note(info: &wgpu::AdapterInfo) -> Option<String> {
+    let (major, minor) = lavapipe_mesa_version(info).filter(|(major, _)| *major < 24)?;
+    Some(format!(
+        "note: lavapipe from Mesa {major}.{minor}; Mesa 25's runs wgdiff's kernels 2-3x faster. On Debian 12: \
+         add the suite bookworm-backports to apt's sources, then `sudo apt-get install -t bookworm-backports \
+         mesa-vulkan-drivers` (the README's first section)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lavapipe(driver_info: &str) -> wgpu::AdapterInfo {
+        wgpu::AdapterInfo {
+            name: "llvmpipe (LLVM 15.0.6, 256 bits)".into(),
+            driver: "llvmpipe".into(),
+            driver_info: driver_info.into(),
+            ..wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan)
+        }
+    }
+
+    #[test]
+    fn lavapipe_mesa_releases_are_read_and_old_ones_get_a_note() {
+        let old = lavapipe("Mesa 22.3.6 (LLVM 15.0.6)");
+        assert_eq!(lavapipe_mesa_version(&old), Some((22, 3)));
+        assert!(old_lavapipe_note(&old).unwrap().contains("bookworm-backports"));
+        let new = lavapipe("Mesa 25.0.7-2~bpo12+1 (LLVM 15.0.6)");
+        assert_eq!(lavapipe_mesa_version(&new), Some((25, 0)));
+        assert_eq!(old_lavapipe_note(&new), None);
+        let gl = wgpu::AdapterInfo {
+            backend: wgpu::Backend::Gl,
+            driver: String::new(),
+            ..old.clone()
+        };
+        assert_eq!(lavapipe_mesa_version(&gl), None);
+        assert_eq!(lavapipe_mesa_version(&lavapipe("something else")), None);
+    }
+}

@@ -67,24 +67,18 @@ impl BlockShape {
         [("AR", ar.to_string()), ("AG", ag.to_string())]
     }
 
-    /// Tiles worth measuring for an `m x n` output. On CPU adapters (lavapipe) big register
-    /// tiles and 8 invocations win (16..32 rows x 16..32 columns per invocation measured
-    /// best at 1024^3); on GPUs the usual 4x4..8x4 per invocation with 64 invocations.
-    /// Tiles much wider or taller than the output are dropped. Where a workgroup of 8 is one
-    /// subgroup, each tile's `split_across` form replaces it.
+    /// Tiles worth measuring for an `m x n` output, the fixed rule's first
+    /// ([`Gpu::set_deterministic`]). On CPU adapters (lavapipe) register tiles of 256-512
+    /// outputs and 8 invocations: 32 rows x 8 columns, the first, ran fastest and compiled
+    /// fastest at 1024^3 and on the U-Net's 3x3 conv on Mesa 22.3 and 25.0; the 768- and
+    /// 1,024-output tiles of earlier rounds ran slower there and took 10-120 s each to compile
+    /// on Mesa 25, whose LLVM pass over a kernel's live values grows with their number
+    /// (BENCHMARKS.md, "Mesa 25's lavapipe"). On GPUs the usual 4x4..8x4 per invocation with
+    /// 64 invocations. Tiles much wider or taller than the output are dropped (the smallest
+    /// stays when none fits). Where a workgroup of 8 is one subgroup, each tile's
+    /// `split_across` form replaces it.
     pub fn candidates(gpu: &Gpu, m: usize, n: usize) -> Vec<BlockShape> {
-        let all: &[BlockShape] = if gpu.is_cpu() {
-            &[
-                Self::new(32, 8, 8),
-                Self::new(24, 8, 8),
-                Self::new(16, 8, 8),
-                Self::new(32, 4, 8),
-                Self::new(16, 4, 8),
-                Self::new(32, 2, 8),
-            ]
-        } else {
-            &[Self::new(4, 1, 64), Self::new(8, 1, 64), Self::new(4, 2, 32)]
-        };
+        let all = Self::all(gpu);
         let fits = |s: &&BlockShape| {
             (s.lanes * s.col4 * 4) as usize <= 2 * n.max(32) && s.rows as usize <= 2 * m.max(8)
         };
@@ -97,24 +91,19 @@ impl BlockShape {
             .map(|t| t.split_across(gpu).unwrap_or(*t))
             .collect();
         if kept.is_empty() {
-            vec![all
-                .last()
-                .unwrap()
-                .split_across(gpu)
-                .unwrap_or(*all.last().unwrap())]
+            let smallest = if gpu.is_cpu() { all[0] } else { all[all.len() - 1] };
+            vec![smallest.split_across(gpu).unwrap_or(smallest)]
         } else {
             kept
         }
     }
 
-    /// Tiles tried on CPU adapters (lavapipe).
-    pub const CPU_TILES: [BlockShape; 6] = [
-        BlockShape::new(32, 8, 8),
-        BlockShape::new(24, 8, 8),
-        BlockShape::new(16, 8, 8),
+    /// Tiles tried on CPU adapters (lavapipe), the fixed rule's first.
+    pub const CPU_TILES: [BlockShape; 4] = [
+        BlockShape::new(32, 2, 8),
         BlockShape::new(32, 4, 8),
         BlockShape::new(16, 4, 8),
-        BlockShape::new(32, 2, 8),
+        BlockShape::new(16, 8, 8),
     ];
     /// Tiles tried on GPUs.
     pub const GPU_TILES: [BlockShape; 3] = [
@@ -508,7 +497,7 @@ fn matmul_blocked_packed(
     let padded_n = weights.padded_k(n);
     let bias = bias.map(|b| b.pad_axis(0, 0, padded_n - n)).transpose()?;
     let dims = (1, m, padded_n, k.next_multiple_of(4));
-    // The largest tile that fits, untimed (see WeightOperand).
+    // The fixed rule's tile, untimed (see WeightOperand).
     let tile = BlockShape::candidates(gpu, m, padded_n)[0];
     let operands = (&a, weights, bias.as_ref().map(|b| (b, BiasAlong::Columns)));
     let out = Tensor::empty(gpu, &[m, padded_n], DType::F32)?;

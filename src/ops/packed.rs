@@ -28,8 +28,8 @@ pub struct PackedWeights {
 }
 
 /// The kernel's weight operand: float vec4s laid out as the kernel reads them, or packed
-/// integers (the template values of shaders/weights.wgsl). Packed weights run the largest
-/// tile that fits, untimed: timing every candidate compiles its unrolled kernel, and on
+/// integers (the template values of shaders/weights.wgsl). Packed weights run the fixed rule's
+/// tile (the first of `BlockShape::candidates`), untimed: timing every candidate compiles its unrolled kernel, and on
 /// lavapipe that took ~400 s for the shapes of one compressed U-Net, against a few percent
 /// between the tiles the tuner picked (`wgdiff bench conv --variants tiled,tiled-int8`).
 #[derive(Clone, Copy)]

@@ -1,6 +1,7 @@
 //! The roofline model of a profiled step: the device's ceilings measured by the roof's probes
 //! (`mac_probe`, `memory_probe`), one point per op (FLOP/byte against GFLOP/s), a log-log PNG.
 
+pub mod cpu_fma;
 pub mod mac_probe;
 pub mod memory_probe;
 pub mod texel_probe;

@@ -71,6 +71,12 @@ fn info_lists_the_chosen_adapter() {
         stdout.contains("chosen:") && stdout.contains("max_storage_buffer_binding_size"),
         "{stdout}"
     );
+    // The chosen adapter's driver by name and version (lavapipe: "driver: llvmpipe Mesa 25.0.7 ...").
+    let driver = stdout
+        .lines()
+        .find(|l| l.starts_with("driver: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(driver.len() > "driver: ".len() + 1, "{driver}");
 }
 
 #[test]

@@ -274,15 +274,28 @@ fn mac_probe_reference(entry: &str, s: u32, rounds: u32) -> f64 {
             }
             total as f64
         }
-        "fma_f32" | "unpack_i8" => {
+        "fma_f32" => {
+            // acc = acc * a + b: each FMA on the last (so none can be folded away)
+            let a = a.map(|v| 0.5 * v);
+            let mut total = [0f32; 4];
+            for j in 0..8 {
+                let b = unpack_snorm(word(j)).map(|v| 0.5 + 0.25 * v);
+                let mut acc = [0f32; 4];
+                for _ in 0..rounds {
+                    for k in 0..4 {
+                        acc[k] = acc[k].mul_add(a[k], b[k]);
+                    }
+                }
+                (0..4).for_each(|k| total[k] += acc[k]);
+            }
+            (total[0] + total[1] + total[2] + total[3]) as f64
+        }
+        "unpack_i8" => {
             let mut total = [0f32; 4];
             for j in 0..8 {
                 let mut acc = [0f32; 4];
                 for i in 0..rounds {
-                    let b: [f32; 4] = match entry {
-                        "fma_f32" => unpack_snorm(word(j)),
-                        _ => std::array::from_fn(|k| signed_byte(word(j) ^ i, k as u32) as f32),
-                    };
+                    let b: [f32; 4] = std::array::from_fn(|k| signed_byte(word(j) ^ i, k as u32) as f32);
                     for k in 0..4 {
                         acc[k] = a[k].mul_add(b[k], acc[k]);
                     }
@@ -324,6 +337,31 @@ fn the_mac_probes_compute_what_the_cpu_computes() {
             assert_eq!(got, want, "{variant}: dot4I8Packed sums over {rounds} rounds");
         } else {
             assert_close(variant, &got, &want, 1e-4);
+        }
+    }
+}
+
+/// `bench mac`'s host FMA chains (the ceiling beside the adapter's fma-f32 probe) compute what
+/// `f32::mul_add` computes.
+#[test]
+fn the_host_fma_chains_compute_what_mul_add_computes() {
+    use wgdiff::roofline::cpu_fma;
+    let iterations = rng().random_range(1..2000usize);
+    let Some(got) = cpu_fma::chains(iterations) else {
+        assert!(!cpu_fma::available());
+        return; // (no AVX2 and FMA on this host: bench mac leaves the row out)
+    };
+    for (c, lanes) in got.iter().enumerate() {
+        for (l, &v) in lanes.iter().enumerate() {
+            let mut x = cpu_fma::start(c, l);
+            for _ in 0..iterations {
+                x = x.mul_add(cpu_fma::A, cpu_fma::B);
+            }
+            assert_eq!(
+                v.to_bits(),
+                x.to_bits(),
+                "chain {c}, lane {l} after {iterations} FMAs"
+            );
         }
     }
 }

@@ -364,9 +364,22 @@ fn roofline_points_and_measured_ceilings() {
         preset: "tiny".into(),
         batch: 1,
     };
-    let profiles = pollster::block_on(wgdiff::profile::run(&gpu, Workload::Matmul, &setup, 1)).unwrap();
-    assert_eq!(profiles.len(), 1);
-    let shares = check_roofline_points(&profiles[0]);
+    let profiled = pollster::block_on(wgdiff::profile::run(&gpu, Workload::Matmul, &setup, 1)).unwrap();
+    assert_eq!(profiled.steps.len(), 1);
+    // The first step ran every kernel of the later one (and perhaps the autotuner's candidates).
+    let kernels = |p: &wgdiff::gpu::Profile| {
+        let mut k: Vec<String> = p.records.iter().map(|r| r.kernel.clone()).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let first = kernels(&profiled.first);
+    assert!(
+        kernels(&profiled.steps[0]).iter().all(|k| first.contains(k)),
+        "{first:?}"
+    );
+    assert_eq!(profiled.first_use().len(), first.len());
+    let shares = check_roofline_points(&profiled.steps[0]);
     assert!(shares > 0.5 && shares <= 1.0 + 1e-9, "shares sum to {shares}");
 
     let ceilings = pollster::block_on(measure_ceilings(&gpu)).unwrap();

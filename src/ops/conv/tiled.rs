@@ -56,7 +56,7 @@ pub(super) fn conv_forward_tiled(
 
 /// The implicit-GEMM forward on the zero-padded input; the bias (zeros when None) and the
 /// residual are added by the kernel. Float weights have their tile autotuned per shape;
-/// packed weights take the largest tile that fits, untimed (see [`WeightOperand`]).
+/// packed weights take the fixed rule's tile, untimed (see [`WeightOperand`]).
 pub(crate) fn tiled_forward(
     x: &Tensor,
     weights: WeightOperand,
