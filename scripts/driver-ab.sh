@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Two lavapipe drivers measured whole with one wgdiff binary, as a user meets them on a fresh
+# machine (BENCHMARKS.md, "Mesa 25's lavapipe against Mesa 22.3"): per driver, with an empty Mesa
+# shader cache and an empty autotune cache each,
+#   - `wgdiff sample` of the shipped U-Net (16 images, 50 steps), fixed kernel rules
+#     (--deterministic), then tuned (the default), each twice: the first run compiles and tunes,
+#     the second finds both caches filled (wall time, the sampling time after the load, peak RSS);
+#   - `wgdiff profile sample --preset mnist-small --steps 1` on another empty cache: each kernel's
+#     first-use (compile) cost;
+#   - `wgdiff bench train --preset mnist-mlp --batch 128` (the main job's step) and `bench mac`.
+# The drivers alternate round by round. A driver is the path of a Vulkan ICD file (lvp_icd.json)
+# or `system`. To A/B without installing, `apt-get download` the other mesa-vulkan-drivers,
+# `dpkg -x` it and write an ICD file whose library_path is its libvulkan_lvp.so (PLATFORM.md).
+# Usage: scripts/driver-ab.sh DRIVER_A DRIVER_B [ROUNDS]   (needs `cargo build --release`)
+# QUICK=1: only the fixed-rule sampling runs and the first-use profile (a few minutes a round).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+a=${1:?usage: $0 DRIVER_A DRIVER_B [ROUNDS] (an lvp_icd.json path, or system)}
+b=${2:?usage: $0 DRIVER_A DRIVER_B [ROUNDS]}
+rounds=${3:-1}
+bin=$PWD/target/release/wgdiff
+export WGPU_BACKEND=vulkan
+out=$(mktemp -d)
+timed() { # label, command...: wall s, peak RSS MB, and the command's last lines
+  local label=$1; shift
+  /usr/bin/time -f "%e %M" -o "$out/time" "$@" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  read -r wall rss <"$out/time"
+  printf '%-44s %8.1f s wall  %6d MB peak RSS  %s\n' "$label" "$wall" $((rss / 1024)) \
+    "$(grep -E 'images with|kernels compiled' "$out/log" | tr '\n' ' ')"
+}
+for round in $(seq "$rounds"); do
+  for driver in "$a" "$b"; do
+    if [ "$driver" = system ]; then unset VK_DRIVER_FILES; else export VK_DRIVER_FILES=$driver; fi
+    echo "== round $round: $("$bin" info 2>/dev/null | sed -n 's/^driver: //p') ($(date -u +%T))"
+    modes="deterministic tuned"; [ -n "${QUICK:-}" ] && modes=deterministic
+    for mode in $modes; do
+      export MESA_SHADER_CACHE_DIR=$out/mesa-$round-$mode WGDIFF_CACHE_DIR=$out/tune-$round-$mode
+      rm -rf "$MESA_SHADER_CACHE_DIR" "$WGDIFF_CACHE_DIR"
+      flag=""; [ $mode = deterministic ] && flag=--deterministic
+      for run in first second; do
+        timed "sample, $mode, $run run" "$bin" $flag sample --count 16 --steps 50 --out "$out/s.png"
+      done
+    done
+    export MESA_SHADER_CACHE_DIR=$out/mesa-$round-profile WGDIFF_CACHE_DIR=$out/tune-$round-profile
+    "$bin" --deterministic profile sample --preset mnist-small --steps 1 2>/dev/null \
+      | sed -n '/^first step (kernels/,/in all, over/p' | head -8
+    [ -n "${QUICK:-}" ] && continue
+    "$bin" bench train --preset mnist-mlp --batch 128 --reps 3 2>/dev/null | grep -E '^(train-step|sample-step)' | head -3
+    "$bin" bench mac --reps 3 2>/dev/null | grep -E '^(fma-f32|cpu-fma-f32|read-vec4-cached) '
+  done
+done
+rm -rf "$out"
