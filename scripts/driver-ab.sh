@@ -26,7 +26,7 @@ timed() { # label, command...: wall s, peak RSS MB, and the command's last lines
   /usr/bin/time -f "%e %M" -o "$out/time" "$@" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
   read -r wall rss <"$out/time"
   printf '%-44s %8.1f s wall  %6d MB peak RSS  %s\n' "$label" "$wall" $((rss / 1024)) \
-    "$(grep -E 'images with|kernels compiled' "$out/log" | tr '\n' ' ')"
+    "$(grep -E 'images with|pipelines created' "$out/log" | tr '\n' ' ')"
 }
 for round in $(seq "$rounds"); do
   for driver in "$a" "$b"; do

@@ -238,13 +238,14 @@ pub fn mnist_fid(
     Ok(fid)
 }
 
-/// One line on stderr: the pipelines this process created and the seconds they took (a
-/// driver compiles each kernel on its first use; `wgdiff profile` lists the slowest).
+/// One line on stderr: the pipelines this process created and the seconds wgpu took for them
+/// (a driver may compile a kernel at its first dispatch instead, as lavapipe does: `wgdiff
+/// profile` times that).
 pub fn report_pipeline_creation(gpu: &Gpu) {
     let created = gpu.pipeline_creations();
     let seconds: f64 = created.iter().map(|c| c.seconds).sum();
     eprintln!(
-        "{} kernels compiled in {seconds:.1} s (`wgdiff profile sample` lists the slowest)",
+        "{} pipelines created in {seconds:.1} s (what each kernel's first dispatch cost: `wgdiff profile sample`)",
         created.len()
     );
 }
