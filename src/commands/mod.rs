@@ -88,7 +88,9 @@ fn configure(gpu: &Gpu, choice: &AdapterChoice) {
         eprintln!("{warning}");
     }
     if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info) {
-        eprintln!("{note}");
+        // (once per process, however many devices it opens)
+        static NOTED: std::sync::Once = std::sync::Once::new();
+        NOTED.call_once(|| eprintln!("{note}"));
     }
     if DETERMINISTIC.load(Ordering::Relaxed) {
         gpu.set_deterministic(true);

@@ -192,14 +192,16 @@ pub fn lavapipe_mesa_version(info: &wgpu::AdapterInfo) -> Option<(u32, u32)> {
 }
 
 /// A note when the adapter is lavapipe from a Mesa older than 24: Mesa 25's ran the same
-/// kernels up to 2-3x faster on an AVX2 CPU (its storage loads 4-5x there; BENCHMARKS.md,
-/// "Mesa 25's lavapipe"), and Debian 12, whose own is 22.3, has it in bookworm-backports.
+/// kernels up to 2-3x faster on an AVX2 CPU (its storage loads 4-5x there), though not on an
+/// AVX-512 one (BENCHMARKS.md, "Mesa 25's lavapipe"), and Debian 12, whose own is 22.3, has it
+/// in bookworm-backports.
 pub fn old_lavapipe_note(info: &wgpu::AdapterInfo) -> Option<String> {
     let (major, minor) = lavapipe_mesa_version(info).filter(|(major, _)| *major < 24)?;
     Some(format!(
-        "note: lavapipe from Mesa {major}.{minor}; Mesa 25's ran wgdiff's kernels up to 2-3x faster. On Debian 12: \
-         add the suite bookworm-backports to apt's sources, then `sudo apt-get install -t bookworm-backports \
-         mesa-vulkan-drivers` (the README's first section)"
+        "note: lavapipe from Mesa {major}.{minor}; on an AVX2 CPU Mesa 25's ran wgdiff's kernels up to 2-3x faster \
+         (on an AVX-512 one it was not faster; BENCHMARKS.md, \"Mesa 25's lavapipe\"). On Debian 12: add the suite \
+         bookworm-backports to apt's sources, then `sudo apt-get install -t bookworm-backports mesa-vulkan-drivers` \
+         (the README's first section)"
     ))
 }
 
