@@ -59,7 +59,6 @@ pub fn run(
     let first_use = profiled.first_use_table(12);
     let mut total = profiled
         .steps
-        .clone()
         .into_iter()
         .reduce(|mut all, p| {
             all.extend(p);
