@@ -329,7 +329,7 @@ impl WgdiffApp {
                 View::Skip => app.skip.measure(ctx, &app.shared),
                 View::Compare => app.compare.run(ctx, &app.shared),
                 View::Train => app.train.start(ctx, &app.shared, false),
-                View::Profile => app.profile.run(ctx, &app.shared),
+                View::Profile => app.profile.run(),
                 View::Experiments => app.experiments.start(ctx, &app.shared),
                 View::Device => {}
             }
@@ -339,12 +339,18 @@ impl WgdiffApp {
 
     /// What the app's jobs are doing (the frame log's activity column).
     pub fn activity(&self) -> Activity {
+        match self.others_activity() {
+            Activity::Measuring | Activity::Idle if self.profile.is_running() => Activity::Profiling,
+            others => others,
+        }
+    }
+
+    /// What the app's jobs besides the profile view's are doing.
+    fn others_activity(&self) -> Activity {
         if self.train.is_running() {
             Activity::Training
         } else if self.denoise.is_running() || self.compare.is_running() {
             Activity::Sampling
-        } else if self.profile.is_running() {
-            Activity::Profiling
         } else if self.skip.is_running() || self.experiments.is_running() {
             Activity::Measuring
         } else {
@@ -391,7 +397,7 @@ impl WgdiffApp {
                     || (recorded > 0 && !self.denoise.is_running())
             }
             View::Train => self.train.losses.len() >= 6 && self.train.has_grid(),
-            View::Profile => self.profile.profile.is_some() && !self.profile.is_running(),
+            View::Profile => self.profile.profile.is_some() && !self.profile.is_busy(),
             View::Skip => self.skip.settled(),
             View::Compare => !self.compare.is_running() && self.compare.scored(),
             View::Experiments => self.experiments.done(),
@@ -515,6 +521,8 @@ impl eframe::App for WgdiffApp {
         self.profile.poll();
         self.experiments.poll();
         self.device.poll();
+        let others = self.others_activity();
+        self.profile.start_when_free(&ctx, &self.shared, others);
         egui::Panel::top("tabs").show(ui, |ui| self.tabs(ui));
         egui::Panel::bottom("status").show(ui, |ui| self.status(ui));
         // The central panel paints no fill: the frame is cleared to the panel colour instead

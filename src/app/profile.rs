@@ -1,6 +1,7 @@
 //! The profile view: one profiled training or sampling step of a model, its per-op table
 //! (sortable), a timeline of the step's dispatches, and a roofline under measured ceilings.
 
+use super::frame_clock::Activity;
 use super::jobs::{is_running, Event, Job};
 use super::platform;
 use super::Shared;
@@ -53,6 +54,8 @@ pub struct ProfileView {
     pub ceilings: Option<Ceilings>,
     pub sort: SortBy,
     job: Option<Job<ProfileMessage>>,
+    /// Asked for while another of the app's jobs used the device: starts when they end.
+    queued: bool,
     pub message: Option<Result<String, String>>,
 }
 
@@ -67,6 +70,7 @@ impl ProfileView {
             ceilings: None,
             sort: SortBy::Total,
             job: None,
+            queued: false,
             message: None,
         }
     }
@@ -75,17 +79,47 @@ impl ProfileView {
         is_running(&self.job)
     }
 
-    pub fn cancel(&self) {
+    /// True while a profile is asked for or running.
+    pub fn is_busy(&self) -> bool {
+        self.queued || self.is_running()
+    }
+
+    pub fn cancel(&mut self) {
+        if self.queued {
+            self.queued = false;
+            self.message = Some(Err("profiling cancelled before it started".into()));
+        }
         if let Some(job) = &self.job {
             job.cancel();
         }
     }
 
-    /// Profiles one step of the workload (and measures the ceilings the first time).
-    pub fn run(&mut self, ctx: &egui::Context, shared: &Shared) {
-        if self.is_running() {
+    /// Asks for one profiled step of the workload (and the ceilings, measured the first time).
+    /// It starts at the first frame where the app's other jobs leave the device idle
+    /// ([`ProfileView::start_when_free`]): the profiler times every dispatch on the device, and
+    /// a step profiled beside another job's dispatches (the checkpoint's load, which the app
+    /// starts as it opens) would count them as its own.
+    pub fn run(&mut self) {
+        if self.is_busy() {
             return;
         }
+        self.queued = true;
+    }
+
+    /// Starts the asked-for profile if `others` (the activity of the app's other jobs) is idle,
+    /// or says what it waits for.
+    pub fn start_when_free(&mut self, ctx: &egui::Context, shared: &Shared, others: Activity) {
+        if !self.queued {
+            return;
+        }
+        if others != Activity::Idle {
+            self.message = Some(Ok(format!(
+                "profiling starts when the app's {} ends (a profiled step has the device to itself)",
+                others.name()
+            )));
+            return;
+        }
+        self.queued = false;
         let gpu = shared.gpu.clone();
         let workload = self.workload.clone();
         let known = self.ceilings.clone();
@@ -153,17 +187,16 @@ impl ProfileView {
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
-        let ctx = ui.ctx().clone();
         self.workload_ui(ui, shared);
         ui.horizontal(|ui| {
             if ui
-                .add_enabled(!self.is_running(), egui::Button::new("Profile one step"))
+                .add_enabled(!self.is_busy(), egui::Button::new("Profile one step"))
                 .clicked()
             {
-                self.run(&ctx, shared);
+                self.run();
             }
             if ui
-                .add_enabled(self.is_running(), egui::Button::new("Cancel"))
+                .add_enabled(self.is_busy(), egui::Button::new("Cancel"))
                 .clicked()
             {
                 self.cancel();
