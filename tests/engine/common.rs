@@ -4,14 +4,51 @@
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use std::cell::OnceCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use wgdiff::{AdapterChoice, DType, Gpu, Result, Tensor};
 
-/// One device for every test in this binary ([`own_gpu`]); new tensors are filled with NaN
-/// first so unwritten outputs fail the comparisons.
+/// How many devices the tests share. Lavapipe compiles and runs all of one device's work on
+/// that device's queue thread, and these tests are bound by compiling kernels: with one device
+/// one core compiled while the other idled; with one per core two tests compile at once (on
+/// Mesa 25 with an empty shader cache, every test in 1,042 s, where one device had taken
+/// 1,380 s for the first 64 of 320; BENCHMARKS.md, "CI on a fresh clone with Mesa 25").
+const DEVICES: usize = 2;
+
+/// The devices' lazily created instances and how many running tests use each.
+static GPUS: [OnceLock<Gpu>; DEVICES] = [const { OnceLock::new() }; DEVICES];
+static USERS: [AtomicUsize; DEVICES] = [const { AtomicUsize::new(0) }; DEVICES];
+
+/// A test thread's device, given back (its user count lowered) when the thread ends.
+struct Chosen(usize);
+
+impl Drop for Chosen {
+    fn drop(&mut self) {
+        USERS[self.0].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    static CHOSEN: OnceCell<Chosen> = const { OnceCell::new() };
+}
+
+/// The shared device of this test (every test runs on a thread of its own; its first call
+/// picks the device fewest running tests use, and later calls return the same); new tensors
+/// are filled with NaN first so unwritten outputs fail the comparisons.
 pub fn gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| {
+    let index = CHOSEN.with(|chosen| {
+        chosen
+            .get_or_init(|| {
+                let index = (0..DEVICES)
+                    .min_by_key(|&i| USERS[i].load(Ordering::Relaxed))
+                    .unwrap_or(0);
+                USERS[index].fetch_add(1, Ordering::Relaxed);
+                Chosen(index)
+            })
+            .0
+    });
+    GPUS[index].get_or_init(|| {
         let gpu = own_gpu();
         gpu.set_poison(true);
         gpu
