@@ -15,7 +15,7 @@ pub fn run(choice: AdapterChoice) -> Result<()> {
     }
     println!("\nchosen: {}", report.chosen);
     println!("driver: {} {}", gpu.info.driver, gpu.info.driver_info);
-    if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info) {
+    if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info, wgdiff::gpu::host_has_avx512()) {
         println!("{note}");
     }
     println!("features used by wgdiff:");

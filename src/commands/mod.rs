@@ -87,7 +87,7 @@ fn configure(gpu: &Gpu, choice: &AdapterChoice) {
     if let Some(warning) = wgdiff::gpu::slow_fallback_warning(&gpu.info, &choice.clone().or_env()) {
         eprintln!("{warning}");
     }
-    if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info) {
+    if let Some(note) = wgdiff::gpu::old_lavapipe_note(&gpu.info, wgdiff::gpu::host_has_avx512()) {
         // (once per process, however many devices it opens)
         static NOTED: std::sync::Once = std::sync::Once::new();
         NOTED.call_once(|| eprintln!("{note}"));

@@ -27,7 +27,8 @@ pub use report::DeviceReport;
 #[cfg(not(target_arch = "wasm32"))]
 pub use select::quiet_display_probes;
 pub use select::{
-    describe, lavapipe_mesa_version, old_lavapipe_note, rank, slow_fallback_warning, AdapterChoice,
+    describe, host_has_avx512, lavapipe_mesa_version, old_lavapipe_note, rank, slow_fallback_warning,
+    AdapterChoice,
 };
 
 use crate::{Error, Result};

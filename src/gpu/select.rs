@@ -191,18 +191,35 @@ pub fn lavapipe_mesa_version(info: &wgpu::AdapterInfo) -> Option<(u32, u32)> {
     Some((parts.next()?.ok()?, parts.next()?.ok()?))
 }
 
-/// A note when the adapter is lavapipe from a Mesa older than 24: Mesa 25's ran the same
-/// kernels up to 2-3x faster on an AVX2 CPU (its storage loads 4-5x there), though not on an
-/// AVX-512 one (BENCHMARKS.md, "Mesa 25's lavapipe"), and Debian 12, whose own is 22.3, has it
-/// in bookworm-backports.
-pub fn old_lavapipe_note(info: &wgpu::AdapterInfo) -> Option<String> {
+/// A note when the adapter is lavapipe from a Mesa older than 24 and the host is an x86 CPU
+/// without AVX-512 (`host_has_avx512`: [`host_has_avx512`]): on an AVX2 CPU Mesa 25's ran the
+/// same kernels up to 2-3x faster (its storage loads 4-5x) and trained the main job 2.2x the
+/// steps, and Debian 12, whose own is 22.3, has it in bookworm-backports. On an AVX-512 CPU
+/// Mesa 22.3 was the faster driver (the main job 1.2x) and compiles kernels 4-6x faster, so
+/// nothing is said there (BENCHMARKS.md, "Mesa 25's lavapipe").
+pub fn old_lavapipe_note(info: &wgpu::AdapterInfo, host_has_avx512: bool) -> Option<String> {
     let (major, minor) = lavapipe_mesa_version(info).filter(|(major, _)| *major < 24)?;
+    if host_has_avx512 || !cfg!(target_arch = "x86_64") {
+        return None;
+    }
     Some(format!(
-        "note: lavapipe from Mesa {major}.{minor}; on an AVX2 CPU Mesa 25's ran wgdiff's kernels up to 2-3x faster \
-         (on an AVX-512 one it was not faster; BENCHMARKS.md, \"Mesa 25's lavapipe\"). On Debian 12: add the suite \
-         bookworm-backports to apt's sources, then `sudo apt-get install -t bookworm-backports mesa-vulkan-drivers` \
-         (the README's first section)"
+        "note: lavapipe from Mesa {major}.{minor} on a CPU without AVX-512; on such a CPU (an AVX2 AMD EPYC) Mesa 25's ran \
+         wgdiff's kernels up to 2-3x faster and trained the main job 2.2x the steps, though it compiles each kernel 4-6x \
+         slower on its first use (BENCHMARKS.md, \"Mesa 25's lavapipe\"). On Debian 12: add the suite bookworm-backports \
+         to apt's sources, then `sudo apt-get install -t bookworm-backports mesa-vulkan-drivers` (the README's first section)"
     ))
+}
+
+/// Whether this process runs on an x86-64 CPU with AVX-512 (false elsewhere).
+pub fn host_has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 #[cfg(test)]
@@ -222,10 +239,19 @@ mod tests {
     fn lavapipe_mesa_releases_are_read_and_old_ones_get_a_note() {
         let old = lavapipe("Mesa 22.3.6 (LLVM 15.0.6)");
         assert_eq!(lavapipe_mesa_version(&old), Some((22, 3)));
-        assert!(old_lavapipe_note(&old).unwrap().contains("bookworm-backports"));
+        assert_eq!(
+            old_lavapipe_note(&old, false).is_some_and(|n| n.contains("bookworm-backports")),
+            cfg!(target_arch = "x86_64"),
+            "on an x86 CPU without AVX-512 the note names the upgrade"
+        );
+        assert_eq!(
+            old_lavapipe_note(&old, true),
+            None,
+            "with AVX-512 Mesa 22.3 was the faster"
+        );
         let new = lavapipe("Mesa 25.0.7-2~bpo12+1 (LLVM 15.0.6)");
         assert_eq!(lavapipe_mesa_version(&new), Some((25, 0)));
-        assert_eq!(old_lavapipe_note(&new), None);
+        assert_eq!(old_lavapipe_note(&new, false), None);
         let gl = wgpu::AdapterInfo {
             backend: wgpu::Backend::Gl,
             driver: String::new(),
