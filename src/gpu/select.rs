@@ -192,11 +192,11 @@ pub fn lavapipe_mesa_version(info: &wgpu::AdapterInfo) -> Option<(u32, u32)> {
 }
 
 /// A note when the adapter is lavapipe from a Mesa older than 24 and the host is an x86 CPU
-/// without AVX-512 (`host_has_avx512`: [`host_has_avx512`]): on an AVX2 CPU Mesa 25's ran the
+/// without AVX-512 (`host_has_avx512`, as [`host_has_avx512`] finds): on an AVX2 CPU Mesa 25's ran the
 /// same kernels up to 2-3x faster (its storage loads 4-5x) and trained the main job 2.2x the
 /// steps, and Debian 12, whose own is 22.3, has it in bookworm-backports. On an AVX-512 CPU
 /// Mesa 22.3 was the faster driver (the main job 1.2x) and compiles kernels 4-6x faster, so
-/// nothing is said there (BENCHMARKS.md, "Mesa 25's lavapipe").
+/// nothing is said there (BENCHMARKS.md, "Mesa 25's lavapipe" and "Which lavapipe").
 pub fn old_lavapipe_note(info: &wgpu::AdapterInfo, host_has_avx512: bool) -> Option<String> {
     let (major, minor) = lavapipe_mesa_version(info).filter(|(major, _)| *major < 24)?;
     if host_has_avx512 || !cfg!(target_arch = "x86_64") {

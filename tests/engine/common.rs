@@ -13,7 +13,7 @@ use wgdiff::{AdapterChoice, DType, Gpu, Result, Tensor};
 /// that device's queue thread, and these tests are bound by compiling kernels: with one device
 /// one core compiled while the other idled; with one per core two tests compile at once (on
 /// Mesa 25 with an empty shader cache, every test in 1,042 s, where one device had taken
-/// 1,380 s for the first 64 of 320; BENCHMARKS.md, "CI on a fresh clone with Mesa 25").
+/// 1,380 s for the first 64 of 320; BENCHMARKS.md, "Which lavapipe").
 const DEVICES: usize = 2;
 
 /// The devices' lazily created instances and how many running tests use each.
