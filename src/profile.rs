@@ -218,6 +218,11 @@ async fn profile_steps(
 ) -> Result<Vec<Profile>> {
     step()?;
     gpu.finish().await?;
+    profile_each(gpu, step, steps).await
+}
+
+/// `steps` runs of `step`, each profiled on its own.
+async fn profile_each(gpu: &Gpu, step: &mut dyn FnMut() -> Result<()>, steps: usize) -> Result<Vec<Profile>> {
     let mut profiles = Vec::with_capacity(steps);
     for _ in 0..steps {
         profiles.push(profile_one(gpu, step).await?);
@@ -317,14 +322,8 @@ pub async fn run(gpu: &Gpu, workload: Workload, model: &ModelSetup, steps: usize
     let mut step = workload.prepare(gpu, model)?;
     gpu.finish().await?;
     let first = profile_one(gpu, &mut *step).await?;
-    let mut profiles = Vec::with_capacity(steps.max(1));
-    for _ in 0..steps.max(1) {
-        profiles.push(profile_one(gpu, &mut *step).await?);
-    }
-    Ok(Profiled {
-        first,
-        steps: profiles,
-    })
+    let steps = profile_each(gpu, &mut *step, steps.max(1)).await?;
+    Ok(Profiled { first, steps })
 }
 
 /// One warm-up and one profiled training step of `model` (built from seed 0) on `batch`
