@@ -7,12 +7,17 @@
 #     the second finds both caches filled (wall time, the sampling time after the load, peak RSS);
 #   - `wgdiff profile sample --preset mnist-small --steps 1` on another empty cache: each kernel's
 #     first-use (compile) cost;
-#   - `wgdiff bench train --preset mnist-mlp --batch 128` (the main job's step) and `bench mac`.
+#   - on a filled autotune cache (the tuned paths): `bench mac` (the roof probes), `bench matmul`
+#     (1024^3 and the U-Net's 4096x64x576), `bench conv --variants auto` (the conv ladder),
+#     `bench train` of `mnist-mlp` (batch 128, the main job's step; also with the fixed rules) and
+#     of `mnist` (batch 64): their training and sampling steps;
+#   - the main job (`wgdiff train`, its defaults: 4.5 minutes of training): steps, wall, peak RSS.
 # The drivers alternate round by round. A driver is the path of a Vulkan ICD file (lvp_icd.json)
 # or `system`. To A/B without installing, `apt-get download` the other mesa-vulkan-drivers,
 # `dpkg -x` it and write an ICD file whose library_path is its libvulkan_lvp.so (PLATFORM.md).
 # Usage: scripts/driver-ab.sh DRIVER_A DRIVER_B [ROUNDS]   (needs `cargo build --release`)
-# QUICK=1: only the fixed-rule sampling runs and the first-use profile (a few minutes a round).
+# QUICK=1: only the fixed-rule sampling runs and the first-use profile (a few minutes a round);
+# otherwise a round takes ~15 minutes a driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=${1:?usage: $0 DRIVER_A DRIVER_B [ROUNDS] (an lvp_icd.json path, or system)}
@@ -45,8 +50,22 @@ for round in $(seq "$rounds"); do
     "$bin" --deterministic profile sample --preset mnist-small --steps 1 2>/dev/null \
       | sed -n '/^first step (kernels/,/in all, over/p' | head -8
     [ -n "${QUICK:-}" ] && continue
-    "$bin" bench train --preset mnist-mlp --batch 128 --reps 3 2>/dev/null | grep -E '^(train-step|sample-step)' | head -3
-    "$bin" bench mac --reps 3 2>/dev/null | grep -E '^(fma-f32|cpu-fma-f32|read-vec4-cached) '
+    export MESA_SHADER_CACHE_DIR=$out/mesa-$round-tuned WGDIFF_CACHE_DIR=$out/tune-$round-tuned
+    "$bin" bench mac --reps 3 2>/dev/null | sed '/^$/d'
+    "$bin" bench matmul --shapes 1024x1024x1024,4096x64x576 --variants blocked --reps 5 2>/dev/null \
+      | grep -E '^(variant|blocked)'
+    "$bin" bench conv --variants auto --reps 3 2>/dev/null | grep -E '^(variant|auto|matmul) '
+    for rule in "" --deterministic; do
+      echo "bench train --preset mnist-mlp --batch 128 ${rule:-(tuned)}"
+      "$bin" $rule bench train --preset mnist-mlp --batch 128 --reps 3 2>/dev/null \
+        | grep -E '^(train-step|sample-step skip 0):'
+    done
+    echo "bench train --preset mnist --batch 64 (tuned)"
+    "$bin" bench train --preset mnist --batch 64 --reps 3 2>/dev/null \
+      | grep -E '^(train-step|sample-step skip 0|memory):'
+    rm -rf "$out/main"
+    timed "the main job (wgdiff train, defaults)" "$bin" train --out "$out/main"
+    grep -E '^(step|done|stopped|finished)' "$out/log" | tail -2
   done
 done
 rm -rf "$out"

@@ -3,6 +3,7 @@
 //! mode, a fixed rule picks it).
 
 use crate::Result;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,25 @@ pub struct Autotuner {
 
 /// Told the key of every measurement before it starts (see [`Autotuner::on_measure`]).
 type MeasureHook = Box<dyn Fn(&str) + Send + Sync>;
+
+thread_local! {
+    static FIXED_RULES_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every kernel choice made on this thread, on any device, taken by its fixed
+/// rule as in deterministic mode: nothing timed, nothing recorded. For work whose speed does not
+/// matter, such as a checkpoint's load-time probe: timing the candidates of its shapes compiles
+/// each first, tens of seconds on a fresh CPU adapter for a call that runs once.
+pub fn with_fixed_rules<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FIXED_RULES_HERE.set(self.0);
+        }
+    }
+    let _restore = Restore(FIXED_RULES_HERE.replace(true));
+    f()
+}
 
 impl Autotuner {
     /// The label `map` holds for `key` if it is one of `labels`.
@@ -112,7 +132,7 @@ impl Autotuner {
         if let Some(c) = Self::lookup(&self.pinned, key, labels) {
             return Ok(c);
         }
-        if self.is_deterministic() {
+        if self.is_deterministic() || FIXED_RULES_HERE.get() {
             return Ok(fallback);
         }
         if let Some(c) = Self::lookup(&self.choices, key, labels) {

@@ -1,7 +1,7 @@
 //! Several devices for data-parallel training (`--devices all|N|NAME,NAME`): every GPU of a
 //! machine, or several logical devices on one adapter (one GPU, or lavapipe in tests).
 
-use super::{describe, instance_for, list_adapters, rank, AdapterChoice, Gpu};
+use super::{adapters_for, describe, rank, AdapterChoice, Gpu};
 use crate::{Error, Result};
 
 /// Which devices hold the replicas of a data-parallel run.
@@ -81,12 +81,8 @@ impl std::str::FromStr for DeviceSet {
 /// best. Errors name the adapters found when a name matches none.
 pub async fn open_devices(choice: AdapterChoice, set: &DeviceSet) -> Result<Vec<Gpu>> {
     let choice = choice.or_env();
-    let instance = instance_for(&choice)?;
-    let mut found = list_adapters(&instance).await;
-    if let Some(sub) = &choice.adapter {
-        let sub = sub.to_ascii_lowercase();
-        found.retain(|a| a.get_info().name.to_ascii_lowercase().contains(&sub));
-    }
+    let (instance, mut found) = adapters_for(&choice).await?;
+    found.retain(|a| choice.matches(&a.get_info()));
     found.sort_by_key(|a| rank(&a.get_info()));
     let Some(best) = found.first() else {
         // The single-device path words the "nothing found" advice.

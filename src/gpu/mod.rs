@@ -14,7 +14,7 @@ mod profiler;
 mod report;
 mod select;
 
-pub use autotune::Autotuner;
+pub use autotune::{with_fixed_rules, Autotuner};
 pub use devices::{open_devices, DeviceSet};
 pub use host::IN_BROWSER;
 pub use pacing::{Pacing, Parts};
@@ -121,10 +121,31 @@ impl std::ops::Deref for Gpu {
 
 /// Instance over the backends `choice` allows.
 pub fn instance_for(choice: &AdapterChoice) -> Result<wgpu::Instance> {
+    Ok(instance_over(choice.backends()?))
+}
+
+fn instance_over(backends: wgpu::Backends) -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = choice.backends()?;
+    desc.backends = backends;
     desc.flags = wgpu::InstanceFlags::empty().with_env();
-    Ok(wgpu::Instance::new(desc))
+    wgpu::Instance::new(desc)
+}
+
+/// An instance and the adapters it sees, for opening devices. Without a named backend, GL is
+/// opened only when no other backend has an adapter `choice` matches: GL ranks last
+/// ([`rank`]), and opening it loads the GL driver, on a lavapipe machine Mesa's llvmpipe GL:
+/// ~0.5 s and ~20 MB of peak RSS in every process (BENCHMARKS.md, "Which lavapipe").
+pub async fn adapters_for(choice: &AdapterChoice) -> Result<(wgpu::Instance, Vec<wgpu::Adapter>)> {
+    if choice.backend.is_none() {
+        let instance = instance_over(wgpu::Backends::all() - wgpu::Backends::GL);
+        let found = list_adapters(&instance).await;
+        if found.iter().any(|a| choice.matches(&a.get_info())) {
+            return Ok((instance, found));
+        }
+    }
+    let instance = instance_for(choice)?;
+    let found = list_adapters(&instance).await;
+    Ok((instance, found))
 }
 
 /// Where the CLI keeps measured kernel choices for this adapter and this build's kernels:
@@ -162,8 +183,8 @@ impl Gpu {
     /// Opens the best adapter allowed by `choice` (flags, then WGPU_BACKEND/WGPU_ADAPTER_NAME).
     pub async fn new(choice: AdapterChoice) -> Result<Gpu> {
         let choice = choice.or_env();
-        let instance = instance_for(&choice)?;
-        let adapter = select::pick(list_adapters(&instance).await, &choice)?;
+        let (instance, found) = adapters_for(&choice).await?;
+        let adapter = select::pick(found, &choice)?;
         Gpu::on_adapter(instance, adapter, choice.without).await
     }
 

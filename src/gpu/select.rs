@@ -35,6 +35,13 @@ impl AdapterChoice {
         }
     }
 
+    /// Whether the adapter's name contains the asked-for text (any adapter when none is asked).
+    pub fn matches(&self, info: &wgpu::AdapterInfo) -> bool {
+        self.adapter
+            .as_ref()
+            .is_none_or(|sub| info.name.to_ascii_lowercase().contains(&sub.to_ascii_lowercase()))
+    }
+
     /// The backends this choice allows.
     pub fn backends(&self) -> Result<wgpu::Backends> {
         let Some(list) = &self.backend else {
@@ -100,14 +107,7 @@ pub fn pick(found: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Result<wgpu::A
     let names: Vec<String> = found.iter().map(|a| describe(&a.get_info())).collect();
     let mut matching: Vec<wgpu::Adapter> = found
         .into_iter()
-        .filter(|a| match &choice.adapter {
-            Some(sub) => a
-                .get_info()
-                .name
-                .to_ascii_lowercase()
-                .contains(&sub.to_ascii_lowercase()),
-            None => true,
-        })
+        .filter(|a| choice.matches(&a.get_info()))
         .collect();
     matching.sort_by_key(|a| rank(&a.get_info()));
     if let Some(best) = matching.into_iter().next() {

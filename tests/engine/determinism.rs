@@ -174,3 +174,39 @@ fn deterministic_runs_are_bit_identical() {
         assert_eq!(a, b, "{name} differs between two deterministic runs");
     }
 }
+
+#[test]
+fn fixed_rules_apply_inside_their_scope_only() {
+    let tuner = Autotuner::default();
+    let labels = vec!["a".to_string(), "b".to_string()];
+    let untimed = |_: usize| -> wgdiff::Result<()> { panic!("a candidate was timed inside the scope") };
+    let inside = wgdiff::gpu::with_fixed_rules(|| tuner.choose(gpu(), "test:scoped", &labels, 1, untimed));
+    assert_eq!(inside.unwrap(), 1);
+    assert!(tuner.snapshot().is_empty(), "{:?}", tuner.snapshot());
+    let timed = std::sync::atomic::AtomicUsize::new(0);
+    tuner
+        .choose(gpu(), "test:scoped", &labels, 1, |_| {
+            timed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        })
+        .unwrap();
+    assert!(
+        timed.into_inner() > 0,
+        "outside the scope the candidates are timed again"
+    );
+}
+
+#[test]
+fn loading_a_checkpoint_times_no_kernel_candidates() {
+    // The load's probe (a network call on 2 images) runs on fixed rules: on a fresh lavapipe,
+    // timing its shapes' candidates compiled each of them first, for a call that runs once.
+    let gpu = Gpu::new_blocking(wgdiff::AdapterChoice::default()).unwrap();
+    assert!(!gpu.is_deterministic());
+    let measured = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = measured.clone();
+    gpu.tuner()
+        .on_measure(move |key| log.lock().unwrap().push(key.to_string()));
+    wgdiff::pipeline::TrainedModel::load(&gpu, std::path::Path::new(wgdiff::pipeline::DEFAULT_CHECKPOINT))
+        .unwrap();
+    assert_eq!(*measured.lock().unwrap(), Vec::<String>::new());
+}

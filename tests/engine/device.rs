@@ -270,3 +270,21 @@ fn a_started_read_returns_the_data_of_its_start_while_later_work_runs() {
     assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), &[1.0, 2.0, 3.0, 4.0]);
     assert_eq!(t.to_vec().unwrap(), vec![9.0; 4]);
 }
+
+#[test]
+fn gl_is_opened_only_where_no_other_backend_has_an_adapter() {
+    use wgdiff::gpu::{adapters_for, instance_for, list_adapters};
+    let choice = AdapterChoice::default();
+    let every = pollster::block_on(list_adapters(&instance_for(&choice).unwrap()));
+    let (_, opened) = pollster::block_on(adapters_for(&choice)).unwrap();
+    let is_gl = |a: &wgpu::Adapter| a.get_info().backend == wgpu::Backend::Gl;
+    if every.iter().any(|a| !is_gl(a)) {
+        assert!(!opened.is_empty() && !opened.iter().any(is_gl));
+    } else {
+        assert_eq!(
+            opened.len(),
+            every.len(),
+            "GL is the fallback where it is all there is"
+        );
+    }
+}
