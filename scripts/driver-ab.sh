@@ -2,9 +2,10 @@
 # Two lavapipe drivers measured whole with one wgdiff binary, as a user meets them on a fresh
 # machine (BENCHMARKS.md, "Mesa 25's lavapipe against Mesa 22.3"): per driver, with an empty Mesa
 # shader cache and an empty autotune cache each,
-#   - `wgdiff sample` of the shipped U-Net (16 images, 50 steps), fixed kernel rules
-#     (--deterministic), then tuned (the default), each twice: the first run compiles and tunes,
-#     the second finds both caches filled (wall time, the sampling time after the load, peak RSS);
+#   - `wgdiff sample` of the shipped U-Net (16 images, 50 steps) as a user runs it (kernels by
+#     remembered choices or fixed rules), then with `--tune` (variants measured), each twice: the
+#     first run compiles (and tunes), the second finds both caches filled (wall time, the
+#     sampling time after the load, peak RSS);
 #   - `wgdiff profile sample --preset mnist-small --steps 1` on another empty cache: each kernel's
 #     first-use (compile) cost;
 #   - on a filled autotune cache (the tuned paths): `bench mac` (the roof probes), `bench matmul`
@@ -16,7 +17,7 @@
 # or `system`. To A/B without installing, `apt-get download` the other mesa-vulkan-drivers,
 # `dpkg -x` it and write an ICD file whose library_path is its libvulkan_lvp.so (PLATFORM.md).
 # Usage: scripts/driver-ab.sh DRIVER_A DRIVER_B [ROUNDS]   (needs `cargo build --release`)
-# QUICK=1: only the fixed-rule sampling runs and the first-use profile (a few minutes a round);
+# QUICK=1: only the user's sampling runs and the first-use profile (a few minutes a round);
 # otherwise a round takes ~15 minutes a driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,13 +38,13 @@ for round in $(seq "$rounds"); do
   for driver in "$a" "$b"; do
     if [ "$driver" = system ]; then unset VK_DRIVER_FILES; else export VK_DRIVER_FILES=$driver; fi
     echo "== round $round: $("$bin" info 2>/dev/null | sed -n 's/^driver: //p') ($(date -u +%T))"
-    modes="deterministic tuned"; [ -n "${QUICK:-}" ] && modes=deterministic
+    modes="default tuned"; [ -n "${QUICK:-}" ] && modes=default
     for mode in $modes; do
       export MESA_SHADER_CACHE_DIR=$out/mesa-$round-$mode WGDIFF_CACHE_DIR=$out/tune-$round-$mode
       rm -rf "$MESA_SHADER_CACHE_DIR" "$WGDIFF_CACHE_DIR"
-      flag=""; [ $mode = deterministic ] && flag=--deterministic
+      flag=""; [ $mode = tuned ] && flag=--tune
       for run in first second; do
-        timed "sample, $mode, $run run" "$bin" $flag sample --count 16 --steps 50 --out "$out/s.png"
+        timed "sample, $mode, $run run" "$bin" sample $flag --count 16 --steps 50 --out "$out/s.png"
       done
     done
     export MESA_SHADER_CACHE_DIR=$out/mesa-$round-profile WGDIFF_CACHE_DIR=$out/tune-$round-profile
@@ -65,7 +66,7 @@ for round in $(seq "$rounds"); do
       | grep -E '^(train-step|sample-step skip 0|memory):'
     rm -rf "$out/main"
     timed "the main job (wgdiff train, defaults)" "$bin" train --out "$out/main"
-    grep -E '^(step|done|stopped|finished)' "$out/log" | tail -2
+    grep -E 'reached at step|^training took|MNIST-FID' "$out/log" | tail -3
   done
 done
 rm -rf "$out"

@@ -135,9 +135,24 @@ pub struct SampleArgs {
     /// Also write every step's x_t and predicted x_0 as PNG grids into this folder
     #[arg(long, value_name = "DIR")]
     frames: Option<PathBuf>,
+    /// Time kernel variants for shapes new to this device and remember the fastest (as train
+    /// and eval do). Without it, shapes an earlier run measured take its choice and the rest a
+    /// fixed rule: a sampling run is too short to repay the measuring on a CPU adapter, which
+    /// compiles every variant first (on lavapipe the shipped U-Net's first tuned run took 47 s
+    /// on Mesa 22.3 and 201 s on Mesa 25, against 12 s and 35 s, for ~1 s saved per later run)
+    #[arg(long)]
+    tune: bool,
 }
 
 pub fn run(gpu: &Gpu, args: SampleArgs) -> Result<()> {
+    if args.tune {
+        draw(gpu, args)
+    } else {
+        wgdiff::gpu::without_measuring(|| draw(gpu, args))
+    }
+}
+
+fn draw(gpu: &Gpu, args: SampleArgs) -> Result<()> {
     wgdiff::data::check_png_output(&args.out)?;
     if args.batch == 0 {
         bail!("--batch must be at least 1");

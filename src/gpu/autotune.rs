@@ -31,21 +31,23 @@ pub struct Autotuner {
 type MeasureHook = Box<dyn Fn(&str) + Send + Sync>;
 
 thread_local! {
-    static FIXED_RULES_HERE: Cell<bool> = const { Cell::new(false) };
+    static MEASURING_OFF_HERE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f` with every kernel choice made on this thread, on any device, taken by its fixed
-/// rule as in deterministic mode: nothing timed, nothing recorded. For work whose speed does not
-/// matter, such as a checkpoint's load-time probe: timing the candidates of its shapes compiles
-/// each first, tens of seconds on a fresh CPU adapter for a call that runs once.
-pub fn with_fixed_rules<T>(f: impl FnOnce() -> T) -> T {
+/// Runs `f` with nothing measured by the kernel choices made on this thread, on any device: a
+/// shape whose choice is pinned or remembered (this run's, or the cache file's) takes it, any
+/// other its family's fixed rule, unrecorded, so a later measuring run still times it. For
+/// work too short to repay the timing: a fresh CPU adapter compiles every candidate first
+/// (a checkpoint's load-time probe; `wgdiff sample` without `--tune`, where tuning the shipped
+/// U-Net cost 35 s on Mesa 22.3 and ~170 s on Mesa 25 for ~1 s a run saved).
+pub fn without_measuring<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            FIXED_RULES_HERE.set(self.0);
+            MEASURING_OFF_HERE.set(self.0);
         }
     }
-    let _restore = Restore(FIXED_RULES_HERE.replace(true));
+    let _restore = Restore(MEASURING_OFF_HERE.replace(true));
     f()
 }
 
@@ -132,11 +134,14 @@ impl Autotuner {
         if let Some(c) = Self::lookup(&self.pinned, key, labels) {
             return Ok(c);
         }
-        if self.is_deterministic() || FIXED_RULES_HERE.get() {
+        if self.is_deterministic() {
             return Ok(fallback);
         }
         if let Some(c) = Self::lookup(&self.choices, key, labels) {
             return Ok(c);
+        }
+        if MEASURING_OFF_HERE.get() {
+            return Ok(fallback);
         }
         let best = if labels.len() == 1 {
             0

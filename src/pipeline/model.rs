@@ -57,8 +57,8 @@ impl Sampling<'_> {
             Some(null) => NetDenoiser::conditional(self.net, vec![null as u32; PROBE_IMAGES]),
             None => NetDenoiser::new(self.net),
         };
-        // Fixed-rule kernels: a probe of 2 images is not worth timing candidates for.
-        let eps = crate::gpu::with_fixed_rules(|| marginals.eps(&denoiser.predict(&x, t, 0)?, &x, level))?;
+        // A probe of 2 images is not worth timing kernel candidates for.
+        let eps = crate::gpu::without_measuring(|| marginals.eps(&denoiser.predict(&x, t, 0)?, &x, level))?;
         let eps = eps.to_vec_async().await?;
         let rms = (eps.iter().map(|&e| e as f64 * e as f64).sum::<f64>() / eps.len() as f64).sqrt();
         if rms.is_finite() && rms <= MAX_NOISE_RMS {

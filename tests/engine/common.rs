@@ -58,7 +58,7 @@ pub fn gpu() -> &'static Gpu {
 /// A device of a test's own, choosing kernels by fixed rules (deterministic mode): timing the
 /// candidates of every new shape the tests make took minutes on lavapipe. Every variant is
 /// checked by the tests that pin it; the measuring itself by tests/engine/determinism.rs and
-/// `kernel_tuning_is_announced_with_the_way_to_skip_it`.
+/// `kernel_tuning_is_announced_and_sample_measures_only_with_tune`.
 pub fn own_gpu() -> Gpu {
     let gpu =
         Gpu::new_blocking(AdapterChoice::default()).expect("a GPU adapter (install mesa-vulkan-drivers)");

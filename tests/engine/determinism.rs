@@ -176,23 +176,43 @@ fn deterministic_runs_are_bit_identical() {
 }
 
 #[test]
-fn fixed_rules_apply_inside_their_scope_only() {
+fn nothing_is_measured_inside_without_measuring_and_remembered_choices_still_apply() {
     let tuner = Autotuner::default();
-    let labels = vec!["a".to_string(), "b".to_string()];
+    let labels = vec!["a".to_string(), "b".to_string(), "c".to_string()];
     let untimed = |_: usize| -> wgdiff::Result<()> { panic!("a candidate was timed inside the scope") };
-    let inside = wgdiff::gpu::with_fixed_rules(|| tuner.choose(gpu(), "test:scoped", &labels, 1, untimed));
-    assert_eq!(inside.unwrap(), 1);
-    assert!(tuner.snapshot().is_empty(), "{:?}", tuner.snapshot());
     let timed = std::sync::atomic::AtomicUsize::new(0);
-    tuner
-        .choose(gpu(), "test:scoped", &labels, 1, |_| {
-            timed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Ok(())
-        })
+    let timing = |i: usize| -> wgdiff::Result<()> {
+        timed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // (candidate 2 is the slow one, so the measured winner is not it)
+        if i == 2 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    };
+    let remembered = tuner
+        .choose(gpu(), "test:remembered", &labels, 2, timing)
         .unwrap();
+    assert_ne!(remembered, 2);
+    wgdiff::gpu::without_measuring(|| {
+        // a new shape takes the fixed rule (the fallback), unrecorded; a measured one its choice
+        assert_eq!(tuner.choose(gpu(), "test:new", &labels, 2, untimed).unwrap(), 2);
+        assert_eq!(
+            tuner
+                .choose(gpu(), "test:remembered", &labels, 2, untimed)
+                .unwrap(),
+            remembered
+        );
+    });
     assert!(
-        timed.into_inner() > 0,
-        "outside the scope the candidates are timed again"
+        tuner.snapshot().iter().all(|(key, _)| key == "test:remembered"),
+        "{:?}",
+        tuner.snapshot()
+    );
+    let before = timed.load(std::sync::atomic::Ordering::Relaxed);
+    tuner.choose(gpu(), "test:new", &labels, 2, timing).unwrap();
+    assert!(
+        timed.load(std::sync::atomic::Ordering::Relaxed) > before,
+        "outside the scope a new shape is timed"
     );
 }
 

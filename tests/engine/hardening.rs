@@ -301,7 +301,7 @@ fn a_report_that_fails_half_way_replaces_none_of_the_earlier_one() {
 }
 
 #[test]
-fn kernel_tuning_is_announced_with_the_way_to_skip_it() {
+fn kernel_tuning_is_announced_and_sample_measures_only_with_tune() {
     // (a fresh cache: the first sampling step measures kernel variants, which took minutes in
     // silence on a CPU adapter; a tiny U-Net's few shapes keep this test short)
     let cache = fresh_dir("tuning-cache");
@@ -319,12 +319,13 @@ fn kernel_tuning_is_announced_with_the_way_to_skip_it() {
     )
     .unwrap();
     block_on(trainer.save(&checkpoint)).unwrap();
-    let run = |extra: &[&str]| {
+    let run = |global: &[&str], sample: &[&str]| {
         let output = wgdiff()
             .env_remove("WGDIFF_DETERMINISTIC")
-            .args(extra)
+            .args(global)
             .args(["sample", "--checkpoint", checkpoint.to_str().unwrap()])
             .args(["--count", "2", "--steps", "1", "--out", out.to_str().unwrap()])
+            .args(sample)
             .env("WGDIFF_CACHE_DIR", &cache)
             .output()
             .unwrap();
@@ -332,12 +333,33 @@ fn kernel_tuning_is_announced_with_the_way_to_skip_it() {
         assert!(output.status.success(), "{stderr}");
         stderr
     };
-    let tuned = run(&[]);
+    let cache_files = || {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("autotune-")
+            })
+            .count()
+    };
+    // A sampling run is too short to repay the measuring: only --tune measures.
+    let untuned = run(&[], &[]);
+    assert!(!untuned.contains("tuning:"), "{untuned}");
+    assert_eq!(
+        cache_files(),
+        0,
+        "sample without --tune wrote an autotune cache file"
+    );
+    let tuned = run(&[], &["--tune"]);
     assert!(
         tuned.contains("tuning: measuring kernel variants") && tuned.contains("--deterministic skips"),
         "{tuned}"
     );
-    assert!(!run(&["--deterministic"]).contains("tuning:"));
+    assert_eq!(cache_files(), 1);
+    assert!(!run(&["--deterministic"], &["--tune"]).contains("tuning:"));
     let _ = std::fs::remove_dir_all(&cache);
 }
 
