@@ -51,6 +51,7 @@ pub fn run(gpu: &Gpu, shapes: &[[usize; 4]], warmup: usize, reps: usize) -> Resu
         for (name, block) in variants {
             let (x, p) = (x.clone(), p.clone());
             cases.push(Case {
+                peer: None,
                 variant: name.into(),
                 shape: describe(shape),
                 pass: Some("forward".into()),
@@ -65,6 +66,7 @@ pub fn run(gpu: &Gpu, shapes: &[[usize; 4]], warmup: usize, reps: usize) -> Resu
         for (name, block) in variants {
             let (leaves, tracked, dy) = (leaves.clone(), tracked.clone(), dy.clone());
             cases.push(Case {
+                peer: None,
                 variant: name.into(),
                 shape: describe(shape),
                 pass: Some("forward+backward".into()),

@@ -2,7 +2,7 @@
 //! Winograd and auto on int8/int4 weights (forward), on the conv shapes of a 32x32 U-Net
 //! (batch 16), interleaved in one run, beside a matmul of the same GEMM size.
 
-use super::{run_interleaved, Case, Measurement};
+use super::{run_interleaved_beside, Case, Measurement, Peer};
 use crate::ops::conv::{conv_input_grad, conv_weight_grad, use_conv_impl, ConvGeometry};
 use crate::ops::random::Rng;
 use crate::ops::{ConvAddends, ConvImpl, ConvOptions, PackedWeights, WeightBits};
@@ -91,7 +91,30 @@ pub enum Passes {
     Both,
 }
 
-/// Runs the conv benchmark for `variants` (plus a same-size matmul row per shape).
+/// A conv workload in the words of `scripts/torch_bench.py`.
+fn peer_line(geo: &ConvGeometry, pass: &str) -> String {
+    let o = geo.opts;
+    format!(
+        "conv {} {} {} {} {} {} {} {} {} {} {} {} {} {} {pass}",
+        geo.n,
+        geo.cin,
+        geo.h,
+        geo.w,
+        geo.cout,
+        geo.kh,
+        geo.kw,
+        o.stride.0,
+        o.stride.1,
+        o.padding.0,
+        o.padding.1,
+        o.dilation.0,
+        o.dilation.1,
+        o.groups
+    )
+}
+
+/// Runs the conv benchmark for `variants` (plus a same-size matmul row per shape). Beside a
+/// `peer`, each shape's float conv there too (forward, forward+backward), in the same rounds.
 pub fn run(
     gpu: &Gpu,
     shapes: &[([usize; 4], [usize; 4], ConvOptions)],
@@ -99,6 +122,7 @@ pub fn run(
     passes: Passes,
     warmup: usize,
     reps: usize,
+    mut peer: Option<&mut dyn Peer>,
 ) -> Result<Vec<Measurement>> {
     let _g = crate::no_grad();
     let mut rng = Rng::new(2);
@@ -118,6 +142,7 @@ pub fn run(
                     if passes != Passes::ForwardBackward {
                         let (x, packed) = (x.clone(), packed_conv_weights(&w, bits)?);
                         cases.push(Case {
+                            peer: Some(peer_line(&geo, "forward")),
                             variant: variant.name(),
                             shape: shape.clone(),
                             pass: Some("forward".into()),
@@ -135,6 +160,7 @@ pub fn run(
             if passes != Passes::ForwardBackward {
                 let (x, w) = (x.clone(), w.clone());
                 cases.push(Case {
+                    peer: Some(peer_line(&geo, "forward")),
                     variant: imp.name().into(),
                     shape: shape.clone(),
                     pass: Some("forward".into()),
@@ -146,6 +172,7 @@ pub fn run(
             if passes != Passes::Forward {
                 let (x, w, dy) = (x.clone(), w.clone(), dy.clone());
                 cases.push(Case {
+                    peer: Some(peer_line(&geo, "forward+backward")),
                     variant: imp.name().into(),
                     shape: shape.clone(),
                     pass: Some("forward+backward".into()),
@@ -168,6 +195,7 @@ pub fn run(
             let a = rng.normal(gpu, &[geo.cout, geo.k()], 0.0, 1.0, DType::F32)?;
             let b = rng.normal(gpu, &[geo.k(), geo.n * geo.pixels()], 0.0, 1.0, DType::F32)?;
             cases.push(Case {
+                peer: None,
                 variant: "matmul".into(),
                 shape: shape.clone(),
                 pass: Some("forward".into()),
@@ -176,7 +204,14 @@ pub fn run(
                 run: Box::new(move || a.matmul(&b).map(drop)),
             });
         }
-        rows.extend(run_interleaved(gpu, "conv", &cases, warmup, reps)?);
+        rows.extend(run_interleaved_beside(
+            gpu,
+            "conv",
+            &cases,
+            warmup,
+            reps,
+            peer.as_mut().map(|p| &mut **p as &mut dyn Peer),
+        )?);
     }
     Ok(rows)
 }

@@ -26,6 +26,7 @@ pub fn run(gpu: &Gpu, warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
     let mut cases: Vec<Case> = probes
         .iter()
         .map(|(variant, probe)| Case {
+            peer: None,
             variant: variant.to_string(),
             shape: run_shape(),
             pass: None,
@@ -50,6 +51,7 @@ pub fn run(gpu: &Gpu, warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
     let threads = cpu_fma::threads();
     if cpu_fma::available() {
         cases.push(Case {
+            peer: None,
             variant: CPU_FMA.to_string(),
             shape: format!(
                 "host CPU: {threads} threads x {} chains of 8-lane AVX2 FMAs x {}",
@@ -77,6 +79,7 @@ pub fn run(gpu: &Gpu, warmup: usize, reps: usize) -> Result<Vec<Measurement>> {
 /// A memory or texel probe's case: its bytes read, or none counted (dispatches, submits).
 fn probe_case<'a>(variant: &str, shape: &str, work: Work, run: impl Fn() + 'a) -> Case<'a> {
     Case {
+        peer: None,
         variant: variant.to_string(),
         shape: shape.to_string(),
         pass: None,

@@ -1,7 +1,7 @@
 //! `wgdiff bench matmul`: the naive and blocked matmul kernels (blocked f16 where the device
 //! has it, blocked on int8/int4 weights) on square and skinny shapes, interleaved in one run.
 
-use super::{run_interleaved, Case, Measurement};
+use super::{run_interleaved_beside, Case, Measurement, Peer};
 use crate::ops::matmul::matmul_flops;
 use crate::ops::random::Rng;
 use crate::ops::{MatmulKernel, PackedWeights, WeightBits};
@@ -30,13 +30,15 @@ pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [
 ];
 
 /// Runs the matmul benchmark; `variants` filters by name (naive, blocked, blocked-f16,
-/// blocked-int8, blocked-int4), empty means all.
+/// blocked-int8, blocked-int4), empty means all. Beside a `peer`, each shape's f32 product
+/// there too, in the same rounds.
 pub fn run(
     gpu: &Gpu,
     shapes: &[(usize, usize, usize)],
     variants: &[String],
     warmup: usize,
     reps: usize,
+    mut peer: Option<&mut dyn Peer>,
 ) -> Result<Vec<Measurement>> {
     let _g = crate::no_grad();
     let mut rng = Rng::new(1);
@@ -77,6 +79,7 @@ pub fn run(
                 }
             };
             cases.push(Case {
+                peer: Some(format!("matmul {m} {n} {k}")),
                 variant: name.to_string(),
                 shape: format!("{m}x{n}x{k}"),
                 pass: None,
@@ -85,7 +88,14 @@ pub fn run(
                 run,
             });
         }
-        rows.extend(run_interleaved(gpu, "matmul", &cases, warmup, reps)?);
+        rows.extend(run_interleaved_beside(
+            gpu,
+            "matmul",
+            &cases,
+            warmup,
+            reps,
+            peer.as_mut().map(|p| &mut **p as &mut dyn Peer),
+        )?);
     }
     Ok(rows)
 }

@@ -85,6 +85,7 @@ pub fn run(
                 gflops: None,
                 gbps: None,
                 us_each: None,
+                vs_torch: None,
                 device: device.clone(),
             });
             median(times)

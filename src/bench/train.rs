@@ -99,6 +99,7 @@ pub fn run(
     let mut cases: Vec<Case> = precisions
         .into_iter()
         .map(|p| Case {
+            peer: None,
             variant: match p {
                 Precision::F32 => "train-step".into(),
                 Precision::F16 => "train-step f16".into(),
@@ -112,6 +113,7 @@ pub fn run(
         .collect();
     for skip in 0..levels {
         cases.push(Case {
+            peer: None,
             variant: format!("sample-step skip {skip}"),
             shape: format!("{preset_name} B{sample_batch} {h}x{w}"),
             pass: Some("forward".into()),

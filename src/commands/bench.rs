@@ -1,6 +1,7 @@
 //! `wgdiff bench conv|block|matmul|mac|train|step`: interleaved timings of kernel variants and
 //! model steps, printed as a table (plus the ratios the issues' targets are about) or JSON lines.
 
+use super::bench_torch::TorchPeer;
 use super::distributed::{Distributed, Job};
 use super::print_tuner;
 use anyhow::{Context, Result};
@@ -8,6 +9,7 @@ use clap::Subcommand;
 use std::path::PathBuf;
 use std::sync::Arc;
 use wgdiff::bench::conv::{ConvVariant, Passes};
+use wgdiff::bench::Peer;
 use wgdiff::gpu::{describe, DeviceSet};
 use wgdiff::pipeline::diffusers::is_diffusers_folder;
 use wgdiff::pipeline::TrainedModel;
@@ -28,6 +30,11 @@ pub enum BenchCommand {
         /// forward, backward (= forward+backward) or both
         #[arg(long, default_value = "both")]
         pass: String,
+        /// PyTorch on the CPU runs the same workloads in the same rounds: a row each and, on
+        /// wgdiff's rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json).
+        /// Optionally the Python to use, one with torch [default: python3]
+        #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
+        beside_torch: Option<PathBuf>,
         /// Timed repetitions per variant (the median is reported)
         #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
         reps: usize,
@@ -154,6 +161,11 @@ pub enum BenchCommand {
         /// Only these variants (naive, blocked, blocked-f16), comma-separated (default: all)
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
+        /// PyTorch on the CPU runs the same workloads in the same rounds: a row each and, on
+        /// wgdiff's rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json).
+        /// Optionally the Python to use, one with torch [default: python3]
+        #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
+        beside_torch: Option<PathBuf>,
         /// Timed repetitions per variant (the median is reported)
         #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
         reps: usize,
@@ -204,6 +216,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
         BenchCommand::Conv {
             variants,
             pass,
+            beside_torch,
             reps,
             warmup,
             json,
@@ -222,6 +235,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                 "both" => Passes::Both,
                 other => anyhow::bail!("--pass {other}: use forward, backward or both"),
             };
+            let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
             let rows = wgdiff::bench::conv::run(
                 gpu,
                 &wgdiff::bench::conv::default_shapes(),
@@ -229,6 +243,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                 passes,
                 warmup,
                 reps,
+                torch.as_mut().map(|t| t as &mut dyn Peer),
             )?;
             print_rows(&rows, json);
             if !json {
@@ -336,6 +351,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
         BenchCommand::Matmul {
             shapes,
             variants,
+            beside_torch,
             reps,
             warmup,
             json,
@@ -345,7 +361,9 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             } else {
                 shapes.iter().map(|s| parse_mnk(s)).collect::<Result<_>>()?
             };
-            let rows = wgdiff::bench::matmul::run(gpu, &shapes, &variants, warmup, reps)?;
+            let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
+            let peer = torch.as_mut().map(|t| t as &mut dyn Peer);
+            let rows = wgdiff::bench::matmul::run(gpu, &shapes, &variants, warmup, reps, peer)?;
             print_rows(&rows, json);
             if !json {
                 for w in rows

@@ -100,6 +100,137 @@ fn bench_matmul_json_has_the_documented_keys() {
     }
 }
 
+/// A folder of its own for a test's files.
+fn scratch_dir(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("wgdiff-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[cfg(unix)]
+#[test]
+fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
+    use std::os::unix::fs::PermissionsExt;
+    // A stand-in for a Python with torch (not a test dependency) that speaks the protocol of
+    // scripts/torch_bench.py: ready, then 2 ms for every workload, writing down what it ran.
+    let dir = scratch_dir("fake-torch");
+    let asked = dir.join("asked.txt");
+    let python = dir.join("python");
+    let script = format!(
+        "#!/bin/sh\necho 'ready torch=9.9 threads=3'\nwhile read line; do echo \"$line\" >> '{}'; echo 0.002; done\n",
+        asked.display()
+    );
+    std::fs::write(&python, script).unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = wgdiff()
+        .args([
+            "bench",
+            "matmul",
+            "--json",
+            "--shapes",
+            "48x40x36",
+            "--variants",
+            "naive,blocked",
+        ])
+        .args([
+            "--reps",
+            "3",
+            "--warmup",
+            "1",
+            "--beside-torch",
+            python.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let row = |variant: &str| {
+        rows.iter()
+            .find(|r| r["variant"] == variant)
+            .unwrap_or_else(|| panic!("{stdout}"))
+    };
+    for variant in ["naive", "blocked"] {
+        let r = row(variant);
+        let ratio = r["vs_torch"].as_f64().unwrap();
+        assert!(
+            (ratio - 2.0 / r["median_ms"].as_f64().unwrap()).abs() < 1e-9 * ratio,
+            "{r}"
+        );
+    }
+    let torch = row("torch");
+    assert_eq!(torch["device"], "PyTorch 9.9 CPU, 3 threads");
+    assert_eq!(torch["shape"], "48x40x36");
+    assert!(torch.get("vs_torch").is_none());
+    let gflops = 2.0 * 48.0 * 40.0 * 36.0 / 2e-3 / 1e9;
+    assert!(
+        (torch["gflops"].as_f64().unwrap() - gflops).abs() < 1e-9,
+        "{torch}"
+    );
+    // The shape's workload once per round (a warm-up and 3 timed), not once per variant.
+    assert_eq!(
+        std::fs::read_to_string(&asked).unwrap(),
+        "matmul 48 40 36\n".repeat(4)
+    );
+    // The table gives the ratio too.
+    let out = wgdiff()
+        .args([
+            "bench",
+            "matmul",
+            "--shapes",
+            "48x40x36",
+            "--variants",
+            "naive",
+            "--reps",
+            "1",
+        ])
+        .args(["--beside-torch", python.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("vs torch") && table.lines().any(|l| l.starts_with("torch ")),
+        "{table}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn beside_torch_without_torch_says_how_to_install_it() {
+    // A Python whose `import torch` fails: a torch.py that raises ImportError, first on its path.
+    let dir = scratch_dir("no-torch");
+    std::fs::write(dir.join("torch.py"), "raise ImportError('no torch here')\n").unwrap();
+    let bench = |python: &str| {
+        let out = wgdiff()
+            .args([
+                "bench",
+                "conv",
+                "--variants",
+                "direct",
+                "--reps",
+                "1",
+                "--warmup",
+                "0",
+            ])
+            .args(["--beside-torch", python])
+            .env("PYTHONPATH", &dir)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for python in ["python3", "/nonexistent/python"] {
+        let stderr = bench(python);
+        assert!(
+            stderr.contains("pip install torch") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+    assert!(bench("python3").contains("has no PyTorch"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bench_block_json_has_variant_pass_and_shape() {
     let out = wgdiff()
