@@ -1,7 +1,7 @@
 //! `wgdiff bench train`: img/s and GFLOP/s of one training step of a model preset (f32, and
 //! mixed f16 when asked), ms per sampling step for each number of skipped U-Net levels, memory.
 
-use super::{run_interleaved, Case, Measurement};
+use super::{run_interleaved_beside, Case, Measurement, Peer};
 use crate::diffusion::{Process, Weighting};
 use crate::gpu::PoolStats;
 use crate::models::preset;
@@ -38,18 +38,36 @@ fn count(gpu: &Gpu, f: impl FnOnce() -> Result<()>) -> Result<(f64, usize)> {
     ))
 }
 
-/// Times a training step of `preset_name` at `batch` (DDPM loss, backward, Adam; in f32, and
-/// also in mixed precision with loss scaling when `precision` is f16) and one sampling step
-/// at `sample_batch` for every skip count the model allows, interleaved.
+/// The presets PyTorch has a twin of (scripts/torch_bench.py): a [`Peer`]'s `unet-train` and
+/// `unet-sample` workloads.
+pub const TORCH_TWINS: [&str; 1] = ["mnist"];
+
+/// What `bench train` times: a training step of `preset` at `batch`, in f32 and also in mixed
+/// precision with loss scaling when `precision` is f16, and sampling steps at `sample_batch`.
+pub struct Steps<'a> {
+    pub preset: &'a str,
+    pub batch: usize,
+    pub sample_batch: usize,
+    pub precision: Precision,
+}
+
+/// Times a training step (DDPM loss, backward, Adam) and one sampling step for every skip
+/// count the model allows, interleaved. Beside a `peer` with a twin of the preset
+/// ([`TORCH_TWINS`]), its f32 training step and its sampling step without skips too.
 pub fn run(
     gpu: &Gpu,
-    preset_name: &str,
-    batch: usize,
-    sample_batch: usize,
-    precision: Precision,
+    steps: Steps,
     warmup: usize,
     reps: usize,
+    peer: Option<&mut dyn Peer>,
 ) -> Result<(Vec<Measurement>, TrainBenchCounts)> {
+    let Steps {
+        preset: preset_name,
+        batch,
+        sample_batch,
+        precision,
+    } = steps;
+    let twin = TORCH_TWINS.contains(&preset_name);
     let config = preset(preset_name)?;
     let [c, h, w] = config.image_shape();
     let mut net = config.build(gpu, 0)?;
@@ -99,7 +117,7 @@ pub fn run(
     let mut cases: Vec<Case> = precisions
         .into_iter()
         .map(|p| Case {
-            peer: None,
+            peer: (twin && p == Precision::F32).then(|| format!("unet-train {preset_name} {batch}")),
             variant: match p {
                 Precision::F32 => "train-step".into(),
                 Precision::F16 => "train-step f16".into(),
@@ -113,7 +131,7 @@ pub fn run(
         .collect();
     for skip in 0..levels {
         cases.push(Case {
-            peer: None,
+            peer: (twin && skip == 0).then(|| format!("unet-sample {preset_name} {sample_batch}")),
             variant: format!("sample-step skip {skip}"),
             shape: format!("{preset_name} B{sample_batch} {h}x{w}"),
             pass: Some("forward".into()),
@@ -122,7 +140,7 @@ pub fn run(
             run: Box::new(move || sample_step(skip)),
         });
     }
-    let rows = run_interleaved(gpu, "train", &cases, warmup, reps)?;
+    let rows = run_interleaved_beside(gpu, "train", &cases, warmup, reps, peer)?;
     Ok((
         rows,
         TrainBenchCounts {

@@ -78,6 +78,12 @@ pub enum BenchCommand {
         /// beside the f32 one
         #[arg(long, default_value = "f32")]
         precision: wgdiff::train::Precision,
+        /// PyTorch on the CPU runs its twin of the preset (mnist has one) in the same rounds: the
+        /// f32 training step and the sampling step without skips, a row each and, on wgdiff's
+        /// rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json). Optionally
+        /// the Python to use, one with torch [default: python3]
+        #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
+        beside_torch: Option<PathBuf>,
         /// Timed repetitions per case (the median is reported)
         #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
         reps: usize,
@@ -188,10 +194,22 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
         json,
         devices,
         distributed,
+        beside_torch,
         ..
     } = &what
     {
+        if beside_torch.is_some() && !wgdiff::bench::train::TORCH_TWINS.contains(&preset.as_str()) {
+            anyhow::bail!(
+                "--beside-torch: PyTorch has no twin of preset {preset} ({} has one: scripts/torch_bench.py)",
+                wgdiff::bench::train::TORCH_TWINS.join(", ")
+            );
+        }
         if devices.is_some() || distributed.is_some() {
+            if beside_torch.is_some() {
+                anyhow::bail!(
+                    "--beside-torch times one device's step; leave out --devices and --distributed"
+                );
+            }
             let job = Job::join(*distributed)?;
             let set = devices.clone().unwrap_or_default();
             let result = scaling(choice, &job, &set, preset, *batch, *warmup, *reps, *json);
@@ -275,6 +293,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             batch,
             sample_batch,
             precision,
+            beside_torch,
             reps,
             warmup,
             json,
@@ -283,8 +302,15 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             if let Some(warning) = precision.fallback_warning(gpu) {
                 eprintln!("{warning}");
             }
-            let (rows, counts) =
-                wgdiff::bench::train::run(gpu, &preset, batch, sample_batch, precision, warmup, reps)?;
+            let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
+            let steps = wgdiff::bench::train::Steps {
+                preset: &preset,
+                batch,
+                sample_batch,
+                precision,
+            };
+            let peer = torch.as_mut().map(|t| t as &mut dyn Peer);
+            let (rows, counts) = wgdiff::bench::train::run(gpu, steps, warmup, reps, peer)?;
             print_rows(&rows, json);
             if !json {
                 print_train_summary(&rows, &counts, batch);

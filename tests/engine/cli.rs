@@ -108,13 +108,12 @@ fn scratch_dir(test: &str) -> std::path::PathBuf {
     dir
 }
 
+/// A stand-in for a Python with torch (not a test dependency) that speaks the protocol of
+/// scripts/torch_bench.py: ready, then 2 ms for every workload, writing down what it ran. Returns
+/// its path and that of its list of workloads.
 #[cfg(unix)]
-#[test]
-fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
+fn fake_torch_python(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    // A stand-in for a Python with torch (not a test dependency) that speaks the protocol of
-    // scripts/torch_bench.py: ready, then 2 ms for every workload, writing down what it ran.
-    let dir = scratch_dir("fake-torch");
     let asked = dir.join("asked.txt");
     let python = dir.join("python");
     let script = format!(
@@ -123,6 +122,21 @@ fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
     );
     std::fs::write(&python, script).unwrap();
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (python, asked)
+}
+
+/// The JSON rows of a `bench` run, which must succeed.
+fn json_rows(out: std::process::Output) -> Vec<serde_json::Value> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
+    let dir = scratch_dir("fake-torch");
+    let (python, asked) = fake_torch_python(&dir);
     let out = wgdiff()
         .args([
             "bench",
@@ -143,13 +157,11 @@ fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows = json_rows(out);
     let row = |variant: &str| {
         rows.iter()
             .find(|r| r["variant"] == variant)
-            .unwrap_or_else(|| panic!("{stdout}"))
+            .unwrap_or_else(|| panic!("{rows:?}"))
     };
     for variant in ["naive", "blocked"] {
         let r = row(variant);
@@ -192,6 +204,62 @@ fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
     assert!(
         table.contains("vs torch") && table.lines().any(|l| l.starts_with("torch ")),
         "{table}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(unix)]
+#[test]
+fn bench_train_beside_torch_times_the_presets_twin() {
+    let dir = scratch_dir("fake-torch-train");
+    let (python, asked) = fake_torch_python(&dir);
+    let bench = |preset: &str| {
+        wgdiff()
+            .args([
+                "bench",
+                "train",
+                "--json",
+                "--preset",
+                preset,
+                "--batch",
+                "2",
+                "--sample-batch",
+                "1",
+            ])
+            .args([
+                "--reps",
+                "1",
+                "--warmup",
+                "0",
+                "--beside-torch",
+                python.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let rows = json_rows(bench("mnist"));
+    let ratio = |variant: &str| {
+        rows.iter()
+            .find(|r| r["variant"] == variant)
+            .map(|r| r["vs_torch"].clone())
+    };
+    assert!(ratio("train-step").unwrap().as_f64().unwrap() > 0.0, "{rows:?}");
+    assert!(
+        ratio("sample-step skip 0").unwrap().as_f64().unwrap() > 0.0,
+        "{rows:?}"
+    );
+    // (the twin has no skips: only skip 0 is compared)
+    assert!(ratio("sample-step skip 1").unwrap().is_null(), "{rows:?}");
+    assert_eq!(rows.iter().filter(|r| r["variant"] == "torch").count(), 2);
+    assert_eq!(
+        std::fs::read_to_string(&asked).unwrap(),
+        "unet-train mnist 2\nunet-sample mnist 1\n"
+    );
+    let refused = bench("tiny");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("no twin of preset tiny"),
+        "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
