@@ -7,8 +7,9 @@ is loaded, then answers each workload line by running that workload once and pri
 seconds (a bad line gets `error <why>`). Inputs are made at a workload's first line and kept.
   matmul M N K                                  C[M,N] = A[M,K] @ B[K,N]
   conv N CIN H W COUT KH KW SH SW PH PW DH DW G PASS
-      PASS forward: y = conv2d(x, w); forward+backward: y, then dx, dW and the bias's sum of
-      dy, as `wgdiff bench conv` times its own (no autograd tape, the same three results)
+      PASS forward: y = conv2d(x, w); input-grad: dx; weight-grad: dW; forward+backward: y,
+      then dx, dW and the bias's sum of dy, as `wgdiff bench conv` times its own (no autograd
+      tape, the same results)
   unet-train mnist B                            a training step of the U-Net twin at batch B
   unet-sample mnist B                           its sampling step (the network, a DDIM update)
 """
@@ -249,9 +250,13 @@ def conv(n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, pass_):
     forward = lambda: F.conv2d(x, weight, **geometry)
     if pass_ == "forward":
         return forward
+    dy = torch.randn_like(forward())
+    if pass_ == "input-grad":
+        return lambda: torch.nn.grad.conv2d_input(x.shape, weight, dy, **geometry)
+    if pass_ == "weight-grad":
+        return lambda: torch.nn.grad.conv2d_weight(x, weight.shape, dy, **geometry)
     if pass_ != "forward+backward":
         raise ValueError(f"unknown pass {pass_!r}")
-    dy = torch.randn_like(forward())
 
     def forward_backward():
         forward()

@@ -83,19 +83,78 @@ pub fn default_shapes() -> Vec<([usize; 4], [usize; 4], ConvOptions)> {
     ]
 }
 
-/// Which passes to time.
+/// A pass `bench conv` times: the forward conv, either backward pass alone, or the forward
+/// and both backward passes with the bias's gradient (what a training step runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Passes {
+pub enum ConvPass {
     Forward,
+    InputGrad,
+    WeightGrad,
     ForwardBackward,
-    Both,
+}
+
+impl ConvPass {
+    /// Every pass, in table order.
+    pub const ALL: [ConvPass; 4] = [
+        ConvPass::Forward,
+        ConvPass::InputGrad,
+        ConvPass::WeightGrad,
+        ConvPass::ForwardBackward,
+    ];
+
+    /// The pass's name in the table, in `--pass` and in the peer's workload line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvPass::Forward => "forward",
+            ConvPass::InputGrad => "input-grad",
+            ConvPass::WeightGrad => "weight-grad",
+            ConvPass::ForwardBackward => "forward+backward",
+        }
+    }
+
+    /// The passes `--pass` names: forward, input-grad, weight-grad, forward+backward (or
+    /// backward), both (forward and forward+backward) or all, comma-separated.
+    pub fn parse_list(text: &str) -> Result<Vec<ConvPass>> {
+        let mut wanted = [false; ConvPass::ALL.len()];
+        for word in text.split(',').map(str::trim) {
+            let named = match word {
+                "both" => vec![ConvPass::Forward, ConvPass::ForwardBackward],
+                "all" => ConvPass::ALL.to_vec(),
+                "backward" => vec![ConvPass::ForwardBackward],
+                _ => match ConvPass::ALL.into_iter().find(|p| p.name() == word) {
+                    Some(pass) => vec![pass],
+                    None => {
+                        return Err(crate::Error::Config(format!(
+                            "--pass {word}: use forward, input-grad, weight-grad, forward+backward (or \
+                             backward), both (forward and forward+backward) or all, comma-separated"
+                        )))
+                    }
+                },
+            };
+            for pass in named {
+                wanted[pass as usize] = true;
+            }
+        }
+        Ok(ConvPass::ALL
+            .into_iter()
+            .filter(|&p| wanted[p as usize])
+            .collect())
+    }
+
+    /// FLOPs of the pass: a backward pass alone costs what the forward does.
+    fn flops(self, geo: &ConvGeometry) -> f64 {
+        match self {
+            ConvPass::ForwardBackward => 3.0 * geo.flops(),
+            _ => geo.flops(),
+        }
+    }
 }
 
 /// A conv workload in the words of `scripts/torch_bench.py`.
-fn peer_line(geo: &ConvGeometry, pass: &str) -> String {
+fn peer_line(geo: &ConvGeometry, pass: ConvPass) -> String {
     let o = geo.opts;
     format!(
-        "conv {} {} {} {} {} {} {} {} {} {} {} {} {} {} {pass}",
+        "conv {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
         geo.n,
         geo.cin,
         geo.h,
@@ -109,17 +168,19 @@ fn peer_line(geo: &ConvGeometry, pass: &str) -> String {
         o.padding.1,
         o.dilation.0,
         o.dilation.1,
-        o.groups
+        o.groups,
+        pass.name(),
     )
 }
 
-/// Runs the conv benchmark for `variants` (plus a same-size matmul row per shape). Beside a
-/// `peer`, each shape's float conv there too (forward, forward+backward), in the same rounds.
+/// Runs the conv benchmark for `variants` and `passes` (plus a same-size matmul row per shape
+/// beside the forward). Beside a `peer`, each shape's float conv there too, every pass, in the
+/// same rounds.
 pub fn run(
     gpu: &Gpu,
     shapes: &[([usize; 4], [usize; 4], ConvOptions)],
     variants: &[ConvVariant],
-    passes: Passes,
+    passes: &[ConvPass],
     warmup: usize,
     reps: usize,
     mut peer: Option<&mut dyn Peer>,
@@ -135,14 +196,15 @@ pub fn run(
         let shape = geo.describe();
         let bytes = ((x.numel() + w.numel() + dy.numel()) * 4) as f64;
         let mut cases = Vec::new();
+        let forward = passes.contains(&ConvPass::Forward);
         for &variant in variants {
             let imp = match variant {
                 ConvVariant::Float(imp) => imp,
                 ConvVariant::Packed(imp, bits) => {
-                    if passes != Passes::ForwardBackward {
+                    if forward {
                         let (x, packed) = (x.clone(), packed_conv_weights(&w, bits)?);
                         cases.push(Case {
-                            peer: Some(peer_line(&geo, "forward")),
+                            peer: Some(peer_line(&geo, ConvPass::Forward)),
                             variant: variant.name(),
                             shape: shape.clone(),
                             pass: Some("forward".into()),
@@ -157,28 +219,19 @@ pub fn run(
                     continue;
                 }
             };
-            if passes != Passes::ForwardBackward {
-                let (x, w) = (x.clone(), w.clone());
-                cases.push(Case {
-                    peer: Some(peer_line(&geo, "forward")),
-                    variant: imp.name().into(),
-                    shape: shape.clone(),
-                    pass: Some("forward".into()),
-                    flops: geo.flops(),
-                    bytes,
-                    run: Box::new(move || x.conv2d_with(&w, None, opts, imp).map(drop)),
-                });
-            }
-            if passes != Passes::Forward {
+            for &pass in passes {
                 let (x, w, dy) = (x.clone(), w.clone(), dy.clone());
-                cases.push(Case {
-                    peer: Some(peer_line(&geo, "forward+backward")),
-                    variant: imp.name().into(),
-                    shape: shape.clone(),
-                    pass: Some("forward+backward".into()),
-                    flops: 3.0 * geo.flops(),
-                    bytes: 3.0 * bytes,
-                    run: Box::new(move || {
+                let run: Box<dyn Fn() -> Result<()>> = match pass {
+                    ConvPass::Forward => Box::new(move || x.conv2d_with(&w, None, opts, imp).map(drop)),
+                    ConvPass::InputGrad => Box::new(move || {
+                        let resolved = crate::ops::conv::resolve(&x, &w, &geo, imp)?;
+                        conv_input_grad(&dy, &w, &geo, resolved).map(drop)
+                    }),
+                    ConvPass::WeightGrad => Box::new(move || {
+                        let resolved = crate::ops::conv::resolve(&x, &w, &geo, imp)?;
+                        conv_weight_grad(&x, &dy, &geo, resolved).map(drop)
+                    }),
+                    ConvPass::ForwardBackward => Box::new(move || {
                         let y = x.conv2d_with(&w, None, opts, imp)?;
                         let resolved = crate::ops::conv::resolve(&x, &w, &geo, imp)?;
                         conv_input_grad(&dy, &w, &geo, resolved)?;
@@ -187,10 +240,23 @@ pub fn run(
                         drop(y);
                         Ok(())
                     }),
+                };
+                cases.push(Case {
+                    peer: Some(peer_line(&geo, pass)),
+                    variant: imp.name().into(),
+                    shape: shape.clone(),
+                    pass: Some(pass.name().into()),
+                    flops: pass.flops(&geo),
+                    bytes: if pass == ConvPass::ForwardBackward {
+                        3.0 * bytes
+                    } else {
+                        bytes
+                    },
+                    run,
                 });
             }
         }
-        if opts.groups == 1 && passes != Passes::ForwardBackward {
+        if opts.groups == 1 && forward {
             // The GEMM this conv is: [Cout, K] x [K, N*P].
             let a = rng.normal(gpu, &[geo.cout, geo.k()], 0.0, 1.0, DType::F32)?;
             let b = rng.normal(gpu, &[geo.k(), geo.n * geo.pixels()], 0.0, 1.0, DType::F32)?;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::sync::Arc;
-use wgdiff::bench::conv::{ConvVariant, Passes};
+use wgdiff::bench::conv::{ConvPass, ConvVariant};
 use wgdiff::bench::Peer;
 use wgdiff::gpu::{describe, DeviceSet};
 use wgdiff::pipeline::diffusers::is_diffusers_folder;
@@ -27,7 +27,10 @@ pub enum BenchCommand {
         /// (comma-separated; default all)
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
-        /// forward, backward (= forward+backward) or both
+        /// Passes, comma-separated: forward, input-grad, weight-grad (each backward pass
+        /// alone), forward+backward (or backward: the forward, both backward passes and the
+        /// bias's gradient, as a training step runs them), both (forward and forward+backward)
+        /// or all
         #[arg(long, default_value = "both")]
         pass: String,
         /// PyTorch on the CPU runs the same workloads in the same rounds: a row each and, on
@@ -247,18 +250,13 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                     .map(|v| ConvVariant::from_name(v))
                     .collect::<Result<_, _>>()?
             };
-            let passes = match pass.as_str() {
-                "forward" => Passes::Forward,
-                "backward" | "forward+backward" => Passes::ForwardBackward,
-                "both" => Passes::Both,
-                other => anyhow::bail!("--pass {other}: use forward, backward or both"),
-            };
+            let passes = ConvPass::parse_list(&pass)?;
             let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
             let rows = wgdiff::bench::conv::run(
                 gpu,
                 &wgdiff::bench::conv::default_shapes(),
                 &chosen,
-                passes,
+                &passes,
                 warmup,
                 reps,
                 torch.as_mut().map(|t| t as &mut dyn Peer),

@@ -210,6 +210,60 @@ fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
 
 #[cfg(unix)]
 #[test]
+fn bench_conv_times_each_backward_pass_alone_beside_torch() {
+    let dir = scratch_dir("fake-torch-conv");
+    let (python, asked) = fake_torch_python(&dir);
+    let bench = |pass: &str| {
+        wgdiff()
+            .args(["bench", "conv", "--json", "--variants", "direct", "--pass", pass])
+            .args([
+                "--reps",
+                "1",
+                "--warmup",
+                "0",
+                "--beside-torch",
+                python.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let rows = json_rows(bench("weight-grad,input-grad"));
+    let cells: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["variant"].as_str().unwrap(), r["pass"].as_str().unwrap()))
+        .collect();
+    // Four shapes, each pass in table order, wgdiff's rows then PyTorch's.
+    let shape = [
+        ("direct", "input-grad"),
+        ("direct", "weight-grad"),
+        ("torch", "input-grad"),
+        ("torch", "weight-grad"),
+    ];
+    assert_eq!(cells, shape.repeat(4), "{rows:?}");
+    assert!(rows
+        .iter()
+        .filter(|r| r["variant"] == "direct")
+        .all(|r| r["vs_torch"].as_f64().is_some()));
+    let asked = std::fs::read_to_string(&asked).unwrap();
+    assert!(
+        asked.starts_with("conv 16 64 32 32 64 3 3 1 1 1 1 1 1 1 input-grad\nconv 16 64 32 32 64 3 3 1 1 1 1 1 1 1 weight-grad\n"),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("conv 16 64 32 32 64 7 7 1 1 3 3 1 1 64 weight-grad\n"),
+        "{asked}"
+    );
+    let refused = bench("sideways");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--pass sideways: use forward, input-grad"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(unix)]
+#[test]
 fn bench_train_beside_torch_times_the_presets_twin() {
     let dir = scratch_dir("fake-torch-train");
     let (python, asked) = fake_torch_python(&dir);
