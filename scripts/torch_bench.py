@@ -3,8 +3,8 @@ in the same rounds, for the ratio of each row (built into wgdiff, which runs it 
 It also holds the twin of the `mnist` preset's U-Net that scripts/torch-train-step.py times.
 
 Protocol (lines on stdin and stdout): it prints `ready torch=<version> threads=<n>` once torch
-is loaded, then answers each workload line by running that workload once and printing its
-seconds (a bad line gets `error <why>`). Inputs are made at a workload's first line and kept.
+is loaded, then answers each workload line by running that workload twice and printing the
+seconds of the second run, once its threads are quiet (a bad line gets `error <why>`). Inputs are made at a workload's first line and kept.
   matmul M N K                                  C[M,N] = A[M,K] @ B[K,N]
   conv N CIN H W COUT KH KW SH SW PH PW DH DW G PASS
       PASS forward: y = conv2d(x, w); input-grad: dx; weight-grad: dW; forward+backward: y,
@@ -282,6 +282,10 @@ def build(line):
     raise ValueError(f"unknown workload {kind!r}")
 
 
+# Seconds the helper waits after a workload before answering.
+QUIET_S = 0.1
+
+
 def serve():
     workloads = {}
     print(f"ready torch={torch.__version__} threads={torch.get_num_threads()}", flush=True)
@@ -290,9 +294,18 @@ def serve():
         try:
             if line not in workloads:
                 workloads[line] = build(line)
+            # Timed right after an untimed run, as PyTorch runs ops back to back: its OpenMP
+            # threads are awake then (after ~50 ms idle, waking them cost this VM ~10 ms).
+            workloads[line]()
             start = time.perf_counter()
             workloads[line]()
-            print(time.perf_counter() - start, flush=True)
+            seconds = time.perf_counter() - start
+            # They spin for a while after an op (libgomp's default: 300,000 pauses, over 20 ms
+            # here), which took the cores from wgdiff's next case (the blocked matmul at
+            # 4096x64x576 ran at 38-49 GFLOP/s beside them, 75 alone): answer once they sleep.
+            # (OMP_WAIT_POLICY=PASSIVE instead slowed PyTorch's own depthwise weight gradient 6x.)
+            time.sleep(QUIET_S)
+            print(seconds, flush=True)
         except (ValueError, TypeError, RuntimeError, AssertionError) as e:
             print(f"error {e}", flush=True)
 

@@ -40,7 +40,7 @@ pub struct Measurement {
 }
 
 /// Another implementation that runs a case's workload, named by the case's `peer` line, and
-/// times it itself: PyTorch on the CPU beside `bench matmul|conv --beside-torch`.
+/// times it itself: PyTorch on the CPU beside `bench matmul|conv|train --beside-torch`.
 pub trait Peer {
     /// The peer's rows' variant, e.g. `torch`.
     fn name(&self) -> &str;
@@ -78,7 +78,8 @@ pub fn run_interleaved(
 
 /// [`run_interleaved`], and beside a `peer` its run of every distinct workload of the cases'
 /// `peer` lines in the same repetitions, after the cases: a row each (the case's shape, pass
-/// and FLOPs, the peer's name and device), and `vs_torch` on the cases that share it.
+/// and FLOPs, the peer's name and device), and `vs_torch` on the cases that share it. Each
+/// timed run then follows an untimed one of the same case (the peer does the same).
 pub fn run_interleaved_beside(
     gpu: &Gpu,
     bench: &str,
@@ -114,6 +115,11 @@ pub fn run_interleaved_beside(
     let mut peer_times = vec![Vec::with_capacity(reps); peer_cases.len()];
     for _ in 0..reps {
         for (case, t) in cases.iter().zip(&mut times) {
+            if !peer_cases.is_empty() {
+                // Beside a peer, each side's timed run follows an untimed run of its own (the
+                // peer's threads went idle meanwhile, and on a VM an idle core wakes slowly).
+                (case.run)()?;
+            }
             gpu.sync()?;
             let start = std::time::Instant::now();
             (case.run)()?;
