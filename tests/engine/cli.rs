@@ -125,6 +125,23 @@ fn fake_torch_python(dir: &std::path::Path) -> (std::path::PathBuf, std::path::P
     (python, asked)
 }
 
+/// `wgdiff bench ARGS --reps 1 --warmup 0 --beside-torch PYTHON`.
+fn bench_beside(python: &std::path::Path, args: &[&str]) -> std::process::Output {
+    wgdiff()
+        .arg("bench")
+        .args(args)
+        .args([
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--beside-torch",
+            python.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap()
+}
+
 /// The JSON rows of a `bench` run, which must succeed.
 fn json_rows(out: std::process::Output) -> Vec<serde_json::Value> {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -214,18 +231,10 @@ fn bench_conv_times_each_backward_pass_alone_beside_torch() {
     let dir = scratch_dir("fake-torch-conv");
     let (python, asked) = fake_torch_python(&dir);
     let bench = |pass: &str| {
-        wgdiff()
-            .args(["bench", "conv", "--json", "--variants", "direct", "--pass", pass])
-            .args([
-                "--reps",
-                "1",
-                "--warmup",
-                "0",
-                "--beside-torch",
-                python.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap()
+        bench_beside(
+            &python,
+            &["conv", "--json", "--variants", "direct", "--pass", pass],
+        )
     };
     let rows = json_rows(bench("weight-grad,input-grad"));
     let cells: Vec<(&str, &str)> = rows
@@ -268,28 +277,11 @@ fn bench_train_beside_torch_times_the_presets_twin() {
     let dir = scratch_dir("fake-torch-train");
     let (python, asked) = fake_torch_python(&dir);
     let bench = |preset: &str| {
-        wgdiff()
-            .args([
-                "bench",
-                "train",
-                "--json",
-                "--preset",
-                preset,
-                "--batch",
-                "2",
-                "--sample-batch",
-                "1",
-            ])
-            .args([
-                "--reps",
-                "1",
-                "--warmup",
-                "0",
-                "--beside-torch",
-                python.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap()
+        let batches = ["--batch", "2", "--sample-batch", "1"];
+        bench_beside(
+            &python,
+            &[&["train", "--json", "--preset", preset][..], &batches].concat(),
+        )
     };
     let rows = json_rows(bench("mnist"));
     let ratio = |variant: &str| {
