@@ -1,6 +1,6 @@
 //! Kernel choice by measurement: the first time a (family, rounded shape) key is seen,
 //! every candidate is timed on the device and the fastest is remembered (or, in deterministic
-//! mode, a fixed rule picks it).
+//! mode and for new keys inside [`without_measuring`], a fixed rule picks it).
 
 use crate::Result;
 use std::cell::Cell;
