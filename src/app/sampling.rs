@@ -332,6 +332,16 @@ pub(super) async fn sample_job(
     branch: Option<(Start, usize)>,
     job: JobContext<DenoiseMessage>,
 ) -> Result<()> {
+    // A sampling run is too short to repay timing kernel variants, as in `wgdiff sample`.
+    crate::gpu::without_measuring_async(draw(gpu, settings, branch, job)).await
+}
+
+async fn draw(
+    gpu: Gpu,
+    settings: DenoiseSettings,
+    branch: Option<(Start, usize)>,
+    job: JobContext<DenoiseMessage>,
+) -> Result<()> {
     let path = PathBuf::from(&settings.checkpoint);
     let loaded = platform::load_model(&gpu, &path, settings.skip_type).await?;
     if branch.is_none() {

@@ -51,6 +51,13 @@ pub fn without_measuring<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// [`without_measuring`] for async work: `work` is polled inside it, on whichever thread
+/// polls it (the app's sampling jobs).
+pub async fn without_measuring_async<T>(work: impl std::future::Future<Output = T>) -> T {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| without_measuring(|| work.as_mut().poll(cx))).await
+}
+
 impl Autotuner {
     /// The label `map` holds for `key` if it is one of `labels`.
     fn lookup(map: &Mutex<BTreeMap<String, String>>, key: &str, labels: &[String]) -> Option<usize> {

@@ -14,7 +14,7 @@ mod profiler;
 mod report;
 mod select;
 
-pub use autotune::{without_measuring, Autotuner};
+pub use autotune::{without_measuring, without_measuring_async, Autotuner};
 pub use devices::{open_devices, DeviceSet};
 pub use host::IN_BROWSER;
 pub use pacing::{Pacing, Parts};

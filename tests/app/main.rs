@@ -246,6 +246,35 @@ fn denoise_view_records_every_step_and_scrubs_through_them() {
     h.snapshot("denoise_view");
 }
 
+#[test]
+fn denoise_view_samples_without_timing_kernel_variants() {
+    // As `wgdiff sample`: a sampling run is too short to repay timing kernel variants, which a
+    // fresh lavapipe compiles each first (35 s for the shipped U-Net's shapes on Mesa 22.3).
+    // A device of the test's own, measuring, as the app opens one without --deterministic.
+    let (_, _turn) = gpu();
+    let gpu = Gpu::new_blocking(AdapterChoice::default()).unwrap();
+    let measured = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let log = measured.clone();
+    gpu.tuner()
+        .on_measure(move |key| log.lock().unwrap().push(key.to_string()));
+    let out = scratch("denoise-untimed");
+    let mut h = harness(&gpu, View::Denoise, &out);
+    step_until(&mut h, 60, "the checkpoint's description", |app| {
+        app.denoise.model.is_some()
+    });
+    {
+        let s = &mut h.state_mut().denoise.settings;
+        s.steps = 2;
+        s.count = 2;
+    }
+    h.step();
+    h.get_by_label("Run").click();
+    step_until(&mut h, 120, "2 sampler steps", |app| {
+        app.denoise.frames.len() == 2 && !app.denoise.is_running()
+    });
+    assert_eq!(*measured.lock().unwrap(), Vec::<String>::new());
+}
+
 /// `repeat` runs the denoise view's settings back to back (a looping demo, `wgdiff bench
 /// soak`), in the shorter job slices the app gives sampling; Cancel ends the repeats too.
 #[test]
