@@ -164,10 +164,7 @@ pub fn run_interleaved_beside(
         .zip(&times)
         .map(|(case, t)| {
             let mut r = row(case, t, &device);
-            if let Some(i) = peer_cases
-                .iter()
-                .position(|p| p.peer.is_some() && p.peer == case.peer)
-            {
+            if let Some(i) = peer_cases.iter().position(|p| p.peer == case.peer) {
                 r.vs_torch = Some(peer_rows[i].median_ms / r.median_ms);
             }
             r

@@ -1,4 +1,4 @@
-//! `wgdiff bench matmul|conv --beside-torch [PYTHON]`: PyTorch on the CPU runs the same
+//! `wgdiff bench matmul|conv|train --beside-torch [PYTHON]`: PyTorch on the CPU runs the same
 //! workloads in the same rounds (scripts/torch_bench.py, built in), as the bench's peer.
 
 use super::python_helper::PythonHelper;

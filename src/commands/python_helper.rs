@@ -1,5 +1,5 @@
 //! A Python helper the bench commands talk to by lines (diffusers' sampling step, PyTorch's
-//! matmul and conv, on the CPU beside wgdiff): started as `PYTHON -c SOURCE ARGS...`, it prints
+//! matmul, convs and U-Net steps, on the CPU beside wgdiff): started as `PYTHON -c SOURCE ARGS...`, it prints
 //! `ready ...` once loaded, then answers each request line with one line. Its errors (a missing
 //! package and how to install it) go to the terminal through its stderr.
 
