@@ -14,6 +14,7 @@ initial noise `ddim_x`, timesteps `ddim_t` and the state after every step `ddim_
     /tmp/pyenv/bin/python scripts/diffusers_fixtures.py            # the small committed models
     /tmp/pyenv/bin/python scripts/diffusers_fixtures.py --cifar10  # the DDPM CIFAR-10 one, checked
     /tmp/pyenv/bin/python scripts/diffusers_fixtures.py --check-exports
+    python3 scripts/diffusers_fixtures.py --make-cifar10 DIR  # the CIFAR-10 folder alone (scripts/gpu-bench.sh)
 
 `--cifar10` makes the 35.7M-parameter model in a temporary folder (`--cifar10-dir`) and runs
 wgdiff's check on it (`cargo test --release --test engine -- --ignored made_by_the_script`: the
@@ -153,7 +154,9 @@ def ddim_run(unet, scheduler_config, x, labels):
     return scheduler.timesteps, torch.stack(states)
 
 
-def make(name, spec, root):
+def make_model(name, spec, root):
+    """The folder `root/name` of a random-weight model: what from_pretrained loads, no outputs.
+    Returns the model, its scheduler, the folder and the generator that drew the weights."""
     generator = torch.Generator().manual_seed(spec["seed"])
     torch.manual_seed(spec["seed"])
     unet = UNet2DModel(**spec["unet"]).eval()
@@ -162,6 +165,11 @@ def make(name, spec, root):
     unet.save_pretrained(folder, safe_serialization=True)
     ddpm = DDPMScheduler(**spec["scheduler"])
     ddpm.save_pretrained(folder)
+    return unet, ddpm, folder, generator
+
+
+def make(name, spec, root):
+    unet, ddpm, folder, generator = make_model(name, spec, root)
     cfg = unet.config
     n, size = spec["batch"], cfg.sample_size
     x = torch.randn((n, cfg.in_channels, size, size), generator=generator)
@@ -238,7 +246,13 @@ def main():
     parser.add_argument("--cifar10-dir", type=pathlib.Path, default=pathlib.Path(tempfile.gettempdir()) / "wgdiff-diffusers",
                         help="where the CIFAR-10 model goes (default: %(default)s)")
     parser.add_argument("--check-exports", action="store_true", help="check wgdiff's exports in diffusers")
+    parser.add_argument("--make-cifar10", type=pathlib.Path, metavar="DIR",
+                        help="only write the CIFAR-10 model's folder, DIR/ddpm-cifar10 (no outputs, no check)")
     args = parser.parse_args()
+    if args.make_cifar10:
+        folder = make_model("ddpm-cifar10", CIFAR10, args.make_cifar10)[2]
+        print(f"{folder}: the DDPM CIFAR-10 configuration, random weights")
+        return
     if args.cifar10:
         check_cifar10(make("ddpm-cifar10", CIFAR10, args.cifar10_dir))
     if args.check_exports:

@@ -1,10 +1,15 @@
-"""PyTorch on the CPU beside `wgdiff bench matmul|conv|train --beside-torch`: the same workloads
-in the same rounds, for the ratio of each row (built into wgdiff, which runs it with `PYTHON -c`).
-It also holds the twin of the `mnist` preset's U-Net that scripts/torch-train-step.py times.
+"""PyTorch beside `wgdiff bench matmul|conv|train --beside-torch`: the same workloads in the same
+rounds, for the ratio of each row (built into wgdiff, which runs it with `PYTHON -c SOURCE
+WHERE`). It also holds the twin of the `mnist` preset's U-Net that scripts/torch-train-step.py
+times.
 
-Protocol (lines on stdin and stdout): it prints `ready torch=<version> threads=<n>` once torch
-is loaded, then answers each workload line by running that workload twice and printing the
-seconds of the second run, once its threads are quiet (a bad line gets `error <why>`). Inputs are made at a workload's first line and kept.
+WHERE (`--torch-device`): cpu (the default), cuda (f32 with TF32 off: the arithmetic of wgdiff's
+f32 kernels) or cuda-bf16 (bf16 operands, and autocast for the U-Net twin: for reference).
+
+Protocol (lines on stdin and stdout): it prints `ready <what it runs on>` (`ready PyTorch 2.15.0
+CPU, 2 threads`) once torch is loaded, then answers each workload line by running that workload
+twice and printing the seconds of the second run, once its threads are quiet (a bad line gets
+`error <why>`). Inputs are made at a workload's first line and kept.
   matmul M N K                                  C[M,N] = A[M,K] @ B[K,N]
   conv N CIN H W COUT KH KW SH SW PH PW DH DW G PASS
       PASS forward: y = conv2d(x, w); input-grad: dx; weight-grad: dW; forward+backward: y,
@@ -35,8 +40,41 @@ except ImportError:
     )
     sys.exit(2)
 
+# (Imported by scripts/torch-train-step.py, it runs on the CPU.)
+WHERE = sys.argv[1] if __name__ == "__main__" and len(sys.argv) > 1 else "cpu"
+if WHERE not in ("cpu", "cuda", "cuda-bf16"):
+    sys.exit(f"--torch-device {WHERE!r}: cpu, cuda or cuda-bf16")
+DEVICE = torch.device("cuda" if WHERE != "cpu" else "cpu")
+DTYPE = torch.bfloat16 if WHERE == "cuda-bf16" else torch.float32
+if DEVICE.type == "cuda":
+    if not torch.cuda.is_available():
+        sys.exit(f"--torch-device {WHERE}: PyTorch {torch.__version__} at {sys.executable} sees no CUDA GPU")
+    # f32 means f32: TF32 rounds the operands to 10 bits of mantissa.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    # cuDNN picks each conv's fastest algorithm at its first (untimed) run.
+    torch.backends.cudnn.benchmark = True
+
 torch.set_grad_enabled(False)
 torch.manual_seed(0)
+
+
+def describe():
+    """What the helper runs on, for the rows' `device`."""
+    if DEVICE.type == "cpu":
+        return f"PyTorch {torch.__version__} CPU, {torch.get_num_threads()} threads"
+    kind = "f32 (TF32 off)" if DTYPE == torch.float32 else "bf16"
+    return f"PyTorch {torch.__version__} CUDA {kind}, {torch.cuda.get_device_name()}"
+
+
+def randn(*shape):
+    """Standard normal values of the helper's dtype on its device."""
+    return torch.randn(*shape, device=DEVICE).to(DTYPE)
+
+
+def autocast():
+    """bf16 autocast for the U-Net twin under cuda-bf16 (its weights and Adam stay f32)."""
+    return torch.autocast(device_type=DEVICE.type, dtype=torch.bfloat16, enabled=DTYPE == torch.bfloat16)
 
 # UNetConfig::mnist() (src/models/unet_config.rs).
 IMAGE_SIZE = 28
@@ -60,7 +98,7 @@ def timestep_embedding(t, dim):
     """DDPM's sinusoid (src/models/embedding.rs): [sin(t f_i) .., cos(t f_i) ..],
     f_i = exp(-ln(10000) i / (dim/2 - 1)), computed in f64 like wgdiff."""
     half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) / (half - 1) * torch.arange(half, dtype=torch.float64))
+    freqs = torch.exp(-math.log(10000.0) / (half - 1) * torch.arange(half, dtype=torch.float64, device=t.device))
     args = t.to(torch.float64)[:, None] * freqs[None, :]
     return torch.cat([args.sin(), args.cos()], dim=1).float()
 
@@ -200,21 +238,21 @@ def unet_train_step(batch):
     """One f32 DDPM training step of the twin at `batch`, as `wgdiff bench train --preset mnist`
     times wgdiff's: random t per image, x_t = sqrt(ab) x0 + sqrt(1 - ab) eps with the linear
     betas, MSE on eps, backward, Adam (lr 1e-3), on a fixed random batch in [-1, 1]."""
-    net = UNet()
+    net = UNet().to(DEVICE)
     params = sum(p.numel() for p in net.parameters())
     assert params == EXPECTED_PARAMS, f"{params} parameters, wgdiff's mnist U-Net has {EXPECTED_PARAMS}"
     net.train()
     optimizer = torch.optim.Adam(net.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
-    ab = alpha_bars()
-    x0 = torch.rand(batch, IN_CHANNELS, IMAGE_SIZE, IMAGE_SIZE) * 2 - 1
+    ab = alpha_bars().to(DEVICE)
+    x0 = torch.rand(batch, IN_CHANNELS, IMAGE_SIZE, IMAGE_SIZE, device=DEVICE) * 2 - 1
 
     def train_step():
-        with torch.enable_grad():
-            t = torch.randint(0, STEPS, (batch,))
+        with torch.enable_grad(), autocast():
+            t = torch.randint(0, STEPS, (batch,), device=DEVICE)
             ab_t = ab[t].view(-1, 1, 1, 1)
             alpha, std = ab_t.sqrt().float(), (1 - ab_t).sqrt().float()
             eps = torch.randn_like(x0)
-            loss = F.mse_loss(net(alpha * x0 + std * eps, t.float()), eps)
+            loss = F.mse_loss(net(alpha * x0 + std * eps, t.float()).float(), eps)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -225,13 +263,13 @@ def unet_train_step(batch):
 def unet_sample_step(batch):
     """One sampling step of the twin at `batch` as `bench train`'s `sample-step skip 0`: the
     network at t = 500 without gradients, then a DDIM update x' = 1.01 x - 0.1 eps."""
-    net = UNet().eval()
-    x = torch.randn(batch, IN_CHANNELS, IMAGE_SIZE, IMAGE_SIZE)
-    t = torch.full((batch,), 500.0)
+    net = UNet().to(DEVICE).eval()
+    x = torch.randn(batch, IN_CHANNELS, IMAGE_SIZE, IMAGE_SIZE, device=DEVICE)
+    t = torch.full((batch,), 500.0, device=DEVICE)
 
     def sample_step():
-        with torch.no_grad():
-            return x * 1.01 - 0.1 * net(x, t)
+        with torch.no_grad(), autocast():
+            return x * 1.01 - 0.1 * net(x, t).float()
 
     return sample_step
 
@@ -239,13 +277,13 @@ def unet_sample_step(batch):
 
 
 def matmul(m, n, k):
-    a, b = torch.randn(m, k), torch.randn(k, n)
+    a, b = randn(m, k), randn(k, n)
     return lambda: torch.mm(a, b)
 
 
 def conv(n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, pass_):
-    x = torch.randn(n, cin, h, w)
-    weight = torch.randn(cout, cin // groups, kh, kw) * 0.1
+    x = randn(n, cin, h, w)
+    weight = randn(cout, cin // groups, kh, kw) * 0.1
     geometry = dict(stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=groups)
     forward = lambda: F.conv2d(x, weight, **geometry)
     if pass_ == "forward":
@@ -286,9 +324,20 @@ def build(line):
 QUIET_S = 0.1
 
 
+def timed(workload):
+    """Seconds of one run of `workload`, to its last kernel's end on a GPU."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    workload()
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
 def serve():
     workloads = {}
-    print(f"ready torch={torch.__version__} threads={torch.get_num_threads()}", flush=True)
+    print(f"ready {describe()}", flush=True)
     for line in sys.stdin:
         line = line.strip()
         try:
@@ -296,15 +345,14 @@ def serve():
                 workloads[line] = build(line)
             # Timed right after an untimed run, as PyTorch runs ops back to back: its OpenMP
             # threads are awake then (after ~50 ms idle, waking them cost this VM ~10 ms).
-            workloads[line]()
-            start = time.perf_counter()
-            workloads[line]()
-            seconds = time.perf_counter() - start
+            timed(workloads[line])
+            seconds = timed(workloads[line])
             # They spin for a while after an op (libgomp's default: 300,000 pauses, over 20 ms
             # here), which took the cores from wgdiff's next case (the blocked matmul at
             # 4096x64x576 ran at 38-49 GFLOP/s beside them, 75 alone): answer once they sleep.
             # (OMP_WAIT_POLICY=PASSIVE instead slowed PyTorch's own depthwise weight gradient 6x.)
-            time.sleep(QUIET_S)
+            if DEVICE.type == "cpu":
+                time.sleep(QUIET_S)
             print(seconds, flush=True)
         except (ValueError, TypeError, RuntimeError, AssertionError) as e:
             print(f"error {e}", flush=True)

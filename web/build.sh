@@ -22,7 +22,7 @@ mkdir -p "$out/assets/models" "$out/assets/mnist" "$out/assets/schedules"
 wasm-bindgen --target web --no-typescript --out-dir "$out/pkg" \
   "$target/wasm32-unknown-unknown/release/wgdiff_web.wasm"
 cp web/index.html "$out/"
-cp assets/models/mnist-small-ema.safetensors assets/models/mnist-classifier.safetensors \
+cp assets/models/mnist-small.safetensors assets/models/mnist-classifier.safetensors \
   assets/models/mnist-classifier-test-stats.safetensors assets/models/ncsn-mnist.safetensors \
   "$out/assets/models/"
 cp assets/schedules/*.json "$out/assets/schedules/"

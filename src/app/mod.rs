@@ -215,11 +215,7 @@ impl OutputFailures {
 impl Default for AppOptions {
     fn default() -> Self {
         AppOptions {
-            // the page fetches the small export, not the resumable checkpoint
-            checkpoint: match platform::IN_PAGE {
-                true => crate::pipeline::DEFAULT_EXPORT.into(),
-                false => crate::pipeline::DEFAULT_CHECKPOINT.into(),
-            },
+            checkpoint: crate::pipeline::DEFAULT_CHECKPOINT.into(),
             out: "runs/app".into(),
             view: View::Denoise,
             settings: Vec::new(),

@@ -11,6 +11,14 @@ use crate::{DType, Gpu, Result};
 /// Times another implementation's step: seconds for one step at this batch size.
 pub type OtherStep<'a> = dyn FnMut(usize) -> Result<f64> + 'a;
 
+/// Another implementation timed beside wgdiff: its rows' variant (`diffusers`), what it runs on
+/// (their `device`), and its step.
+pub struct Other<'a, 'b> {
+    pub name: &'a str,
+    pub device: &'a str,
+    pub step: &'a mut OtherStep<'b>,
+}
+
 /// One batch size's figures.
 pub struct StepRow {
     pub batch: usize,
@@ -25,7 +33,7 @@ pub struct StepRow {
 /// Times a step of `net` at every batch in `batches` for `reps` rounds after `warmup` untimed
 /// steps each; in every round each batch runs wgdiff's step and then `other`'s (so drift hits
 /// both alike). Returns the table's rows and the measurements (variants "wgdiff" and
-/// `other_name`).
+/// `other.name`).
 pub fn run(
     gpu: &Gpu,
     net: &dyn DiffusionNet,
@@ -33,7 +41,7 @@ pub fn run(
     batches: &[usize],
     warmup: usize,
     reps: usize,
-    mut other: Option<(&str, &mut OtherStep)>,
+    mut other: Option<Other>,
 ) -> Result<(Vec<StepRow>, Vec<Measurement>)> {
     let [c, h, w] = image_shape;
     let mut rng = Rng::new(0);
@@ -51,8 +59,8 @@ pub fn run(
     for (i, &batch) in batches.iter().enumerate() {
         for _ in 0..warmup {
             step(i)?;
-            if let Some((_, other)) = other.as_mut() {
-                other(batch)?;
+            if let Some(other) = other.as_mut() {
+                (other.step)(batch)?;
             }
         }
     }
@@ -63,8 +71,8 @@ pub fn run(
             let start = web_time::Instant::now();
             step(i)?;
             ours[i].push(start.elapsed().as_secs_f64() * 1e3);
-            if let Some((_, other)) = other.as_mut() {
-                theirs[i].push(other(batch)? * 1e3);
+            if let Some(other) = other.as_mut() {
+                theirs[i].push((other.step)(batch)? * 1e3);
             }
         }
     }
@@ -73,7 +81,7 @@ pub fn run(
     let mut measurements = Vec::new();
     for (i, &batch) in batches.iter().enumerate() {
         let shape = format!("B{batch} {c}x{h}x{w}");
-        let mut measure = |variant: &str, times: &[f64]| {
+        let mut measure = |variant: &str, device: &str, times: &[f64]| {
             measurements.push(Measurement {
                 bench: "step".into(),
                 variant: variant.to_string(),
@@ -86,15 +94,18 @@ pub fn run(
                 gbps: None,
                 us_each: None,
                 vs_torch: None,
-                device: device.clone(),
+                device: device.to_string(),
             });
             median(times)
         };
-        let wgdiff_ms = measure("wgdiff", &ours[i]);
+        let wgdiff_ms = measure("wgdiff", &device, &ours[i]);
         let (other_ms, other_over_wgdiff) = match &other {
-            Some((name, _)) => {
+            Some(other) => {
                 let ratios: Vec<f64> = theirs[i].iter().zip(&ours[i]).map(|(t, o)| t / o).collect();
-                (Some(measure(name, &theirs[i])), Some(median(&ratios)))
+                (
+                    Some(measure(other.name, other.device, &theirs[i])),
+                    Some(median(&ratios)),
+                )
             }
             None => (None, None),
         };

@@ -1,7 +1,7 @@
 //! `wgdiff bench conv|block|matmul|mac|train|step`: interleaved timings of kernel variants and
 //! model steps, printed as a table (plus the ratios the issues' targets are about) or JSON lines.
 
-use super::bench_torch::TorchPeer;
+use super::bench_torch::{TorchDevice, TorchPeer};
 use super::distributed::{Distributed, Job};
 use super::print_tuner;
 use anyhow::{Context, Result};
@@ -38,6 +38,11 @@ pub enum BenchCommand {
         /// Optionally the Python to use, one with torch [default: python3]
         #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
         beside_torch: Option<PathBuf>,
+        /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
+        /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
+        /// torch
+        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
+        torch_device: Option<TorchDevice>,
         /// Timed repetitions per variant (the median is reported)
         #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
         reps: usize,
@@ -87,6 +92,11 @@ pub enum BenchCommand {
         /// the Python to use, one with torch [default: python3]
         #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
         beside_torch: Option<PathBuf>,
+        /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
+        /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
+        /// torch
+        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
+        torch_device: Option<TorchDevice>,
         /// Timed repetitions per case (the median is reported)
         #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
         reps: usize,
@@ -127,6 +137,10 @@ pub enum BenchCommand {
         /// beside wgdiff's, round by round
         #[arg(long, value_name = "PYTHON")]
         beside_diffusers: Option<PathBuf>,
+        /// Where diffusers runs: cpu (the default), cuda (f32 with TF32 off) or cuda-bf16 (the
+        /// model in bf16, for reference)
+        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_diffusers")]
+        torch_device: Option<TorchDevice>,
         /// Print one JSON object per measurement instead of the table
         #[arg(long)]
         json: bool,
@@ -175,6 +189,11 @@ pub enum BenchCommand {
         /// Optionally the Python to use, one with torch [default: python3]
         #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
         beside_torch: Option<PathBuf>,
+        /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
+        /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
+        /// torch
+        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
+        torch_device: Option<TorchDevice>,
         /// Timed repetitions per variant (the median is reported)
         #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
         reps: usize,
@@ -238,6 +257,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             variants,
             pass,
             beside_torch,
+            torch_device,
             reps,
             warmup,
             json,
@@ -251,7 +271,9 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                     .collect::<Result<_, _>>()?
             };
             let passes = ConvPass::parse_list(&pass)?;
-            let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
+            let mut torch = beside_torch
+                .map(|python| TorchPeer::start(&python, torch_device.unwrap_or_default()))
+                .transpose()?;
             let rows = wgdiff::bench::conv::run(
                 gpu,
                 &wgdiff::bench::conv::default_shapes(),
@@ -292,6 +314,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             sample_batch,
             precision,
             beside_torch,
+            torch_device,
             reps,
             warmup,
             json,
@@ -300,7 +323,9 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             if let Some(warning) = precision.fallback_warning(gpu) {
                 eprintln!("{warning}");
             }
-            let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
+            let mut torch = beside_torch
+                .map(|python| TorchPeer::start(&python, torch_device.unwrap_or_default()))
+                .transpose()?;
             let steps = wgdiff::bench::train::Steps {
                 preset: &preset,
                 batch,
@@ -321,6 +346,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             reps,
             warmup,
             beside_diffusers,
+            torch_device,
             json,
         } => {
             if batches.contains(&0) {
@@ -336,17 +362,24 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                             checkpoint.display()
                         );
                     }
-                    Some(super::bench_step::DiffusersStep::start(python, &checkpoint)?)
+                    Some(super::bench_step::DiffusersStep::start(
+                        python,
+                        &checkpoint,
+                        torch_device.unwrap_or_default(),
+                    )?)
                 }
                 None => None,
             };
+            let about = helper.as_ref().map(|h| h.about().to_string());
             let mut time_diffusers = helper.as_mut().map(|h| move |batch: usize| h.step(batch));
-            let other = time_diffusers.as_mut().map(|f| {
-                (
-                    "diffusers (PyTorch CPU)",
-                    f as &mut wgdiff::bench::step::OtherStep,
-                )
-            });
+            let other = time_diffusers
+                .as_mut()
+                .zip(about.as_deref())
+                .map(|(step, device)| wgdiff::bench::step::Other {
+                    name: "diffusers",
+                    device,
+                    step,
+                });
             let (rows, measurements) = wgdiff::bench::step::run(
                 gpu,
                 model.net.as_ref(),
@@ -358,7 +391,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             )?;
             print_rows(&measurements, json);
             if !json {
-                print_step_summary(&rows);
+                print_step_summary(&rows, about.as_deref());
             }
             Ok(())
         }
@@ -376,6 +409,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             shapes,
             variants,
             beside_torch,
+            torch_device,
             reps,
             warmup,
             json,
@@ -385,7 +419,9 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             } else {
                 shapes.iter().map(|s| parse_mnk(s)).collect::<Result<_>>()?
             };
-            let mut torch = beside_torch.map(|python| TorchPeer::start(&python)).transpose()?;
+            let mut torch = beside_torch
+                .map(|python| TorchPeer::start(&python, torch_device.unwrap_or_default()))
+                .transpose()?;
             let peer = torch.as_mut().map(|t| t as &mut dyn Peer);
             let rows = wgdiff::bench::matmul::run(gpu, &shapes, &variants, warmup, reps, peer)?;
             print_rows(&rows, json);
@@ -408,11 +444,11 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
 }
 
 /// The step table: each batch size's median milliseconds and, beside diffusers, their ratio.
-fn print_step_summary(rows: &[wgdiff::bench::step::StepRow]) {
-    if rows.iter().all(|r| r.other_ms.is_none()) {
+fn print_step_summary(rows: &[wgdiff::bench::step::StepRow], other: Option<&str>) {
+    let Some(other) = other else {
         return;
-    }
-    println!("\n| batch | wgdiff ms/step | diffusers (PyTorch CPU) ms/step | diffusers / wgdiff (median of rounds) |");
+    };
+    println!("\n| batch | wgdiff ms/step | {other}: ms/step | diffusers / wgdiff (median of rounds) |");
     println!("|---:|---:|---:|---:|");
     for r in rows {
         if let (Some(other), Some(ratio)) = (r.other_ms, r.other_over_wgdiff) {

@@ -4,16 +4,16 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
-use wgdiff::checkpoint::Checkpoint;
 use wgdiff::compress::{CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan};
 use wgdiff::ops::WeightBits;
-use wgdiff::pipeline::DEFAULT_CHECKPOINT;
+use wgdiff::pipeline::{read_checkpoint, DEFAULT_CHECKPOINT};
 use wgdiff::AdapterChoice;
 
 /// Flags of `wgdiff compress`.
 #[derive(Args)]
 pub struct CompressArgs {
-    /// The checkpoint to compress (`wgdiff train`, `export`, or a fine-tuned pruned one)
+    /// The checkpoint to compress (`wgdiff train`, `export`, a fine-tuned pruned one, or a
+    /// diffusers folder)
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     checkpoint: PathBuf,
     /// The compressed checkpoint to write (.safetensors; never the input)
@@ -79,7 +79,7 @@ pub fn run(choice: AdapterChoice, args: CompressArgs) -> Result<()> {
     };
     let gpu = super::open_gpu(choice)?;
     let origin = args.checkpoint.display().to_string();
-    let ckpt = Checkpoint::load(&args.checkpoint)?;
+    let ckpt = read_checkpoint(&args.checkpoint)?;
     let (out, summary) = wgdiff::compress::compress_checkpoint(&gpu, &ckpt, &origin, &plan)
         .with_context(|| format!("compressing {origin}"))?;
     let bytes = out.to_bytes()?;

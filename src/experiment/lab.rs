@@ -13,12 +13,8 @@ use crate::{Error, Gpu, Result};
 use std::path::{Path, PathBuf};
 use web_time::Instant;
 
-/// The model the experiments sample by default: the shipped checkpoint, or in a page the
-/// EMA-only export of it that the page's site holds.
-const DEFAULT_MODEL: &str = match cfg!(target_arch = "wasm32") {
-    true => crate::pipeline::DEFAULT_EXPORT,
-    false => crate::pipeline::DEFAULT_CHECKPOINT,
-};
+/// The model the experiments sample by default: the shipped one, in a page too.
+const DEFAULT_MODEL: &str = crate::pipeline::DEFAULT_CHECKPOINT;
 
 /// The experiments, in the order the app lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ pub mod request;
 pub mod run;
 pub mod speedup;
 
-pub use model::{read_checkpoint, Sampling, TrainedModel, DEFAULT_CHECKPOINT, DEFAULT_EXPORT};
+pub use model::{read_checkpoint, Sampling, TrainedModel, DEFAULT_CHECKPOINT};
 pub use quality::{sample_features, GeneratedFeatures};
 pub use request::{SampleRequest, SampleRequestBuilder, MAX_GUIDANCE};
 pub use run::{request_denoiser, run_request, sample_net};

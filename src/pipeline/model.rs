@@ -14,13 +14,10 @@ use crate::run_state::{saved_state, TrainState};
 use crate::{DType, Error, Gpu, Result, Tensor};
 use std::path::Path;
 
-/// The checkpoint `wgdiff sample`, `eval`, the experiments and the app use when none is given
-/// (trained by `wgdiff train`; the command is in assets/models/README.md).
+/// The model `wgdiff sample`, `eval`, the experiments, the app and the page use when none is
+/// given: the EMA-only export (`wgdiff export`, 2.3 MB instead of the training checkpoint's
+/// 9 MB) of a `wgdiff train` run; the commands are in assets/models/README.md.
 pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
-
-/// The EMA-only export of [`DEFAULT_CHECKPOINT`] (`wgdiff export`, 2.2 MB instead of 9 MB):
-/// the model the web page loads.
-pub const DEFAULT_EXPORT: &str = "assets/models/mnist-small-ema.safetensors";
 
 /// Images of [`Sampling::check_output_scale`]'s network call.
 const PROBE_IMAGES: usize = 2;

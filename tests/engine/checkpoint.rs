@@ -168,7 +168,7 @@ fn checkpoints_with_nan_or_infinite_weights_are_refused_at_load() {
 fn metadata_describing_a_larger_model_than_the_tensors_is_refused_before_allocating() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/assets/models/mnist-small-ema.safetensors"
+        "/assets/models/mnist-small.safetensors"
     );
     let mut ckpt = Checkpoint::load(std::path::Path::new(path)).unwrap();
     assert!(wgdiff::pipeline::TrainedModel::from_checkpoint(gpu(), &ckpt, "shipped", None).is_ok());
@@ -184,4 +184,34 @@ fn metadata_describing_a_larger_model_than_the_tensors_is_refused_before_allocat
     ] {
         assert!(msg.contains(part), "{msg:?} does not mention {part:?}");
     }
+}
+
+/// Every model shipped in assets/models is what sampling needs: no raw weights or Adam moments
+/// (a training checkpoint is 4x its export, and the tree travels to a lent GPU machine within
+/// 64 MiB with the binary beside it: scripts/gpu-bench.sh).
+#[test]
+fn shipped_models_hold_no_training_state() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/models");
+    let mut models = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "safetensors") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let training: Vec<&str> = file
+            .names()
+            .into_iter()
+            .filter(|n| n.starts_with("adam.") || n.starts_with("model."))
+            .take(3)
+            .collect();
+        assert!(
+            training.is_empty(),
+            "{} holds training state ({training:?}...): ship its `wgdiff export`",
+            path.display()
+        );
+        models += 1;
+    }
+    assert!(models >= 8, "{models} models in {}", dir.display());
 }

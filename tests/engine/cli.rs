@@ -117,7 +117,8 @@ fn fake_torch_python(dir: &std::path::Path) -> (std::path::PathBuf, std::path::P
     let asked = dir.join("asked.txt");
     let python = dir.join("python");
     let script = format!(
-        "#!/bin/sh\necho 'ready torch=9.9 threads=3'\nwhile read line; do echo \"$line\" >> '{}'; echo 0.002; done\n",
+        // ($3: the device the helper is asked to run on, after `-c SOURCE`)
+        "#!/bin/sh\necho \"ready PyTorch 9.9 on $3, 3 threads\"\nwhile read line; do echo \"$line\" >> '{}'; echo 0.002; done\n",
         asked.display()
     );
     std::fs::write(&python, script).unwrap();
@@ -189,7 +190,7 @@ fn bench_beside_torch_gives_each_row_its_ratio_from_the_same_rounds() {
         );
     }
     let torch = row("torch");
-    assert_eq!(torch["device"], "PyTorch 9.9 CPU, 3 threads");
+    assert_eq!(torch["device"], "PyTorch 9.9 on cpu, 3 threads");
     assert_eq!(torch["shape"], "48x40x36");
     assert!(torch.get("vs_torch").is_none());
     let gflops = 2.0 * 48.0 * 40.0 * 36.0 / 2e-3 / 1e9;
@@ -277,13 +278,18 @@ fn bench_train_beside_torch_times_the_presets_twin() {
     let dir = scratch_dir("fake-torch-train");
     let (python, asked) = fake_torch_python(&dir);
     let bench = |preset: &str| {
-        let batches = ["--batch", "2", "--sample-batch", "1"];
+        let batches = ["--batch", "2", "--sample-batch", "1", "--torch-device", "cuda"];
         bench_beside(
             &python,
             &[&["train", "--json", "--preset", preset][..], &batches].concat(),
         )
     };
     let rows = json_rows(bench("mnist"));
+    // The helper was asked to run on the GPU, and its rows say so.
+    assert!(rows
+        .iter()
+        .filter(|r| r["variant"] == "torch")
+        .all(|r| r["device"] == "PyTorch 9.9 on cuda, 3 threads"));
     let ratio = |variant: &str| {
         rows.iter()
             .find(|r| r["variant"] == variant)
@@ -305,6 +311,15 @@ fn bench_train_beside_torch_times_the_presets_twin() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         !refused.status.success() && stderr.contains("no twin of preset tiny"),
+        "{stderr}"
+    );
+    let alone = wgdiff()
+        .args(["bench", "train", "--torch-device", "cuda"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        !alone.status.success() && stderr.contains("--beside-torch"),
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -472,7 +472,7 @@ fn what_diffusers_cannot_hold_is_refused_by_name() {
         Ok(_) => panic!("exported"),
         Err(e) => e.to_string(),
     };
-    let sinusoid = refusal(&shipped("mnist-small-ema.safetensors"));
+    let sinusoid = refusal(&shipped("mnist-small.safetensors"));
     assert!(
         sinusoid.contains("sinusoid has 64 features") && sinusoid.contains("block_out_channels[0]"),
         "{sinusoid}"

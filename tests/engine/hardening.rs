@@ -10,7 +10,7 @@ use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::data::{grid_png, mnist, save_grid, GridLayout, Split, DEFAULT_MNIST_DIR};
 use wgdiff::diffusion::SkipSchedule;
-use wgdiff::pipeline::DEFAULT_EXPORT;
+use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 use wgdiff::train::{ResumeChanges, TrainConfig, Trainer};
 
 /// A fresh folder for one test.
@@ -118,7 +118,7 @@ fn non_finite_samples_are_never_written_as_an_image() {
 
 /// The shipped EMA export with every weight multiplied by `factor`, written to `path`.
 fn scaled_export(path: &Path, factor: f32) {
-    let mut ckpt = Checkpoint::load(Path::new(DEFAULT_EXPORT)).unwrap();
+    let mut ckpt = Checkpoint::load(Path::new(DEFAULT_CHECKPOINT)).unwrap();
     for (name, t) in ckpt.tensors.iter_mut() {
         if name.starts_with("ema.") {
             t.data.iter_mut().for_each(|v| *v *= factor);

@@ -929,7 +929,7 @@ fn divergence_keeps_the_last_good_checkpoint_and_a_resume_may_lower_the_lr() {
 fn sampling_in_batches_equals_the_chunks_drawn_alone_and_refuses_what_cannot_fit() {
     let path = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/assets/models/mnist-small-ema.safetensors"
+        "/assets/models/mnist-small.safetensors"
     ));
     let model = TrainedModel::load(gpu(), path).unwrap();
     let request = SampleRequest::builder(&model.state.model, &model.state.process)

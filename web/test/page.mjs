@@ -157,7 +157,7 @@ function rewritten(bytes, change) {
 /** Broken checkpoints written into the site (`test-broken/`), each with what its error says. */
 function brokenCheckpoints() {
   const models = path.join(SITE, "assets/models");
-  const good = fs.readFileSync(path.join(models, "mnist-small-ema.safetensors"));
+  const good = fs.readFileSync(path.join(models, "mnist-small.safetensors"));
   const files = {
     "truncated.safetensors": [good.subarray(0, good.length / 3), "truncated"],
     "nan.safetensors": [rewritten(good, () => NaN), "NaN or infinite"],
