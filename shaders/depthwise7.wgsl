@@ -1,8 +1,9 @@
 // The fused ConvNeXt block's depthwise 7x7 conv (padding 3, one filter per channel) and its
-// gradients (src/ops/blocks.rs), register-blocked: an invocation makes 8 neighbouring outputs
-// of one row from 7 input rows of 14 values each (98 loads for 392 FMAs, where a gather per
-// output loads all 49 taps), and a workgroup never spans two channels, so weight loads are
-// workgroup-uniform:
+// gradients (src/ops/blocks.rs, and `conv2d`'s depthwise7 implementation), register-blocked:
+// an invocation makes 8 neighbouring outputs of each of ROWS rows from ROWS + 6 input rows of
+// 14 values each (ROWS = 1: 98 loads and 49 tap loads for 392 FMAs, where a gather per output
+// loads all 49 taps; ROWS = 4: 140 and 49 for 1,568), and a workgroup never spans two
+// channels, so tap loads are workgroup-uniform:
 //   dw7_forward:    out = src * w (+ bias) (+ res); FLIP = true flips w, which makes it the
 //                   transposed conv: the input gradient of the forward.
 //   dw7_wgrad:      per (channel, slice of the batch's rows) the 49 tap sums of x * dout and
@@ -52,29 +53,46 @@ fn x_at(row: u32, col: i32) -> f32 {
     return select(0.0, f32(xg[select(0u, row + u32(col), inside)]), inside);
 }
 
-// wid.y: the plane n * C + c; invocation t of the plane: row t / segs, columns 8 (t % segs) ..
+// wid.y: the plane n * C + c; invocation t of the plane: rows ROWS (t / segs) .. + ROWS,
+// columns 8 (t % segs) .. + 8. Each input row is loaded once and used by every output row it
+// reaches; the channel's 49 taps are loaded once into a private array.
 @compute @workgroup_size({{WG}})
 fn dw7_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = wid.x * {{WG}}u + lid;
-    if (t >= p.h * p.segs) { return; }
+    let groups = (p.h + {{ROWS}}u - 1u) / {{ROWS}}u;
+    if (t >= groups * p.segs) { return; }
     let plane = wid.y;
     let ch = plane % p.c;
-    let row = t / p.segs;
+    let row0 = (t / p.segs) * {{ROWS}}u;
     let j0 = i32((t % p.segs) * 8u);
     let base = plane * p.h * p.w;
+    var taps: array<f32, 49>;
+    for (var i = 0u; i < 49u; i++) {
+        taps[i] = f32(wts[select(ch * 49u + i, ch * 49u + 48u - i, {{FLIP}})]);
+    }
     var b = 0.0;
     if ({{BIAS}}) { b = f32(bias[ch]); }
-    #for q in 0..8: var a{q} = b;
-    for (var r = 0u; r < 7u; r++) {
-        let ih = i32(row + r) - 3;
+    #for s in 0..{{ROWS}}, q in 0..8: var a{s}_{q} = b;
+    for (var r = 0u; r < 6u + {{ROWS}}u; r++) {
+        let ih = i32(row0 + r) - 3;
         if (ih < 0 || ih >= i32(p.h)) { continue; }
         let rb = base + u32(ih) * p.w;
         #for m in 0..14: let x{m} = src_at(rb, j0 + {m} - 3);
-        #for k in 0..7: let w{k} = f32(wts[select(ch * 49u + r * 7u + {k}u, ch * 49u + 48u - r * 7u - {k}u, {{FLIP}})]);
-        #for k in 0..7, q in 0..8: a{q} = fma(w{k}, x{q*1+k}, a{q});
+        // output row row0 + s takes this input row with its taps' row r - s
+        #for s in 0..{{ROWS}} {
+        if (r >= {s}u && r < {s}u + 7u) {
+            let k = (r - {s}u) * 7u;
+            #for j in 0..7: let w{j} = taps[k + {j}u];
+            #for j in 0..7, q in 0..8: a{s}_{q} = fma(w{j}, x{q*1+j}, a{s}_{q});
+        }
+        #end
     }
-    let ob = base + row * p.w;
-    #for q in 0..8: if (j0 + {q} < i32(p.w)) { let o = ob + u32(j0 + {q}); var v = a{q}; if ({{RESIDUAL}}) { v += f32(res[o]); } out[o] = {{T}}(v); }
+    #for s in 0..{{ROWS}} {
+    if (row0 + {s}u < p.h) {
+        let ob = base + (row0 + {s}u) * p.w;
+        #for q in 0..8: if (j0 + {q} < i32(p.w)) { let o = ob + u32(j0 + {q}); var v = a{s}_{q}; if ({{RESIDUAL}}) { v += f32(res[o]); } out[o] = {{T}}(v); }
+    }
+    #end
 }
 
 // wid.y: the channel; workgroup wid.x of p.slices walks the channel's (n, row, segment) items

@@ -21,7 +21,7 @@ pub enum BenchCommand {
     /// Every conv implementation (forward, forward+backward) on the convs of a 32x32 U-Net
     /// (batch 16), beside a matmul of the same GEMM size
     Conv {
-        /// Implementations: naive, im2col, tiled, direct, winograd, auto, and on packed integer
+        /// Implementations: naive, im2col, tiled, direct, winograd, depthwise7, auto, and on packed integer
         /// weights (forward only) tiled-int8, winograd-int8, auto-int8 and the same with int4
         /// (Winograd dequantises the weights for the call; auto times the two)
         /// (comma-separated; default all)

@@ -1,5 +1,7 @@
-//! The fused ConvNeXt block's depthwise 7x7 conv (padding 3) and its gradients, register-blocked
-//! in `shaders/depthwise7.wgsl`: the forward, the transposed conv (input gradient) and the weight and bias gradients.
+//! The depthwise 7x7 conv (padding 3) of the fused ConvNeXt block and of `conv2d`'s
+//! `depthwise7` implementation, and its gradients, register-blocked in
+//! `shaders/depthwise7.wgsl`: the forward, the transposed conv (input gradient) and the weight
+//! and bias gradients.
 
 use super::kernel_for;
 use crate::gpu::Cost;
@@ -21,6 +23,47 @@ fn lanes(gpu: &Gpu) -> u32 {
     } else {
         64
     }
+}
+
+/// Output rows one invocation of the forward makes, the fixed rule's first: on lavapipe 4 rows
+/// (each input row loaded once for up to 4 output rows) ran the ConvNeXt shape 2.1x faster than
+/// 1, and 8 slower again (BENCHMARKS.md); a GPU wants more, smaller invocations. The
+/// autotuner times both per shape.
+fn row_candidates(gpu: &Gpu) -> [usize; 2] {
+    if gpu.is_cpu() {
+        [4, 1]
+    } else {
+        [1, 4]
+    }
+}
+
+/// The autotuner's key and labels of the forward's row counts for an input of `shape`.
+fn rows_key(gpu: &Gpu, [n, c, h, w]: [usize; 4], dt: DType) -> (String, Vec<String>) {
+    let labels = row_candidates(gpu).map(|r| format!("{r} rows")).to_vec();
+    let key = format!(
+        "depthwise7:{dt:?}:{n}x{c}x{}x{}:of {}",
+        h.next_power_of_two(),
+        w.next_power_of_two(),
+        labels.join(",")
+    );
+    (key, labels)
+}
+
+/// Makes [`depthwise7_conv`] on inputs of `shape` and `dtype` run `rows` output rows per
+/// invocation from now on (tests and experiments; one of the adapter's candidates).
+pub fn pin_depthwise7_rows(gpu: &Gpu, shape: [usize; 4], dtype: DType, rows: usize) -> Result<()> {
+    if !row_candidates(gpu).contains(&rows) {
+        return Err(Error::shape(
+            "pin_depthwise7_rows",
+            format!(
+                "{rows} rows is not a candidate on this adapter ({:?})",
+                row_candidates(gpu)
+            ),
+        ));
+    }
+    let (key, _) = rows_key(gpu, shape, dtype);
+    gpu.tuner().set(&key, &format!("{rows} rows"));
+    Ok(())
 }
 
 /// [N, C, H, W] of `src`.
@@ -53,39 +96,48 @@ pub fn depthwise7_conv(
     let gpu = src.gpu();
     let dt = src.dtype();
     let wg = lanes(gpu);
-    let defines = [
-        ("WG", wg.to_string()),
-        ("SUMS", (50 * wg).to_string()),
-        ("FLIP", flip.to_string()),
-        ("BIAS", bias.is_some().to_string()),
-        ("RESIDUAL", residual.is_some().to_string()),
-    ];
     let segs = w.div_ceil(SEGMENT);
     let params = [n, c, h, w, segs, 0].map(|v| v as u32);
-    let out = Tensor::empty(gpu, src.shape(), dt)?;
     // (an absent bias or residual binds the weight: the kernel never reads it)
     let bytes = |t: &Tensor| (t.numel() * dt.size()) as u64;
-    gpu.dispatch_named(
-        &kernel_for(gpu, shader!("depthwise7"), "dw7_forward", dt, &defines, 4, 1),
-        &params,
-        &[
-            src.buffer(),
-            weight.buffer(),
-            bias.unwrap_or(weight).buffer(),
-            residual.unwrap_or(weight).buffer(),
-        ],
-        &[out.buffer()],
-        [((h * segs) as u32).div_ceil(wg), (n * c) as u32, 1],
-        Cost::new(
-            if flip {
-                "depthwise7_input_grad"
-            } else {
-                "depthwise7_conv"
-            },
-            (src.numel() * 2 * 49) as f64,
-            (2 + residual.is_some() as u64) * bytes(src) + bytes(weight),
-        ),
-    );
+    let dispatch = |rows: usize, out: &Tensor| {
+        let defines = [
+            ("WG", wg.to_string()),
+            ("SUMS", (50 * wg).to_string()),
+            ("FLIP", flip.to_string()),
+            ("BIAS", bias.is_some().to_string()),
+            ("RESIDUAL", residual.is_some().to_string()),
+            ("ROWS", rows.to_string()),
+        ];
+        gpu.dispatch_named(
+            &kernel_for(gpu, shader!("depthwise7"), "dw7_forward", dt, &defines, 4, 1),
+            &params,
+            &[
+                src.buffer(),
+                weight.buffer(),
+                bias.unwrap_or(weight).buffer(),
+                residual.unwrap_or(weight).buffer(),
+            ],
+            &[out.buffer()],
+            [((h.div_ceil(rows) * segs) as u32).div_ceil(wg), (n * c) as u32, 1],
+            Cost::new(
+                if flip {
+                    "depthwise7_input_grad"
+                } else {
+                    "depthwise7_conv"
+                },
+                (src.numel() * 2 * 49) as f64,
+                (2 + residual.is_some() as u64) * bytes(src) + bytes(weight),
+            ),
+        );
+    };
+    let rows = row_candidates(gpu);
+    let (key, labels) = rows_key(gpu, [n, c, h, w], dt);
+    let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |r| {
+        Tensor::empty(gpu, src.shape(), dt).map(|scratch| dispatch(rows[r], &scratch))
+    })?;
+    let out = Tensor::empty(gpu, src.shape(), dt)?;
+    dispatch(rows[choice], &out);
     Ok(out)
 }
 
@@ -107,6 +159,7 @@ pub fn depthwise7_weight_grad(x: &Tensor, dout: &Tensor) -> Result<(Tensor, Tens
         ("FLIP", "false".to_string()),
         ("BIAS", "false".to_string()),
         ("RESIDUAL", "false".to_string()),
+        ("ROWS", "1".to_string()),
     ];
     let params = [n, c, h, w, segs, slices].map(|v| v as u32);
     let partial = Tensor::empty(gpu, &[c, slices, 50], DType::F32)?;

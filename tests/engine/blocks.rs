@@ -240,10 +240,14 @@ fn cpu_depthwise7_weight_grad(x: &[f64], dout: &[f64], [n, c, h, w]: [usize; 4])
 
 #[test]
 fn depthwise7_kernels_match_the_cpu_conv_its_transpose_and_its_weight_gradient() {
-    use wgdiff::ops::depthwise7::{depthwise7_conv, depthwise7_weight_grad};
+    use wgdiff::ops::depthwise7::{depthwise7_conv, depthwise7_weight_grad, pin_depthwise7_rows};
     let mut r = rng();
-    // (17 columns: a last segment of 1; 4x5: smaller than the filter; 12x8: one whole segment)
-    for xs in [[2, 3, 9, 17], [1, 2, 4, 5], [3, 4, 12, 8]] {
+    // (17 columns: a last segment of 1; 4x5: smaller than the filter; 12x8: one whole segment;
+    // 9 rows: a last group of 1 row of 4; each with 1 and 4 output rows per invocation)
+    for (xs, rows) in [[2, 3, 9, 17], [1, 2, 4, 5], [3, 4, 12, 8]]
+        .into_iter()
+        .flat_map(|xs| [(xs, 1), (xs, 4)])
+    {
         let [_, c, _, _] = xs;
         let numel: usize = xs.iter().product();
         let inputs = [numel, numel, numel, c * 49, c].map(|len| normal_vec(&mut r, len));
@@ -254,6 +258,7 @@ fn depthwise7_kernels_match_the_cpu_conv_its_transpose_and_its_weight_gradient()
                 DType::F32 => 1e-5,
                 DType::F16 => 1e-2,
             };
+            pin_depthwise7_rows(gpu(), xs, dtype, rows).unwrap();
             let [x, dout, residual, weight, bias] = inputs.clone().map(|v| round_to(&v, dtype));
             let (conv, _) = cpu::conv2d(&x, xs, &weight, [c, 1, 7, 7], &opts);
             let want: Vec<f64> = conv
@@ -265,7 +270,7 @@ fn depthwise7_kernels_match_the_cpu_conv_its_transpose_and_its_weight_gradient()
             let (dw, db) = cpu_depthwise7_weight_grad(&x, &dout, xs);
             let up = |shape: &[usize], v: &[f64]| upload(shape, v, dtype);
             let (xt, dt, wt) = (up(&xs, &x), up(&xs, &dout), up(&[c, 1, 7, 7], &weight));
-            let what = format!("depthwise7 {xs:?} ({dtype:?})");
+            let what = format!("depthwise7 {xs:?} ({dtype:?}, {rows} rows)");
             let y =
                 depthwise7_conv(&xt, &wt, Some(&up(&[c], &bias)), Some(&up(&xs, &residual)), false).unwrap();
             assert_close(

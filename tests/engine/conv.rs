@@ -22,6 +22,8 @@ fn cases() -> Vec<ConvCase> {
         ([2, 4, 9, 7], [8, 2, 3, 3], o().stride(2).groups(2)),
         ([1, 8, 11, 10], [8, 2, 5, 5], o().padding(3).dilation(2).groups(4)),
         ([2, 6, 8, 7], [6, 1, 7, 7], o().padding(3).groups(6)),
+        // (depthwise7's own kernels: 10 rows, not a multiple of its 4 per invocation; 13 columns)
+        ([1, 3, 10, 13], [3, 1, 7, 7], o().padding(3).groups(3)),
         ([2, 5, 5, 6], [7, 5, 1, 1], o()),
         // Inception's factorised kernels: 1x7 / 7x1 (and 1x3 / 3x1) with padding on one axis
         ([1, 4, 9, 8], [5, 4, 1, 7], o().padding_hw(0, 3)),

@@ -76,7 +76,8 @@ fn deterministic_choices_are_the_fallback_without_timing_or_the_cache_file() {
 fn deterministic_auto_convs_follow_the_documented_rule() {
     let gpu = deterministic_gpu();
     let o = ConvOptions::default;
-    // (input, weight, options, the rule's choice: direct when Cin/g * Cout/g <= 16, else tiled)
+    // (input, weight, options, the rule's choice: depthwise7 for a depthwise 7x7 with padding 3,
+    // direct when Cin/g * Cout/g <= 16, else tiled)
     let cases = [
         (
             [2, 8, 10, 10],
@@ -85,6 +86,12 @@ fn deterministic_auto_convs_follow_the_documented_rule() {
             ConvImpl::Direct,
         ),
         ([2, 2, 10, 10], [8, 2, 1, 1], o(), ConvImpl::Direct),
+        (
+            [2, 8, 10, 10],
+            [8, 1, 7, 7],
+            o().padding(3).groups(8),
+            ConvImpl::Depthwise7,
+        ),
         ([2, 8, 10, 10], [16, 8, 3, 3], o().padding(1), ConvImpl::Tiled),
         (
             [2, 8, 11, 10],

@@ -8,6 +8,7 @@ use super::im2col::{grouped_rows, grouped_weights, im2col, images_per_chunk, in_
 use super::options::ConvOptions;
 use super::tiled::padded_input;
 use crate::gpu::{Cost, SplitAxis, MAX_LOOP_ITERATIONS};
+use crate::ops::depthwise7::{depthwise7_conv, depthwise7_weight_grad};
 use crate::ops::kernel_for;
 use crate::{shader, DType, Result, Tensor};
 
@@ -15,6 +16,12 @@ use crate::{shader, DType, Result, Tensor};
 /// channel-swapped weights (so it runs on the same kernels as the forward); otherwise
 /// im2col's matmul + col2im, or the direct gather kernel (also naive's backward).
 pub(crate) fn conv_input_grad(dy: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
+    if imp == ConvImpl::Depthwise7 {
+        return match geo.is_depthwise7() {
+            true => depthwise7_conv(dy, w, None, None, true),
+            false => conv_input_grad(dy, w, geo, ConvImpl::Direct),
+        };
+    }
     let gpu = dy.gpu();
     let dt = dy.dtype();
     let o = &geo.opts;
@@ -96,6 +103,9 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
     let gpu = x.gpu();
     let dt = x.dtype();
     match imp {
+        // (the kernel sums the bias's gradient too; the conv's own backward sums it apart)
+        ConvImpl::Depthwise7 if geo.is_depthwise7() => Ok(depthwise7_weight_grad(x, dy)?.0),
+        ConvImpl::Depthwise7 => conv_weight_grad(x, dy, geo, ConvImpl::Direct),
         ConvImpl::Naive | ConvImpl::Direct => {
             // Each invocation loops over images x output pixels: keep that under the loop budget
             // by summing over batch slices (or use the GEMM route when one image is too big).

@@ -8,6 +8,7 @@ use super::geometry::ConvGeometry;
 use super::im2col::conv_forward_im2col;
 use super::tiled::{conv_forward_tiled, tiled_forward};
 use super::winograd::{conv_forward_winograd, winograd_applies};
+use crate::ops::depthwise7::depthwise7_conv;
 use crate::ops::packed::{PackedWeights, WeightOperand};
 use crate::{Error, Result, Tensor};
 
@@ -27,7 +28,13 @@ pub enum ConvImpl {
     /// instead of 144), tiled for every other shape; backward: the input gradient the same
     /// way (a stride-1 3x3 conv again), the weight gradient as tiled.
     Winograd,
-    /// Fastest of im2col, tiled, direct and (where it applies) Winograd for this shape,
+    /// The ConvNeXt block's register-blocked depthwise 7x7 kernels (`ops::depthwise7`: several
+    /// output rows per invocation, each input row loaded once) where they apply (7x7, padding
+    /// 3, stride 1, one filter per channel: [`ConvGeometry::is_depthwise7`]), direct for every
+    /// other shape; backward: the transposed conv (flipped taps) and the weight gradient's
+    /// slice sums.
+    Depthwise7,
+    /// Fastest of im2col, tiled, direct and (where they apply) Winograd and depthwise7 for this shape,
     /// measured once and remembered; without timing (the web,
     /// [`crate::Gpu::set_deterministic`]) the fixed rule [`untimed_conv_impl`]. On a thread
     /// with a live [`use_conv_impl`] guard, the guard's.
@@ -36,12 +43,13 @@ pub enum ConvImpl {
 
 impl ConvImpl {
     /// All implementations selectable by name.
-    pub const ALL: [ConvImpl; 6] = [
+    pub const ALL: [ConvImpl; 7] = [
         ConvImpl::Naive,
         ConvImpl::Im2col,
         ConvImpl::Tiled,
         ConvImpl::Direct,
         ConvImpl::Winograd,
+        ConvImpl::Depthwise7,
         ConvImpl::Auto,
     ];
 
@@ -53,6 +61,7 @@ impl ConvImpl {
             ConvImpl::Tiled => "tiled",
             ConvImpl::Direct => "direct",
             ConvImpl::Winograd => "winograd",
+            ConvImpl::Depthwise7 => "depthwise7",
             ConvImpl::Auto => "auto",
         }
     }
@@ -66,7 +75,7 @@ impl ConvImpl {
                 Error::shape(
                     "conv2d",
                     format!(
-                        "unknown conv implementation \"{name}\"; use naive, im2col, tiled, direct, winograd or auto"
+                        "unknown conv implementation \"{name}\"; use naive, im2col, tiled, direct, winograd, depthwise7 or auto"
                     ),
                 )
             })
@@ -105,10 +114,13 @@ pub fn auto_conv_impl() -> ConvImpl {
 }
 
 /// What `auto` runs where nothing is timed (the web, [`crate::Gpu::set_deterministic`]):
-/// direct when Cin/groups x Cout/groups <= 16 (depthwise and tiny convs, where a GEMM has
-/// nothing to tile), tiled otherwise.
+/// depthwise7 where it applies (3.6x direct's speed on lavapipe, BENCHMARKS.md), direct when
+/// Cin/groups x Cout/groups <= 16 (depthwise and tiny convs, where a GEMM has nothing to
+/// tile), tiled otherwise.
 pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
-    if geo.cin_g() * geo.cout_g() <= 16 {
+    if geo.is_depthwise7() {
+        ConvImpl::Depthwise7
+    } else if geo.cin_g() * geo.cout_g() <= 16 {
         ConvImpl::Direct
     } else {
         ConvImpl::Tiled
@@ -155,7 +167,7 @@ pub(super) fn packed_forward(
 
 /// The implementation `imp` stands for on these operands: `auto` is the live
 /// [`use_conv_impl`] choice, or else resolved by timing im2col, tiled, direct and (where
-/// [`winograd_applies`]) Winograd once per rounded shape ([`untimed_conv_impl`] where
+/// [`winograd_applies`], [`ConvGeometry::is_depthwise7`]) Winograd, depthwise7 once per rounded shape ([`untimed_conv_impl`] where
 /// nothing is timed).
 pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<ConvImpl> {
     let imp = match imp {
@@ -169,6 +181,9 @@ pub fn resolve(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Res
     let mut candidates = vec![ConvImpl::Im2col, ConvImpl::Tiled, ConvImpl::Direct];
     if winograd_applies(gpu, geo) {
         candidates.push(ConvImpl::Winograd);
+    }
+    if geo.is_depthwise7() {
+        candidates.push(ConvImpl::Depthwise7);
     }
     let labels: Vec<String> = candidates.iter().map(|c| c.name().to_string()).collect();
     // The candidates are part of the key, so a choice cached before a candidate existed is
@@ -198,6 +213,13 @@ pub(crate) fn conv_forward(
     match imp {
         ConvImpl::Winograd if winograd_applies(x.gpu(), geo) => return conv_forward_winograd(x, w, add, geo),
         ConvImpl::Tiled | ConvImpl::Winograd => return conv_forward_tiled(x, w, add, geo),
+        ConvImpl::Depthwise7 if geo.is_depthwise7() => {
+            let y = depthwise7_conv(x, w, add.bias, add.residual, false)?;
+            return match add.sample_bias {
+                Some(b) => y.add(&b.reshape(&[geo.n, geo.cout, 1, 1])?),
+                None => Ok(y),
+            };
+        }
         _ => {}
     }
     let mut y = conv_forward_unbiased(x, w, geo, imp)?;
@@ -217,7 +239,7 @@ pub(crate) fn conv_forward(
 fn conv_forward_unbiased(x: &Tensor, w: &Tensor, geo: &ConvGeometry, imp: ConvImpl) -> Result<Tensor> {
     match imp {
         ConvImpl::Naive => conv_forward_naive(x, w, geo),
-        ConvImpl::Direct => conv_forward_direct(x, w, geo),
+        ConvImpl::Direct | ConvImpl::Depthwise7 => conv_forward_direct(x, w, geo),
         ConvImpl::Im2col => conv_forward_im2col(x, w, geo),
         ConvImpl::Tiled | ConvImpl::Winograd | ConvImpl::Auto => Err(Error::shape(
             "conv2d",

@@ -72,6 +72,18 @@ impl ConvGeometry {
         })
     }
 
+    /// Whether `crate::ops::depthwise7`'s kernels compute this conv: a 7x7 kernel, padding 3,
+    /// stride 1, undilated, one filter per channel (the ConvNeXt block's depthwise conv).
+    pub fn is_depthwise7(&self) -> bool {
+        let o = &self.opts;
+        (self.kh, self.kw) == (7, 7)
+            && o.padding == (3, 3)
+            && o.stride == (1, 1)
+            && o.dilation == (1, 1)
+            && self.cin_g() == 1
+            && self.cout_g() == 1
+    }
+
     pub fn cin_g(&self) -> usize {
         self.cin / self.opts.groups
     }

@@ -1,7 +1,8 @@
 //! 2-D convolution (stride, padding, dilation, groups) and transposed convolution, NCHW/OIHW:
 //! the public entry points (`Tensor::conv2d..`, `conv_transpose2d..`, `conv2d_packed`).
 //!
-//! Five forward implementations (naive, im2col+GEMM, tiled implicit GEMM, Winograd, direct)
+//! Six forward implementations (naive, im2col+GEMM, tiled implicit GEMM, Winograd, direct,
+//! depthwise7: the ConvNeXt block's depthwise kernels, `ops::depthwise7`)
 //! plus `auto`, and input/weight/bias gradients; kernels in shaders/conv_*.wgsl.
 //!
 //! Files, each importing only those above it: `options` (`ConvOptions`), `geometry`
