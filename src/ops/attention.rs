@@ -1,6 +1,7 @@
-//! Multi-head scaled dot-product attention (self or cross, head dims up to 256), memory-efficient
-//! forward and FlashAttention-style backward (shaders/attention.wgsl, attention_sliced.wgsl),
-//! and the U-Net spatial self-attention layer built on it.
+//! Multi-head scaled dot-product attention (self or cross, head dims up to 256): a memory-efficient
+//! forward and FlashAttention-style backward (shaders/attention.wgsl, attention_sliced.wgsl), or
+//! the blocked matmul, softmax and the matmul again, whichever is faster for the shape; and the
+//! U-Net spatial self-attention layer built on it.
 
 use super::{check_same_dtype, kernel_for, needs_f32_fallback, BiasAlong};
 use crate::gpu::{Cost, Kernel, MAX_LOOP_ITERATIONS};
@@ -18,6 +19,27 @@ const WORKGROUP: usize = 64;
 
 /// Keys (queries) the sliced kernels sum between two barriers (KB in attention_sliced.wgsl).
 const SLICED_BLOCK: usize = 32;
+
+/// How [`attention_with`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionForm {
+    /// The memory-efficient kernels: an online softmax per query row, no Lq x Lkv matrix
+    /// stored, a FlashAttention-style backward.
+    Fused,
+    /// `softmax((q * scale) k^T) v` by the blocked matmul, softmax and the blocked matmul
+    /// again, differentiable through those ops: the [B, heads, Lq, Lkv] scores are stored (and
+    /// kept for the backward). On lavapipe the DDPM CIFAR-10 U-Net's attention (one head of
+    /// 256 channels over 256 positions) ran ~10x faster so (BENCHMARKS.md).
+    Matmul,
+    /// The faster of the two for the shape, measured once and remembered, the matmul form only
+    /// where its scores take at most [`MATMUL_SCORE_BYTES`]; where nothing is timed (the web,
+    /// [`crate::Gpu::set_deterministic`]) the matmul form for heads wider than
+    /// [`REGISTER_HEAD_DIM`] whose scores fit, the kernels otherwise.
+    Auto,
+}
+
+/// Most bytes of scores [`AttentionForm::Auto`] lets the matmul form store.
+pub const MATMUL_SCORE_BYTES: usize = 64 << 20;
 
 /// The sizes of one attention call, its scale, and how the kernels split a row.
 #[derive(Clone, Copy, Debug)]
@@ -180,12 +202,70 @@ impl Plan {
 /// empty or non-4D inputs, head dims over [`MAX_HEAD_DIM`], a non-finite scale, and sequences
 /// longer than one invocation may loop over (60 000 positions; half that for head dims over
 /// [`REGISTER_HEAD_DIM`]).
+///
+/// This is [`attention_with`] in [`AttentionForm::Auto`]: the kernels above, or the blocked
+/// matmul, softmax and matmul where those measure faster.
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: Option<f32>) -> Result<Tensor> {
+    attention_with(q, k, v, scale, AttentionForm::Auto)
+}
+
+/// [`attention`] computed in `form`.
+pub fn attention_with(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: Option<f32>,
+    form: AttentionForm,
+) -> Result<Tensor> {
     let plan = Plan::new(q, k, v, scale)?;
     if needs_f32_fallback(q.gpu(), q.dtype()) {
         let f = |t: &Tensor| t.to_dtype(DType::F32);
-        return attention(&f(q)?, &f(k)?, &f(v)?, Some(plan.scale))?.to_dtype(DType::F16);
+        return attention_with(&f(q)?, &f(k)?, &f(v)?, Some(plan.scale), form)?.to_dtype(DType::F16);
     }
+    let form = match form {
+        AttentionForm::Auto => plan.choose(q, k, v)?,
+        chosen => chosen,
+    };
+    match form {
+        AttentionForm::Matmul => q
+            .mul_scalar(plan.scale)?
+            .matmul_t(k, false, true)?
+            .softmax()?
+            .matmul(v),
+        _ => attention_fused(q, k, v, plan),
+    }
+}
+
+impl Plan {
+    /// The form [`AttentionForm::Auto`] stands for on these operands (see there).
+    fn choose(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<AttentionForm> {
+        let scores = self.problems * self.len_q * self.len_kv * 4;
+        if scores > MATMUL_SCORE_BYTES {
+            return Ok(AttentionForm::Fused);
+        }
+        let forms = [AttentionForm::Fused, AttentionForm::Matmul];
+        let labels = ["fused".to_string(), "matmul".to_string()];
+        let untimed = usize::from(self.d > REGISTER_HEAD_DIM);
+        let key = format!(
+            "attention:{:?}:{}x{}x{}x{}x{}:of fused,matmul",
+            q.dtype(),
+            self.problems.next_power_of_two(),
+            self.len_q.next_power_of_two(),
+            self.len_kv.next_power_of_two(),
+            self.d,
+            self.dv
+        );
+        let _g = crate::no_grad();
+        let gpu = q.gpu();
+        let choice = gpu.tuner().choose(gpu, &key, &labels, untimed, |c| {
+            attention_with(q, k, v, Some(self.scale), forms[c]).map(drop)
+        })?;
+        Ok(forms[choice])
+    }
+}
+
+/// [`attention`] by the memory-efficient kernels.
+fn attention_fused(q: &Tensor, k: &Tensor, v: &Tensor, plan: Plan) -> Result<Tensor> {
     let gpu = q.gpu();
     let (rows_q, rows_kv) = plan.rows();
     let out_shape = [q.shape()[0], q.shape()[1], plan.len_q, plan.dv];

@@ -17,7 +17,7 @@ pub mod reduce;
 pub mod resample;
 pub mod softmax;
 
-pub use attention::{attention, spatial_self_attention};
+pub use attention::{attention, attention_with, spatial_self_attention, AttentionForm};
 pub use conv::{ConvAddends, ConvImpl, ConvOptions};
 pub use elementwise::{Binary, GeluForm, Unary};
 pub use matmul::{BiasAlong, MatmulKernel};

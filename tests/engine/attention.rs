@@ -4,7 +4,10 @@
 
 use crate::common::*;
 use crate::cpu;
-use wgdiff::ops::{attention, spatial_self_attention};
+use wgdiff::ops::{attention, attention_with, spatial_self_attention, AttentionForm};
+
+/// The forms checked against the CPU: the kernels and the matmul form (`Auto` is one of them).
+const FORMS: [AttentionForm; 2] = [AttentionForm::Fused, AttentionForm::Matmul];
 use wgdiff::DType;
 
 #[test]
@@ -17,17 +20,17 @@ fn attention_matches_cpu_and_differentiates() {
         [1, 1, 9, 64],
     ];
     for dtype in dtypes() {
-        for shape in shapes {
+        for (shape, form) in shapes.into_iter().flat_map(|s| FORMS.map(|f| (s, f))) {
             let mut r = rng();
             let n: usize = shape.iter().product();
             let inputs: Vec<_> = (0..3).map(|_| (shape.to_vec(), normal_vec(&mut r, n))).collect();
             let (len, d) = (shape[2], shape[3]);
             check_op(
-                &format!("attention {shape:?}"),
+                &format!("attention {shape:?} {form:?}"),
                 dtype,
                 &inputs,
                 move |xs| cpu::attention(&xs[0], &xs[1], &xs[2], cpu::Attn::square(len, d)),
-                |ts| attention(&ts[0], &ts[1], &ts[2], None),
+                |ts| attention_with(&ts[0], &ts[1], &ts[2], None, form),
             );
         }
     }
@@ -50,7 +53,7 @@ fn cross_attention_with_scale_and_wide_heads_matches_cpu_and_differentiates() {
         ([1, 2, 40, 100], 33, 40, None),
     ];
     for dtype in dtypes() {
-        for (q_shape, len_kv, dv, scale) in cases {
+        for ((q_shape, len_kv, dv, scale), form) in cases.into_iter().flat_map(|c| FORMS.map(|f| (c, f))) {
             let [b, h, len_q, d] = q_shape;
             let shapes = [q_shape.to_vec(), vec![b, h, len_kv, d], vec![b, h, len_kv, dv]];
             let mut r = rng();
@@ -66,11 +69,11 @@ fn cross_attention_with_scale_and_wide_heads_matches_cpu_and_differentiates() {
                 scale: scale.map_or(1.0 / (d as f64).sqrt(), f64::from),
             };
             check_op(
-                &format!("attention q {q_shape:?} Lkv {len_kv} dv {dv} scale {scale:?}"),
+                &format!("attention q {q_shape:?} Lkv {len_kv} dv {dv} scale {scale:?} {form:?}"),
                 dtype,
                 &inputs,
                 move |xs| cpu::attention(&xs[0], &xs[1], &xs[2], a),
-                |ts| attention(&ts[0], &ts[1], &ts[2], scale),
+                |ts| attention_with(&ts[0], &ts[1], &ts[2], scale, form),
             );
         }
     }
