@@ -24,6 +24,7 @@ use wgdiff::{inception_score, Gpu, Predictions, Tensor};
   wgdiff eval --checkpoint runs/mnist/best.safetensors --samples 10000 --json fid.json
   wgdiff eval --inception inception.safetensors --samples 1000   FID proper and the Inception Score
   wgdiff eval --real --samples 200               what 200 real training images score: the floor
+  wgdiff eval --images other-tool-samples/        score another tool's PNGs as samples
 
 The reference statistics are computed once per dataset, split, network and image count and
 kept in --cache; later runs print \"reference cached\". FID and KID fall as samples approach the
@@ -67,6 +68,11 @@ pub struct EvalArgs {
     /// (a folder dataset, which has one split, draws from its own images)
     #[arg(long)]
     real: bool,
+    /// Score the PNG/JPEG images in this folder (another tool's samples, say: diffusers' or a
+    /// wgdiff grid cut into images) in place of a model's samples: every image in it, converted
+    /// to the reference's channels and resized to its size
+    #[arg(long, value_name = "DIR", conflicts_with = "real")]
+    images: Option<PathBuf>,
 }
 
 /// What `--json` writes: the scores and what they are of.
@@ -88,13 +94,17 @@ struct EvalReport {
     sampling_seconds: f64,
 }
 
-/// What `--json` writes with `--real`: the scores and which real images they are of.
+/// What `--json` writes with `--real` or `--images`: the scores and which images they are of.
 #[derive(Serialize)]
-struct RealReport {
+struct ImagesReport {
     #[serde(flatten)]
     scores: Scores,
-    /// The dataset split the real images were drawn from.
-    real_images: String,
+    /// The dataset split the real images were drawn from (`--real`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    real_images: Option<String>,
+    /// The folder whose images were scored (`--images`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    images: Option<String>,
     seed: u64,
     reference: String,
     network: String,
@@ -153,15 +163,39 @@ fn inception_score_of(
     )?))
 }
 
-/// `--real`: the scores of real images of the other split, as a model's samples are scored.
-fn run_real(gpu: &Gpu, args: &EvalArgs) -> Result<()> {
+/// `--real` and `--images DIR`: the scores of real images of the other split (`--samples` of
+/// them, drawn by `--seed`) or of every image in DIR, as a model's samples are scored.
+fn run_images(gpu: &Gpu, args: &EvalArgs) -> Result<()> {
     let source = args.data.parse::<DataSource>()?;
     let data = source.load(args.split)?;
-    let other = match args.split {
-        Split::Test => Split::Train,
-        Split::Train => Split::Test,
+    let (scored, count) = match &args.images {
+        Some(dir) => {
+            let folder = DataSource::Folder {
+                dir: dir.clone(),
+                size: None,
+                channels: 3,
+            };
+            let scored = folder
+                .fitted_to([data.channels, data.height, data.width])
+                .load(Split::Test)?;
+            if scored.len() < 2 {
+                bail!(
+                    "--images {}: FID and KID compare the statistics of at least 2 images; the folder holds {}",
+                    dir.display(),
+                    scored.len()
+                );
+            }
+            let count = scored.len();
+            (scored, count)
+        }
+        None => {
+            let other = match args.split {
+                Split::Test => Split::Train,
+                Split::Train => Split::Test,
+            };
+            (source.load(other)?, args.samples)
+        }
     };
-    let real = source.load(other)?;
     let images = ReferenceImages {
         data: &data,
         split: args.split,
@@ -169,12 +203,12 @@ fn run_real(gpu: &Gpu, args: &EvalArgs) -> Result<()> {
     };
     let (net, reference, cached) = scorer(gpu, args, images)?;
     let seed = args.sampling.seed();
-    let bar = Progress::new(args.samples, &format!("{} images", real.name));
+    let bar = Progress::new(count, &format!("{} images", scored.name));
     let (rows, dim) = pollster::block_on(real_image_features(
         gpu,
         net.as_ref(),
-        &real,
-        args.samples,
+        &scored,
+        count,
         seed,
         args.batch,
         |done| bar.set_position(done as u64),
@@ -182,20 +216,26 @@ fn run_real(gpu: &Gpu, args: &EvalArgs) -> Result<()> {
     bar.finish();
     let scores = compare(net.metric(), &rows, dim, &reference)?;
     let kid_text = kid_text(&scores);
+    let what = match &args.images {
+        Some(dir) => format!("{} images of {}", scores.samples, dir.display()),
+        None => format!(
+            "{} real {} images, drawn by seed {seed}",
+            scores.samples, scored.name
+        ),
+    };
     println!(
-        "{} {:.2}{kid_text}  ({} real {} images, drawn by seed {seed}, vs {} {} images; {})",
+        "{} {:.2}{kid_text}  ({what}, vs {} {} images; {})",
         scores.metric,
         scores.fid,
-        scores.samples,
-        real.name,
         scores.reference_images,
         data.name,
         reference_note(cached, args)
     );
     if let Some(path) = &args.json {
-        let report = RealReport {
+        let report = ImagesReport {
             scores,
-            real_images: real.name.clone(),
+            real_images: args.images.is_none().then(|| scored.name.clone()),
+            images: args.images.as_ref().map(|d| d.display().to_string()),
             seed,
             reference: data.name.clone(),
             network: net.id(),
@@ -239,8 +279,8 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
              to use all of them)"
         );
     }
-    if args.real {
-        return run_real(gpu, &args);
+    if args.real || args.images.is_some() {
+        return run_images(gpu, &args);
     }
     let model = args.sampling.load_model(gpu)?;
     let request = args.sampling.request(&model, args.samples)?;

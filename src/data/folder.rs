@@ -66,7 +66,7 @@ pub fn image_folder(dir: impl AsRef<Path>, size: Option<(u32, u32)>, channels: u
     if files.is_empty() {
         return Err(Error::data(
             dir,
-            "no .png, .jpg or .jpeg images in this folder; put the training images there",
+            "no .png, .jpg or .jpeg images in this folder; put the images there",
         ));
     }
     // Every image has the target size once decoded: refuse a folder that cannot fit up front.

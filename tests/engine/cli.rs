@@ -869,6 +869,62 @@ fn eval_scores_a_checkpoint_and_caches_the_reference() {
         "{log}"
     );
 
+    // --images: a folder of PNGs scored as samples, every image in it. MNIST's first 32
+    // training digits score near the real draw above and far below 32 images of noise.
+    let train = wgdiff::data::DataSource::Mnist(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/mnist").into())
+        .load(wgdiff::data::Split::Train)
+        .unwrap();
+    let folder = |name: &str, pixel: &dyn Fn(usize, usize) -> u8| {
+        let at = dir.join(name);
+        std::fs::create_dir_all(&at).unwrap();
+        for i in 0..32 {
+            let png =
+                image::GrayImage::from_fn(28, 28, |x, y| image::Luma([pixel(i, (y * 28 + x) as usize)]));
+            png.save(at.join(format!("{i:03}.png"))).unwrap();
+        }
+        at
+    };
+    let digits = folder("digits", &|i, p| {
+        ((train.images[i * 784 + p] + 1.0) * 127.5).round() as u8
+    });
+    let noise = folder("noise", &|i, p| ((i * 7919 + p * 104_729) % 251) as u8);
+    let images = |at: &std::path::Path| {
+        let json = dir.join("images.json");
+        let args = [
+            "eval",
+            "--images",
+            at.to_str().unwrap(),
+            "--reference-images",
+            "64",
+            "--cache",
+            cache.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        let (ok, stdout, log) = run(&args);
+        assert!(ok, "{log}");
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["images"].as_str(), at.to_str(), "{doc}");
+        assert_eq!(doc["samples"].as_u64(), Some(32), "{doc}");
+        stdout
+    };
+    let (digits_out, noise_out) = (images(&digits), images(&noise));
+    assert!(
+        digits_out.contains(&format!(
+            "(32 images of {}, vs 64 mnist/test images",
+            digits.display()
+        )),
+        "{digits_out}"
+    );
+    assert!(
+        score(&digits_out) < 2.0 * score(&first) && 4.0 * score(&digits_out) < score(&noise_out),
+        "digits {digits_out} real {first} noise {noise_out}"
+    );
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (ok, _, log) = run(&["eval", "--images", empty.to_str().unwrap()]);
+    assert!(!ok && log.contains("no .png, .jpg or .jpeg images"), "{log}");
+
     // One sample has no covariance; missing files are named with the fix.
     let (ok, _, log) = run(&[
         "eval",
