@@ -190,9 +190,9 @@ pub fn is_compressed(ckpt: &Checkpoint, key: &str) -> bool {
 /// Elements `t` (stored as `name`) decodes to: two per byte of an int4 form.
 pub fn stored_elements(name: &str, t: &TensorData) -> usize {
     if name.ends_with(".int4") {
-        2 * t.data.len()
+        2 * t.len()
     } else {
-        t.data.len()
+        t.len()
     }
 }
 
@@ -220,11 +220,10 @@ pub fn stored_quantized(
     let n = numel(shape);
     let values = match bits {
         WeightBits::Int8 if form.stored == Stored::I8 && form.shape == shape => {
-            form.data.iter().map(|&v| v as i8).collect::<Vec<i8>>()
+            bytemuck::cast_slice::<u8, i8>(&form.bytes).to_vec()
         }
         WeightBits::Int4 if form.stored == Stored::U8 && form.shape == [n.div_ceil(2)] => {
-            let bytes: Vec<u8> = form.data.iter().map(|&v| v as u8).collect();
-            unpack_int4(&bytes, n)
+            unpack_int4(&form.bytes, n)
         }
         _ => {
             return Err(broken(format!(
@@ -291,8 +290,7 @@ pub fn stored_mask(ckpt: &Checkpoint, key: &str, count: usize, origin: &str) -> 
             ),
         });
     }
-    let bytes: Vec<u8> = bits.data.iter().map(|&v| v as u8).collect();
-    Ok(Some(mask_from_bits(&bytes, count)))
+    Ok(Some(mask_from_bits(&bits.bytes, count)))
 }
 
 /// The f32 values of a weight stored compressed as `key` (dequantised, pruned elements 0), or

@@ -9,11 +9,17 @@ use std::collections::{BTreeMap, HashMap};
 /// Metadata key holding the JSON document.
 const META_KEY: &str = "wgdiff";
 
-/// One tensor's values on the CPU, and the element type the file stores them as.
+/// One tensor's values on the CPU, and the element type the file stores them as: an F32
+/// tensor's values in `data`, an integer one's bytes, as the file holds them, in `bytes` (a
+/// byte per int8 value: no float copy of a compressed checkpoint's weights on the host).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorData {
     pub shape: Vec<usize>,
+    /// The values of an F32 tensor (empty for an integer one).
     pub data: Vec<f32>,
+    /// The bytes of an I8 or U8 tensor (empty for an F32 one): int8 values in two's
+    /// complement, int4 pairs and keep-bits as packed.
+    pub bytes: Vec<u8>,
     pub stored: Stored,
 }
 
@@ -22,8 +28,7 @@ pub struct TensorData {
 pub const CLASSIFIER_KIND: &str = "wgdiff-classifier";
 
 /// A stored tensor's element type: F32 for weights and state; a compressed checkpoint's
-/// integer weights as I8 (int8 values) or U8 (int4 pairs, pruning masks as bits), their
-/// values held here as f32 (exact for integers this small).
+/// integer weights as I8 (int8 values) or U8 (int4 pairs, pruning masks as bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stored {
     F32,
@@ -39,20 +44,6 @@ impl Stored {
             Stored::U8 => safetensors::Dtype::U8,
         }
     }
-
-    /// How many bytes [`Stored::encode`] makes of `data`.
-    fn encoded_len(self, data: &[f32]) -> usize {
-        data.len() * self.safetensors().bitsize() / 8
-    }
-
-    /// The bytes of `data` as this type.
-    fn encode(self, data: &[f32]) -> std::borrow::Cow<'_, [u8]> {
-        match self {
-            Stored::F32 => bytemuck::cast_slice(data).into(),
-            Stored::I8 => data.iter().map(|&v| v as i8 as u8).collect::<Vec<u8>>().into(),
-            Stored::U8 => data.iter().map(|&v| v as u8).collect::<Vec<u8>>().into(),
-        }
-    }
 }
 
 impl TensorData {
@@ -61,7 +52,40 @@ impl TensorData {
         TensorData {
             shape,
             data,
+            bytes: Vec::new(),
             stored: Stored::F32,
+        }
+    }
+
+    /// An integer tensor of `shape` stored as `stored` (I8 or U8), its `bytes` as the file
+    /// holds them.
+    pub fn integer(shape: Vec<usize>, stored: Stored, bytes: Vec<u8>) -> TensorData {
+        TensorData {
+            shape,
+            data: Vec::new(),
+            bytes,
+            stored,
+        }
+    }
+
+    /// Elements stored: values of an F32 tensor, bytes of an integer one.
+    pub fn len(&self) -> usize {
+        match self.stored {
+            Stored::F32 => self.data.len(),
+            Stored::I8 | Stored::U8 => self.bytes.len(),
+        }
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes the file holds of this tensor.
+    fn encoded(&self) -> &[u8] {
+        match self.stored {
+            Stored::F32 => bytemuck::cast_slice(&self.data),
+            Stored::I8 | Stored::U8 => &self.bytes,
         }
     }
 }
@@ -94,7 +118,7 @@ impl Checkpoint {
     /// The safetensors encoding (each tensor as its `stored` type, the JSON document in the
     /// metadata).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let bytes: Vec<_> = self.tensors.values().map(|t| t.stored.encode(&t.data)).collect();
+        let bytes: Vec<_> = self.tensors.values().map(TensorData::encoded).collect();
         let views = self
             .tensors
             .iter()
@@ -126,11 +150,7 @@ impl Checkpoint {
             .map(|(name, source)| {
                 let (dtype, shape, len) = match &source {
                     Source::Device(t) => (safetensors::Dtype::F32, t.shape().to_vec(), t.numel() * 4),
-                    Source::Host(t) => (
-                        t.stored.safetensors(),
-                        t.shape.clone(),
-                        t.stored.encoded_len(&t.data),
-                    ),
+                    Source::Host(t) => (t.stored.safetensors(), t.shape.clone(), t.encoded().len()),
                 };
                 (name, dtype, shape, len, source)
             })
@@ -168,7 +188,7 @@ impl Checkpoint {
                     inspect(&name, &data);
                     bytes.extend_from_slice(bytemuck::cast_slice(&data));
                 }
-                Source::Host(t) => bytes.extend_from_slice(&t.stored.encode(&t.data)),
+                Source::Host(t) => bytes.extend_from_slice(t.encoded()),
             }
         }
         Ok(bytes)
@@ -198,10 +218,11 @@ impl Checkpoint {
         let file = safetensors::SafeTensors::deserialize(bytes).map_err(corrupt)?;
         let mut tensors = BTreeMap::new();
         for (name, view) in file.tensors() {
-            let (stored, data) = match view.dtype() {
-                safetensors::Dtype::F32 => (Stored::F32, bytemuck::pod_collect_to_vec(view.data())),
-                safetensors::Dtype::I8 => (Stored::I8, view.data().iter().map(|&b| b as i8 as f32).collect()),
-                safetensors::Dtype::U8 => (Stored::U8, view.data().iter().map(|&b| b as f32).collect()),
+            let shape = view.shape().to_vec();
+            let t = match view.dtype() {
+                safetensors::Dtype::F32 => TensorData::f32(shape, bytemuck::pod_collect_to_vec(view.data())),
+                safetensors::Dtype::I8 => TensorData::integer(shape, Stored::I8, view.data().to_vec()),
+                safetensors::Dtype::U8 => TensorData::integer(shape, Stored::U8, view.data().to_vec()),
                 other => {
                     return Err(checkpoint_error(
                         origin,
@@ -212,8 +233,7 @@ impl Checkpoint {
                     ))
                 }
             };
-            let shape = view.shape().to_vec();
-            tensors.insert(name, TensorData { shape, data, stored });
+            tensors.insert(name, t);
         }
         Ok(Checkpoint { tensors, meta })
     }

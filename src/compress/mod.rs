@@ -179,18 +179,14 @@ pub fn compress(
         }
         let scales = TensorData::f32(scale_shape, q.scales.clone());
         let form = match qp.bits {
-            WeightBits::Int8 => TensorData {
-                shape: t.shape.clone(),
-                data: q.values.iter().map(|&v| v as f32).collect(),
-                stored: Stored::I8,
-            },
+            WeightBits::Int8 => TensorData::integer(
+                t.shape.clone(),
+                Stored::I8,
+                bytemuck::cast_slice::<i8, u8>(&q.values).to_vec(),
+            ),
             WeightBits::Int4 => {
                 let bytes = pack_int4(&q.values);
-                TensorData {
-                    shape: vec![bytes.len()],
-                    data: bytes.iter().map(|&b| b as f32).collect(),
-                    stored: Stored::U8,
-                }
+                TensorData::integer(vec![bytes.len()], Stored::U8, bytes)
             }
         };
         shapes.insert(key.clone(), serde_json::json!(t.shape));
@@ -221,11 +217,7 @@ pub struct ParamMask {
 /// A keep-mask as a stored tensor (U8 keep-bits).
 pub fn mask_data(mask: &[bool]) -> TensorData {
     let bits = mask_to_bits(mask);
-    TensorData {
-        shape: vec![bits.len()],
-        data: bits.iter().map(|&b| b as f32).collect(),
-        stored: Stored::U8,
-    }
+    TensorData::integer(vec![bits.len()], Stored::U8, bits)
 }
 
 /// The keep-masks stored under `prefix` for `named` parameters (a pruned model fine-tuned
