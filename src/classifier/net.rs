@@ -135,12 +135,12 @@ impl Classifier {
     pub fn named_params(&self) -> Vec<(String, Tensor)> {
         let mut named = Vec::new();
         for (i, (conv, norm)) in self.convs.iter().zip(&self.norms).enumerate() {
-            named.push((format!("conv{}.weight", i + 1), conv.weight.float().clone()));
+            named.push((format!("conv{}.weight", i + 1), conv.weight.float()));
             named.push((format!("norm{}.gamma", i + 1), norm.gamma.clone()));
             named.push((format!("norm{}.beta", i + 1), norm.beta.clone()));
         }
         for (name, layer) in [("hidden", &self.hidden), ("head", &self.head)] {
-            named.push((format!("{name}.weight"), layer.weight.float().clone()));
+            named.push((format!("{name}.weight"), layer.weight.float()));
             named.push((format!("{name}.bias"), layer.bias.clone()));
         }
         named

@@ -133,7 +133,7 @@ impl Stage {
     }
 
     fn params(&self) -> Vec<Tensor> {
-        let mut p = vec![self.time.weight.float().clone(), self.time.bias.clone()];
+        let mut p = vec![self.time.weight.float(), self.time.bias.clone()];
         p.extend(self.block.tensors().into_iter().cloned());
         p
     }
@@ -216,7 +216,7 @@ impl ConvNextNet {
         let mut p: Vec<Tensor> = self
             .time
             .iter()
-            .flat_map(|l| [l.weight.float().clone(), l.bias.clone()])
+            .flat_map(|l| [l.weight.float(), l.bias.clone()])
             .collect();
         p.extend(self.stem.params());
         p.extend(self.down.params());

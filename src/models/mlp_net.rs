@@ -133,7 +133,7 @@ impl ConvHead {
         temb: usize,
     ) -> Result<ConvHead> {
         let conv2 = Conv2d::new(gpu, rng, channels, image_channels, 3, 1, 1, 1)?;
-        let zero = Tensor::zeros(gpu, conv2.weight.float().shape(), DType::F32)?.requires_grad();
+        let zero = Tensor::zeros(gpu, conv2.weight.shape(), DType::F32)?.requires_grad();
         Ok(ConvHead {
             conv1: Conv2d::new(gpu, rng, image_channels, channels, 3, 1, 1, 1)?,
             temb: Linear::new(gpu, rng, temb, channels)?,

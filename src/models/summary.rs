@@ -55,15 +55,10 @@ pub struct WeightInfo {
 
 /// Output [N, Cout, OH, OW] of `conv` on an input of `shape`.
 fn conv_output(conv: &Conv2d, shape: &[usize]) -> Vec<usize> {
-    let k = conv.weight.float().shape()[2];
+    let k = conv.weight.shape()[2];
     let (s, p) = (conv.opts.stride.0, conv.opts.padding.0);
     let size = |i: usize| (i + 2 * p).saturating_sub(k) / s + 1;
-    vec![
-        shape[0],
-        conv.weight.float().shape()[0],
-        size(shape[2]),
-        size(shape[3]),
-    ]
+    vec![shape[0], conv.weight.shape()[0], size(shape[2]), size(shape[3])]
 }
 
 impl LayerWalk {
@@ -124,7 +119,7 @@ impl LayerWalk {
         let out = conv_output(conv, input);
         self.conv_weight(name, WeightRole::Conv, input, &out);
         self.packable(name, &conv.weight);
-        let w = conv.weight.float().shape();
+        let w = conv.weight.shape();
         let kind = format!(
             "Conv2d({}->{}, k{} s{} p{}{})",
             input[1],
@@ -134,7 +129,8 @@ impl LayerWalk {
             conv.opts.padding.0,
             groups_suffix(conv.opts.groups)
         );
-        let tensors: Vec<(&str, &Tensor)> = std::iter::once(("weight", conv.weight.float()))
+        let weight = conv.weight.float();
+        let tensors: Vec<(&str, &Tensor)> = std::iter::once(("weight", &weight))
             .chain(conv.bias.as_ref().map(|b| ("bias", b)))
             .collect();
         self.layer(name, kind, out.clone(), &tensors, true);
@@ -169,11 +165,12 @@ impl LayerWalk {
 
     /// `input` [N, fan_in] -> [N, fan_out].
     pub fn linear(&mut self, name: &str, linear: &Linear, input: &[usize]) -> Vec<usize> {
-        let [fan_in, fan_out] = [linear.weight.float().shape()[0], linear.weight.float().shape()[1]];
+        let [fan_in, fan_out] = [linear.weight.shape()[0], linear.weight.shape()[1]];
         let out = vec![input[0], fan_out];
         self.weight(name, WeightRole::Linear, self.side);
         self.packable(name, &linear.weight);
-        let tensors = [("weight", linear.weight.float()), ("bias", &linear.bias)];
+        let weight = linear.weight.float();
+        let tensors = [("weight", &weight), ("bias", &linear.bias)];
         self.layer(
             name,
             format!("Linear({fan_in}->{fan_out})"),
@@ -196,7 +193,7 @@ impl LayerWalk {
 
     /// The block row, then norm1, conv1, time, norm2, conv2, skip.
     pub fn resblock(&mut self, name: &str, block: &ResBlock, input: &[usize], temb: &[usize]) -> Vec<usize> {
-        let cout = block.time.weight.float().shape()[1];
+        let cout = block.time.weight.shape()[1];
         let dropout = if block.dropout > 0.0 {
             format!(", dropout {}", block.dropout)
         } else {

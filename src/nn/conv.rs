@@ -85,7 +85,7 @@ impl Conv2d {
         sample_bias: Option<&Tensor>,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
-        let (weight, bias) = cast_params(self.weight.float(), self.bias.as_ref(), x)?;
+        let bias = self.bias.as_ref().map(|b| b.to_dtype(x.dtype())).transpose()?;
         let add = ConvAddends {
             bias: bias.as_ref(),
             sample_bias,
@@ -93,12 +93,17 @@ impl Conv2d {
         };
         match self.weight.packed_for(x) {
             Some(packed) => x.conv2d_packed(packed, self.opts, add),
-            None => x.conv2d_plus(&weight, self.opts, self.imp, add),
+            None => x.conv2d_plus(
+                &self.weight.values()?.to_dtype(x.dtype())?,
+                self.opts,
+                self.imp,
+                add,
+            ),
         }
     }
 
     pub fn params(&self) -> Vec<Tensor> {
-        std::iter::once(self.weight.float().clone())
+        std::iter::once(self.weight.float())
             .chain(self.bias.clone())
             .collect()
     }

@@ -34,7 +34,7 @@ impl Linear {
         }
         let dtype = x.dtype();
         x.matmul_bias(
-            &self.weight.float().to_dtype(dtype)?,
+            &self.weight.values()?.to_dtype(dtype)?,
             &self.bias.to_dtype(dtype)?,
             BiasAlong::Columns,
         )
@@ -71,7 +71,7 @@ impl Mlp {
     pub fn params(&self) -> Vec<Tensor> {
         self.layers
             .iter()
-            .flat_map(|l| [l.weight.float().clone(), l.bias.clone()])
+            .flat_map(|l| [l.weight.float(), l.bias.clone()])
             .collect()
     }
 }

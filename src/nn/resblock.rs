@@ -98,7 +98,7 @@ impl ResBlock {
     pub fn params(&self) -> Vec<Tensor> {
         let mut p = self.norm1.params();
         p.extend(self.conv1.params());
-        p.extend([self.time.weight.float().clone(), self.time.bias.clone()]);
+        p.extend([self.time.weight.float(), self.time.bias.clone()]);
         p.extend(self.norm2.params());
         p.extend(self.conv2.params());
         if let Some(s) = &self.skip {

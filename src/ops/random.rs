@@ -37,6 +37,11 @@ impl Rng {
 
     fn fill(&mut self, gpu: &Gpu, shape: &[usize], dtype: DType, dist: Dist) -> Result<Tensor> {
         let out = Tensor::empty(gpu, shape, dtype)?;
+        if DRAWS_SKIPPED.get() {
+            // (the stream still advances: the draws after the scope are those without it)
+            self.stream = self.stream.wrapping_add(1);
+            return Ok(out);
+        }
         let (id, a, b) = match dist {
             Dist::Uniform { lo, hi } => (0, lo, hi),
             Dist::Normal { mean, std } => (1, mean, std),
@@ -110,6 +115,21 @@ impl Rng {
         self.fill(gpu, shape, dtype_run, Dist::Normal { mean, std })?
             .to_dtype(dtype)
     }
+}
+
+thread_local! {
+    static DRAWS_SKIPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every [`Rng`] draw on this thread left undrawn: the tensors come back
+/// allocated but unwritten. For building a model whose every value is about to be replaced
+/// (loading a checkpoint): the device never writes, and a CPU adapter never touches, memory
+/// that is overwritten or dropped next, as a compressed model's float weights are.
+pub fn without_drawing<T>(f: impl FnOnce() -> T) -> T {
+    let before = DRAWS_SKIPPED.replace(true);
+    let out = f();
+    DRAWS_SKIPPED.set(before);
+    out
 }
 
 /// A per-step seed: every step's randomness depends only on (seed, step, purpose), so a

@@ -8,7 +8,8 @@ use crate::checkpoint::Checkpoint;
 use crate::diffusion::{Denoiser, NetDenoiser, OnStep, Process};
 use crate::models::summary::WeightRole;
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
-use crate::ops::random::Rng;
+use crate::nn::Weight;
+use crate::ops::random::{without_drawing, Rng};
 use crate::ops::PackedWeights;
 use crate::run_state::{saved_state, TrainState};
 use crate::{DType, Error, Gpu, Result, Tensor};
@@ -180,19 +181,35 @@ impl TrainedModel {
         if let Some(skip_type) = skip_type {
             state.model = state.model.with_skip_type(skip_type)?;
         }
-        let net = ckpt.build_within_size(origin, || state.model.build(gpu, 0))?;
+        // Every value of the checkpoint's own model is loaded next, so its initial values are
+        // not drawn (a replaced skip type's new convs are): the float weights that packed ones
+        // replace are never written.
+        let build = || state.model.build(gpu, 0);
+        let net = ckpt.build_within_size(origin, || match skip_type {
+            None => without_drawing(build),
+            Some(_) => build(),
+        })?;
+        let packed = attach_packed(ckpt, "ema.", net.as_ref(), gpu, origin)?;
         let params: Vec<(String, Tensor)> = net
             .named_params()
             .into_iter()
             .filter(|(name, _)| !name.starts_with("interp.") || ckpt.contains(&format!("ema.{name}")))
+            .filter(|(name, _)| !packed.iter().any(|(p, _)| p == name))
             .collect();
         ckpt.restore("ema.", &params, origin)?;
         ckpt.restore("buffer.", &net.named_buffers(), origin)?;
-        let packed_weights = attach_packed(ckpt, "ema.", net.as_ref(), gpu, origin)?;
+        drop(params);
+        // The model samples: a packed weight keeps only its integers on the device.
+        for (_, weight) in &packed {
+            weight.release_float()?;
+        }
+        if !packed.is_empty() {
+            gpu.pool().trim();
+        }
         Ok(TrainedModel {
             net,
             state,
-            packed_weights,
+            packed_weights: packed.len(),
         })
     }
 
@@ -212,22 +229,22 @@ impl TrainedModel {
 }
 
 /// Attaches the packed integer form of every conv and linear weight of `net` stored as
-/// integers under `prefix` (the kernels then run them); returns how many were attached.
+/// integers under `prefix` (the kernels then run them); returns the weights attached, by name.
 fn attach_packed(
     ckpt: &Checkpoint,
     prefix: &str,
     net: &dyn DiffusionNet,
     gpu: &Gpu,
     origin: &str,
-) -> Result<usize> {
+) -> Result<Vec<(String, Weight)>> {
     let walk = net.walk(1);
-    let mut attached = 0;
+    let mut attached = Vec::new();
     for w in &walk.weights {
         let Some((_, weight)) = walk.packable.iter().find(|(n, _)| *n == w.name) else {
             continue;
         };
         let key = format!("{prefix}{}", w.name);
-        let shape = weight.float().shape();
+        let shape = weight.shape();
         let Some(q) = stored_quantized(ckpt, &key, shape, origin)? else {
             continue;
         };
@@ -248,7 +265,7 @@ fn attach_packed(
             WeightRole::ConvTranspose | WeightRole::Projection => continue,
         };
         weight.attach_packed(packed)?;
-        attached += 1;
+        attached.push((w.name.clone(), weight.clone()));
     }
     Ok(attached)
 }

@@ -19,6 +19,7 @@ use wgdiff::data::Split;
 use wgdiff::ops::WeightBits;
 use wgdiff::pipeline::{SampleRequest, TrainedModel};
 use wgdiff::train::{TrainConfig, Trainer};
+use wgdiff::{DType, Tensor};
 
 #[test]
 fn quantised_values_int4_pairs_and_mask_bits_round_trip() {
@@ -207,6 +208,32 @@ fn compressed_checkpoints_load_sample_in_packed_kernels_and_fine_tune_with_their
             .build()
             .unwrap();
         let (images, _) = block_on(model.sampling().sample(gpu(), &request, None)).unwrap();
+        // A packed weight keeps no float copy on the device: its resident bytes are its
+        // integers and scales alone (a float weight's are its values).
+        for (name, w) in &model.net.walk(1).packable {
+            let float_bytes = 4 * w.shape().iter().product::<usize>() as u64;
+            match model.packed_weights {
+                0 => assert_eq!(w.resident_bytes(), float_bytes, "{name}"),
+                _ => assert!(
+                    w.float().numel() == 0 && w.resident_bytes() < float_bytes,
+                    "{name}: {} resident bytes of {float_bytes}",
+                    w.resident_bytes()
+                ),
+            }
+        }
+        if model.packed_weights > 0 {
+            // (with gradients on, a layer would need the float values it no longer has)
+            let [c, h, w] = model.image_shape();
+            let x = Tensor::zeros(gpu(), &[1, c, h, w], DType::F32).unwrap();
+            let Err(err) = model.net.forward(&x, &[10.0], None, 0) else {
+                panic!("a packed-only model ran with gradients on");
+            };
+            let err = err.to_string();
+            assert!(
+                err.contains("packed integer form") && err.contains("--init"),
+                "{err}"
+            );
+        }
         (model.packed_weights, images.to_vec().unwrap())
     };
     let l1_half = Some((PruneMethod::L1, 0.5, PruneScope::Global));

@@ -156,7 +156,7 @@ fn layers_run_their_packed_weights_for_inference_and_float_weights_for_training(
     conv.weight.attach_packed(packed).unwrap();
     let x = upload(&[2, 4, 5, 5], &normal_vec(&mut r, 200), DType::F32);
     let float = x
-        .conv2d(conv.weight.float(), conv.bias.as_ref(), conv.opts)
+        .conv2d(&conv.weight.float(), conv.bias.as_ref(), conv.opts)
         .unwrap();
     let inference = {
         let _g = wgdiff::no_grad();
@@ -186,7 +186,7 @@ fn layers_run_their_packed_weights_for_inference_and_float_weights_for_training(
     linear.weight.attach_packed(packed).unwrap();
     let x = upload(&[3, 12], &normal_vec(&mut r, 36), DType::F32);
     let float = x
-        .matmul(linear.weight.float())
+        .matmul(&linear.weight.float())
         .unwrap()
         .add(&linear.bias)
         .unwrap();
