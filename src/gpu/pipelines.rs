@@ -109,7 +109,7 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
 }
 
 /// Shader pieces several files share, pulled in by a line `#include <name>`.
-const SHARED: [(&str, &str); 5] = [
+const SHARED: [(&str, &str); 6] = [
     (
         "conv_params",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
@@ -125,6 +125,13 @@ const SHARED: [(&str, &str); 5] = [
     (
         "weights",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/weights.wgsl")),
+    ),
+    (
+        "winograd_transforms",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/winograd_transforms.wgsl"
+        )),
     ),
     (
         "attention_params",

@@ -210,6 +210,63 @@ fn tiled_conv_with_weights_split_across_the_subgroup_matches_the_cpu() {
     }
 }
 
+/// Winograd's batched-GEMM form (input transform, the blocked matmul over the 36 entries,
+/// output transform), pinned, against the CPU reference with finite differences: partial 4x4
+/// tiles, output channels not a multiple of 4, paddings 0-2, and the epilogue's bias, sample
+/// bias and residual.
+#[test]
+fn winograd_gemm_form_matches_the_cpu_with_its_epilogue() {
+    let g = gpu();
+    let o = ConvOptions::default;
+    let cases = [
+        ([2, 5, 11, 13], [7, 5, 3, 3], o().padding(1)),
+        ([1, 3, 8, 6], [5, 3, 3, 3], o()),
+        ([2, 4, 6, 5], [6, 4, 3, 3], o().padding(2)),
+    ];
+    for dtype in dtypes() {
+        for (xs, ws, opts) in cases {
+            let geo = wgdiff::ops::conv::ConvGeometry::new(&xs, &ws, opts).unwrap();
+            if !wgdiff::ops::conv::winograd_applies(g, &geo) {
+                return; // (an adapter without one fixed subgroup size runs the tiled kernel)
+            }
+            wgdiff::ops::conv::pin_winograd_gemm(g, &xs, &ws, opts, dtype).unwrap();
+            let ys = geo.output_shape();
+            let mut r = rng();
+            let mut inputs = vec![
+                (xs.to_vec(), normal_vec(&mut r, xs.iter().product())),
+                (ws.to_vec(), normal_vec(&mut r, ws.iter().product())),
+            ];
+            for shape in [vec![ys[1]], vec![ys[0], ys[1]], ys.to_vec()] {
+                inputs.push((shape.clone(), normal_vec(&mut r, shape.iter().product())));
+            }
+            check_op(
+                &format!("winograd gemm x{xs:?} w{ws:?} {opts:?}"),
+                dtype,
+                &inputs,
+                move |v| {
+                    let (mut y, [_, c, oh, ow]) = cpu::conv2d(&v[0], xs, &v[1], ws, &opts);
+                    for (i, y) in y.iter_mut().enumerate() {
+                        *y += v[2][(i / (oh * ow)) % c] + v[3][i / (oh * ow)] + v[4][i];
+                    }
+                    y
+                },
+                |t| {
+                    let add = ConvAddends {
+                        bias: Some(&t[2]),
+                        sample_bias: Some(&t[3]),
+                        residual: Some(&t[4]),
+                    };
+                    t[0].conv2d_plus(&t[1], opts, ConvImpl::Winograd, add)
+                },
+            );
+        }
+    }
+    assert!(
+        wgdiff::ops::conv::pin_winograd_gemm(g, &[1, 4, 6, 6], &[4, 2, 3, 3], o().groups(2), DType::F32)
+            .is_err()
+    );
+}
+
 #[test]
 fn conv_addends_of_the_wrong_shape_are_refused() {
     let g = gpu();

@@ -26,7 +26,7 @@ pub use choice::{auto_conv_impl, resolve, untimed_conv_impl, use_conv_impl, Conv
 pub use epilogue::ConvAddends;
 pub use geometry::ConvGeometry;
 pub use options::ConvOptions;
-pub use winograd::winograd_applies;
+pub use winograd::{pin_winograd_gemm, winograd_applies};
 
 use crate::ops::packed::{check_packed_input, Layout, PackedWeights};
 use crate::ops::{check_same_dtype, needs_f32_fallback};

@@ -1,8 +1,12 @@
-//! The Winograd F(4x4, 3x3) forward for 3x3 stride-1 convs (shaders/conv_winograd.wgsl): the
-//! weights transformed once, the register tile autotuned, the epilogue added as it stores.
+//! The Winograd F(4x4, 3x3) forward for 3x3 stride-1 convs: the weights transformed once, then
+//! either the register kernel (shaders/conv_winograd.wgsl, its tile autotuned) or, for
+//! ungrouped convs, the batched-GEMM form (shaders/conv_winograd_gemm.wgsl: the input
+//! transform, the blocked matmul over the 36 entries, the output transform), whichever
+//! measures faster; the epilogue added as the output is stored.
 
 use super::epilogue::{ConvAddends, Epilogue};
 use super::geometry::{flat_groups, ConvGeometry};
+use super::options::ConvOptions;
 use crate::gpu::{Cost, SplitAxis};
 use crate::ops::kernel_for;
 use crate::{shader, DType, Gpu, Result, Tensor};
@@ -103,16 +107,80 @@ pub(super) fn conv_forward_winograd(
         .fixed_subgroup_size()
         .expect("winograd_applies checked the subgroups");
     let shapes = WinogradTile::candidates(gpu, lanes, geo.cout_g(), winograd_tiles(geo));
-    let labels: Vec<String> = shapes.iter().map(|t| t.to_string()).collect();
+    let mut labels: Vec<String> = shapes.iter().map(|t| t.to_string()).collect();
+    // (the GEMM form last: a cache of choices made before it existed stays valid)
+    if geo.opts.groups == 1 {
+        labels.push(GEMM_FORM.into());
+    }
     let key = format!("{}:winograd", geo.tuning_key(dt));
+    let run = |c: usize, y: &Tensor| match shapes.get(c) {
+        Some(&shape) => {
+            dispatch_winograd(x, &u, epilogue, y, geo, shape);
+            Ok(())
+        }
+        None => winograd_gemm(x, &u, epilogue, y, geo),
+    };
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
-        let scratch = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-        dispatch_winograd(x, &u, epilogue, &scratch, geo, shapes[c]);
-        Ok(())
+        run(c, &Tensor::empty(gpu, &geo.output_shape(), dt)?)
     })?;
     let y = Tensor::empty(gpu, &geo.output_shape(), dt)?;
-    dispatch_winograd(x, &u, epilogue, &y, geo, shapes[choice]);
+    run(choice, &y)?;
     Ok(y)
+}
+
+/// Makes the Winograd forward of input shape `x` and weight shape `w` under `opts` in `dtype`
+/// run its batched-GEMM form (tests and benchmarks; see `Autotuner::set`). Errors where that
+/// form does not apply (grouped, or not Winograd's 3x3 stride-1 shape).
+pub fn pin_winograd_gemm(gpu: &Gpu, x: &[usize], w: &[usize], opts: ConvOptions, dtype: DType) -> Result<()> {
+    let geo = ConvGeometry::new(x, w, opts)?;
+    if !winograd_applies(gpu, &geo) || opts.groups != 1 {
+        return Err(crate::Error::shape(
+            "pin_winograd_gemm",
+            format!("the Winograd GEMM form does not run {}", geo.describe()),
+        ));
+    }
+    gpu.tuner()
+        .set(&format!("{}:winograd", geo.tuning_key(dtype)), GEMM_FORM);
+    Ok(())
+}
+
+/// The autotuner's label of the batched-GEMM form.
+const GEMM_FORM: &str = "gemm: input transform, blocked matmul over the 36 entries, output transform";
+
+/// The Winograd forward as a batched GEMM (ungrouped convs): every tile's input patch
+/// transformed once (`winograd_input`: V [36, Cin, T]), M = U x V for the 36 entries by the
+/// blocked matmul (U, `u` [Cin, quads, 36, 4], as [36, Cout padded to 4, Cin]), and the output
+/// transform with the epilogue's terms into `y` (`winograd_output`).
+fn winograd_gemm(x: &Tensor, u: &Tensor, epilogue: &Epilogue, y: &Tensor, geo: &ConvGeometry) -> Result<()> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
+    let tiles = winograd_tiles(geo);
+    let rows = 4 * geo.cout.div_ceil(4);
+    let v = Tensor::empty(gpu, &[36, geo.cin, tiles], DType::F32)?;
+    let defines = epilogue.defines();
+    let kernel =
+        |entry, inputs| kernel_for(gpu, shader!("conv_winograd_gemm"), entry, dt, &defines, inputs, 1);
+    gpu.dispatch_named(
+        &kernel("winograd_input", 1),
+        &geo.params(),
+        &[x.buffer()],
+        &[v.buffer()],
+        flat_groups(gpu, geo.cin * tiles),
+        Cost::memory("winograd_input", x.byte_len() + v.byte_len()),
+    );
+    let m = u
+        .reshape(&[geo.cin, rows / 4, 36, 4])?
+        .permute(&[2, 1, 3, 0])?
+        .reshape(&[36, rows, geo.cin])?
+        .matmul(&v)?;
+    gpu.dispatch_named(
+        &kernel("winograd_output", 5),
+        &geo.params(),
+        &[&[m.buffer(), m.buffer()], &epilogue.buffers()[..]].concat(),
+        &[y.buffer()],
+        flat_groups(gpu, rows / 4 * tiles),
+        Cost::memory("winograd_output", m.byte_len() + y.byte_len()),
+    );
+    Ok(())
 }
 
 /// One Winograd forward dispatch: y = conv(x, w) + the epilogue's terms, `u` the transformed

@@ -1,0 +1,81 @@
+// Winograd F(4x4, 3x3) as a batched GEMM, for 3x3 stride-1 undilated ungrouped convs (the
+// `gemm` form of ops::conv's Winograd): `winograd_input` writes each 4x4 output tile's
+// transformed input patch, V[e][ci][t] = (B^T d B)[e] (e: the 36 entries of the 6x6 transform,
+// t: the tile over the batch); the blocked matmul makes M[e] = U[e] (Cout x Cin) x V[e]
+// (Cin x T) for the 36 entries at once; `winograd_output` writes Y = A^T M A of each tile and
+// output channel, with the epilogue's terms (conv_epilogue.wgsl). Each input patch is read
+// and transformed once per call, where the register kernel (conv_winograd.wgsl) reads it once
+// per workgroup of output channels. Padding is applied as the patches are read.
+#include conv_params
+@group(0) @binding(0) var<uniform> p: Conv;
+#include winograd_transforms
+
+// winograd_input: x -> v [36, Cin, T]
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> v: array<f32>;
+// winograd_output: m [36, Cout (padded to 4), T] (binding 2 unused) -> y, with the epilogue
+@group(0) @binding(1) var<storage, read> m: array<f32>;
+#include conv_epilogue
+
+// The tile count over the batch, and tile t's sample and output origin.
+fn tiles() -> u32 {
+    return p.n * ((p.oh + 3u) / 4u) * ((p.ow + 3u) / 4u);
+}
+
+fn tile_origin(t: u32) -> vec3<u32> {
+    let tiles_w = (p.ow + 3u) / 4u;
+    let per_image = ((p.oh + 3u) / 4u) * tiles_w;
+    return vec3<u32>(t / per_image, ((t % per_image) / tiles_w) * 4u, ((t % per_image) % tiles_w) * 4u);
+}
+
+// Invocation i: input channel i / T, tile i % T.
+@compute @workgroup_size(64)
+fn winograd_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
+    let count = tiles();
+    if (i >= p.cin * count) { return; }
+    let ci = i / count;
+    let t = i % count;
+    let o = tile_origin(t);
+    let base = (o.x * p.cin + ci) * p.h * p.w;
+    let iy = i32(o.y) - i32(p.ph);
+    let ix = i32(o.z) - i32(p.pw);
+    #for r in 0..6: let row_in{r} = iy + {r} >= 0 && iy + {r} < i32(p.h);
+    #for c in 0..6: let col_in{c} = ix + {c} >= 0 && ix + {c} < i32(p.w);
+    #for r in 0..6: let row{r} = base + u32(clamp(iy + {r}, 0, i32(p.h) - 1)) * p.w;
+    #for c in 0..6: let col{c} = u32(clamp(ix + {c}, 0, i32(p.w) - 1));
+    #for r in 0..6, c in 0..6: let d{r}_{c} = select(0.0, f32(x[row{r} + col{c}]), row_in{r} && col_in{c});
+    #for c in 0..6: let bd{c} = input_transform(array<f32, 6>(d0_{c}, d1_{c}, d2_{c}, d3_{c}, d4_{c}, d5_{c}));
+    #for k in 0..6: let bdb{k} = input_transform(array<f32, 6>(bd0[{k}], bd1[{k}], bd2[{k}], bd3[{k}], bd4[{k}], bd5[{k}]));
+    let stride = p.cin * count;
+    #for k in 0..6, l in 0..6: v[{k*6+l}u * stride + i] = bdb{k}[{l}];
+}
+
+// Invocation i: quad of output channels i / T (4 at a time, as vec4s), tile i % T.
+@compute @workgroup_size(64)
+fn winograd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 64u + lid;
+    let count = tiles();
+    let quads = (p.cout + 3u) / 4u;
+    if (i >= quads * count) { return; }
+    let quad = i / count;
+    let t = i % count;
+    let o = tile_origin(t);
+    // m[e][4 quad + c][t]: entry e's rows are 4 quads x T long
+    let stride = quads * 4u * count;
+    let first = quad * 4u * count + t;
+    #for e in 0..36: let m{e} = vec4<f32>(m[{e}u * stride + first], m[{e}u * stride + first + count], m[{e}u * stride + first + 2u * count], m[{e}u * stride + first + 3u * count]);
+    #for l in 0..6: let am{l} = output_transform(array<vec4<f32>, 6>(m{0*6+l}, m{1*6+l}, m{2*6+l}, m{3*6+l}, m{4*6+l}, m{5*6+l}));
+    #for r in 0..4: let ym{r} = output_transform(array<vec4<f32>, 6>(am0[{r}], am1[{r}], am2[{r}], am3[{r}], am4[{r}], am5[{r}]));
+    let ybase = o.x * p.cout * p.oh * p.ow + o.y * p.ow + o.z;
+    for (var c = 0u; c < 4u; c++) {
+        let row = quad * 4u + c;
+        if (row < p.cout) {
+            let b = channel_bias(row);
+            let i0 = ybase + row * p.oh * p.ow;
+            #for r in 0..4, s in 0..4: if (o.y + {r}u < p.oh && o.z + {s}u < p.ow) { store(i0 + {r}u * p.ow + {s}u, o.x, row, b, ym{r}[{s}][c]); }
+        }
+    }
+}
