@@ -52,17 +52,15 @@ fn rows_key(gpu: &Gpu, [n, c, h, w]: [usize; 4], dt: DType) -> (String, Vec<Stri
 /// Makes [`depthwise7_conv`] on inputs of `shape` and `dtype` run `rows` output rows per
 /// invocation from now on (tests and experiments; one of the adapter's candidates).
 pub fn pin_depthwise7_rows(gpu: &Gpu, shape: [usize; 4], dtype: DType, rows: usize) -> Result<()> {
-    if !row_candidates(gpu).contains(&rows) {
+    let candidates = row_candidates(gpu);
+    let Some(i) = candidates.iter().position(|&r| r == rows) else {
         return Err(Error::shape(
             "pin_depthwise7_rows",
-            format!(
-                "{rows} rows is not a candidate on this adapter ({:?})",
-                row_candidates(gpu)
-            ),
+            format!("{rows} rows is not a candidate on this adapter ({candidates:?})"),
         ));
-    }
-    let (key, _) = rows_key(gpu, shape, dtype);
-    gpu.tuner().set(&key, &format!("{rows} rows"));
+    };
+    let (key, labels) = rows_key(gpu, shape, dtype);
+    gpu.tuner().set(&key, &labels[i]);
     Ok(())
 }
 
