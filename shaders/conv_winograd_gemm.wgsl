@@ -9,6 +9,7 @@
 #include conv_params
 @group(0) @binding(0) var<uniform> p: Conv;
 #include winograd_transforms
+#include winograd_tiles
 
 // winograd_input: x -> v [36, Cin, T]
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
@@ -16,17 +17,6 @@
 // winograd_output: m [36, Cout (padded to 4), T] (binding 2 unused) -> y, with the epilogue
 @group(0) @binding(1) var<storage, read> m: array<f32>;
 #include conv_epilogue
-
-// The tile count over the batch, and tile t's sample and output origin.
-fn tiles() -> u32 {
-    return p.n * ((p.oh + 3u) / 4u) * ((p.ow + 3u) / 4u);
-}
-
-fn tile_origin(t: u32) -> vec3<u32> {
-    let tiles_w = (p.ow + 3u) / 4u;
-    let per_image = ((p.oh + 3u) / 4u) * tiles_w;
-    return vec3<u32>(t / per_image, ((t % per_image) / tiles_w) * 4u, ((t % per_image) % tiles_w) * 4u);
-}
 
 // Invocation i: input channel i / T, tile i % T.
 @compute @workgroup_size(64)

@@ -109,7 +109,7 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
 }
 
 /// Shader pieces several files share, pulled in by a line `#include <name>`.
-const SHARED: [(&str, &str); 6] = [
+const SHARED: [(&str, &str); 7] = [
     (
         "conv_params",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
@@ -131,6 +131,13 @@ const SHARED: [(&str, &str); 6] = [
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/shaders/winograd_transforms.wgsl"
+        )),
+    ),
+    (
+        "winograd_tiles",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/winograd_tiles.wgsl"
         )),
     ),
     (

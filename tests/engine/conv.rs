@@ -267,6 +267,57 @@ fn winograd_gemm_form_matches_the_cpu_with_its_epilogue() {
     );
 }
 
+/// The Winograd weight gradient's batched-GEMM form, every element of dW against the CPU
+/// (the conv is linear in w: dW[j] = sum of dY x the conv of the j-th unit weight): partial
+/// tiles, padding 0-2, channel counts that are not multiples of 4, a batch of two.
+#[test]
+fn winograd_gemm_weight_gradient_matches_the_cpu_everywhere() {
+    let g = gpu();
+    let o = ConvOptions::default;
+    let cases = [
+        ([2, 5, 11, 13], [7, 5, 3, 3], o().padding(1)),
+        ([1, 3, 8, 6], [5, 3, 3, 3], o()),
+        ([2, 4, 6, 5], [6, 4, 3, 3], o().padding(2)),
+    ];
+    for dtype in dtypes() {
+        for (xs, ws, opts) in cases {
+            let geo = wgdiff::ops::conv::ConvGeometry::new(&xs, &ws, opts).unwrap();
+            if !wgdiff::ops::conv::winograd_applies(g, &geo) {
+                return; // (an adapter without one fixed subgroup size runs the tiled kernel)
+            }
+            wgdiff::ops::conv::pin_winograd_gemm(g, &xs, &ws, opts, dtype).unwrap();
+            let mut r = rng();
+            let x = round_to(&normal_vec(&mut r, xs.iter().product()), dtype);
+            let w = round_to(&normal_vec(&mut r, ws.iter().product()), dtype);
+            let ys = geo.output_shape();
+            let dy = round_to(&normal_vec(&mut r, ys.iter().product()), dtype);
+            let wt = upload(&ws, &w, dtype).requires_grad();
+            let y = upload(&xs, &x, dtype)
+                .conv2d_with(&wt, None, opts, ConvImpl::Winograd)
+                .unwrap();
+            let loss = y.mul(&upload(&ys, &dy, dtype)).unwrap().sum_all().unwrap();
+            wgdiff::backward(&loss).unwrap();
+            let want: Vec<f64> = (0..w.len())
+                .map(|j| {
+                    let mut unit = vec![0.0; w.len()];
+                    unit[j] = 1.0;
+                    let (yj, _) = cpu::conv2d(&x, xs, &unit, ws, &opts);
+                    cpu::sum_compensated(yj.iter().zip(&dy).map(|(a, b)| a * b))
+                })
+                .collect();
+            assert_close(
+                &format!("winograd gemm weight gradient x{xs:?} w{ws:?} {opts:?} ({dtype:?})"),
+                &download(&wt.grad().unwrap()),
+                &want,
+                match dtype {
+                    DType::F32 => 1e-3,
+                    DType::F16 => 3e-2,
+                },
+            );
+        }
+    }
+}
+
 #[test]
 fn conv_addends_of_the_wrong_shape_are_refused() {
     let g = gpu();

@@ -1,5 +1,6 @@
 //! Convolution gradients: the input gradient (a stride-1 conv of flipped weights, col2im, or
-//! the direct gather kernel) and the weight gradient (implicit GEMM, im2col matmuls, direct).
+//! the direct gather kernel) and the weight gradient (implicit GEMM, im2col matmuls, direct,
+//! and for Winograd convs the implicit GEMM or Winograd's batched GEMM, measured).
 
 use super::choice::{conv_forward, ConvImpl};
 use super::epilogue::ConvAddends;
@@ -7,6 +8,7 @@ use super::geometry::{flat_groups, ConvGeometry, SLICES_PARAM};
 use super::im2col::{grouped_rows, grouped_weights, im2col, images_per_chunk, in_batch_chunks};
 use super::options::ConvOptions;
 use super::tiled::padded_input;
+use super::winograd::{winograd_applies, winograd_weight_grad};
 use crate::gpu::{Cost, SplitAxis, MAX_LOOP_ITERATIONS};
 use crate::ops::depthwise7::{depthwise7_conv, depthwise7_weight_grad};
 use crate::ops::kernel_for;
@@ -147,6 +149,9 @@ pub(crate) fn conv_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry, imp:
                 });
             }
             Ok(total.expect("batch of at least one image"))
+        }
+        ConvImpl::Winograd if winograd_applies(gpu, geo) && geo.opts.groups == 1 => {
+            winograd_weight_grad(x, dy, geo, || weight_grad_tiled(x, dy, geo))
         }
         ConvImpl::Tiled | ConvImpl::Winograd => weight_grad_tiled(x, dy, geo),
         _ => {

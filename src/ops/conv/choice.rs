@@ -26,7 +26,8 @@ pub enum ConvImpl {
     Direct,
     /// Winograd F(4x4, 3x3) for 3x3 stride-1 undilated convs (36 multiplies per 4x4 outputs
     /// instead of 144), tiled for every other shape; backward: the input gradient the same
-    /// way (a stride-1 3x3 conv again), the weight gradient as tiled.
+    /// way (a stride-1 3x3 conv again), the weight gradient as tiled or, ungrouped, by
+    /// Winograd's batched GEMM, whichever measures faster.
     Winograd,
     /// The ConvNeXt block's register-blocked depthwise 7x7 kernels (`ops::depthwise7`: several
     /// output rows per invocation, each input row loaded once) where they apply (7x7, padding

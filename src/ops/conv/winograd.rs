@@ -2,7 +2,9 @@
 //! either the register kernel (shaders/conv_winograd.wgsl, its tile autotuned) or, for
 //! ungrouped convs, the batched-GEMM form (shaders/conv_winograd_gemm.wgsl: the input
 //! transform, the blocked matmul over the 36 entries, the output transform), whichever
-//! measures faster; the epilogue added as the output is stored.
+//! measures faster; the epilogue added as the output is stored. The weight gradient of an
+//! ungrouped Winograd conv: the tiled kernel's or the batched GEMM's
+//! (shaders/conv_winograd_wgrad.wgsl), measured the same way.
 
 use super::epilogue::{ConvAddends, Epilogue};
 use super::geometry::{flat_groups, ConvGeometry};
@@ -128,8 +130,8 @@ pub(super) fn conv_forward_winograd(
     Ok(y)
 }
 
-/// Makes the Winograd forward of input shape `x` and weight shape `w` under `opts` in `dtype`
-/// run its batched-GEMM form (tests and benchmarks; see `Autotuner::set`). Errors where that
+/// Makes the Winograd forward and weight gradient of input shape `x` and weight shape `w` under
+/// `opts` in `dtype` run their batched-GEMM forms (tests and benchmarks; see `Autotuner::set`). Errors where that
 /// form does not apply (grouped, or not Winograd's 3x3 stride-1 shape).
 pub fn pin_winograd_gemm(gpu: &Gpu, x: &[usize], w: &[usize], opts: ConvOptions, dtype: DType) -> Result<()> {
     let geo = ConvGeometry::new(x, w, opts)?;
@@ -141,11 +143,97 @@ pub fn pin_winograd_gemm(gpu: &Gpu, x: &[usize], w: &[usize], opts: ConvOptions,
     }
     gpu.tuner()
         .set(&format!("{}:winograd", geo.tuning_key(dtype)), GEMM_FORM);
+    gpu.tuner()
+        .set(&weight_grad_key(&geo, dtype), WEIGHT_GRAD_GEMM_FORM);
     Ok(())
 }
 
 /// The autotuner's label of the batched-GEMM form.
 const GEMM_FORM: &str = "gemm: input transform, blocked matmul over the 36 entries, output transform";
+
+/// The autotuner's label of the weight gradient's batched-GEMM form.
+const WEIGHT_GRAD_GEMM_FORM: &str =
+    "gemm: input and gradient transforms, blocked matmul over the 36 entries, weight transform";
+
+/// The autotuner's key of the Winograd conv's weight gradient.
+fn weight_grad_key(geo: &ConvGeometry, dtype: DType) -> String {
+    format!("{}:winograd weight grad", geo.tuning_key(dtype))
+}
+
+/// dw of a Winograd conv (ungrouped, where [`winograd_applies`]): `tiled` (the implicit-GEMM
+/// kernel) or the batched-GEMM form, whichever measures faster for the rounded shape (`tiled`
+/// where nothing is timed).
+pub(super) fn winograd_weight_grad(
+    x: &Tensor,
+    dy: &Tensor,
+    geo: &ConvGeometry,
+    tiled: impl Fn() -> Result<Tensor>,
+) -> Result<Tensor> {
+    let gpu = x.gpu();
+    let labels = ["tiled".to_string(), WEIGHT_GRAD_GEMM_FORM.to_string()];
+    let run = |c: usize| match c {
+        0 => tiled(),
+        _ => winograd_gemm_weight_grad(x, dy, geo),
+    };
+    let choice = gpu
+        .tuner()
+        .choose(gpu, &weight_grad_key(geo, x.dtype()), &labels, 0, |c| {
+            run(c).map(drop)
+        })?;
+    run(choice)
+}
+
+/// The weight gradient as a batched GEMM (shaders/conv_winograd_wgrad.wgsl): every tile's input
+/// patch transformed as the forward does (`winograd_input`: V [36, Cin, T]), every 4x4 tile of
+/// dY by A (`winograd_grad_tiles`: Q [36, T, Cout padded to 4]), M = V x Q for the 36 entries
+/// by the blocked matmul (the sum over the batch's tiles is its inner dimension), and
+/// dW = G^T M G (`winograd_weight_grad`).
+fn winograd_gemm_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
+    let tiles = winograd_tiles(geo);
+    let cols = 4 * geo.cout.div_ceil(4);
+    let v = Tensor::empty(gpu, &[36, geo.cin, tiles], DType::F32)?;
+    // (the module's output entry needs the epilogue's constants; none of its terms here)
+    let defines = Epilogue::new(ConvAddends::default(), dt, gpu)?.defines();
+    let input = kernel_for(
+        gpu,
+        shader!("conv_winograd_gemm"),
+        "winograd_input",
+        dt,
+        &defines,
+        1,
+        1,
+    );
+    gpu.dispatch_named(
+        &input,
+        &geo.params(),
+        &[x.buffer()],
+        &[v.buffer()],
+        flat_groups(gpu, geo.cin * tiles),
+        Cost::memory("winograd_input", x.byte_len() + v.byte_len()),
+    );
+    let q = Tensor::empty(gpu, &[36, tiles, cols], DType::F32)?;
+    let kernel = |entry| kernel_for(gpu, shader!("conv_winograd_wgrad"), entry, dt, &[], 1, 1);
+    gpu.dispatch_named(
+        &kernel("winograd_grad_tiles"),
+        &geo.params(),
+        &[dy.buffer()],
+        &[q.buffer()],
+        flat_groups(gpu, tiles * cols / 4),
+        Cost::memory("winograd_grad_tiles", dy.byte_len() + q.byte_len()),
+    );
+    let m = v.matmul(&q)?;
+    let dw = Tensor::empty(gpu, &geo.weight_shape(), dt)?;
+    gpu.dispatch_named(
+        &kernel("winograd_weight_grad"),
+        &geo.params(),
+        &[m.buffer()],
+        &[dw.buffer()],
+        flat_groups(gpu, geo.cin * cols / 4),
+        Cost::memory("winograd_weight_grad", m.byte_len() + dw.byte_len()),
+    );
+    Ok(dw)
+}
 
 /// The Winograd forward as a batched GEMM (ungrouped convs): every tile's input patch
 /// transformed once (`winograd_input`: V [36, Cin, T]), M = U x V for the 36 entries by the
