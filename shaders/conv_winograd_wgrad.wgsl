@@ -42,7 +42,7 @@ fn weight_grad_transform(m: array<vec4<f32>, 6>) -> array<vec4<f32>, 3> {
 
 // dY at (n, channel co, row y, column x), 0 past the output or past the channels.
 fn grad_at(n: u32, co: u32, y: u32, x: u32) -> f32 {
-    if (co >= p.cout || y >= p.oh || x >= p.ow) {
+    if (co >= p.cout || y >= p.oh || x >= p.ow || n >= p.n) {
         return 0.0;
     }
     return f32(dy[((n * p.cout + co) * p.oh + y) * p.ow + x]);
@@ -53,7 +53,7 @@ fn grad_at(n: u32, co: u32, y: u32, x: u32) -> f32 {
 fn winograd_grad_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                        @builtin(local_invocation_index) lid: u32) {
     let i = (wid.x + wid.y * nwg.x) * 64u + lid;
-    let count = tiles();
+    let count = ((tiles() + 3u) / 4u) * 4u;
     let quads = (p.cout + 3u) / 4u;
     if (i >= quads * count) { return; }
     let quad = i % quads;

@@ -184,13 +184,14 @@ pub(super) fn winograd_weight_grad(
 }
 
 /// The weight gradient as a batched GEMM (shaders/conv_winograd_wgrad.wgsl): every tile's input
-/// patch transformed as the forward does (`winograd_input`: V [36, Cin, T]), every 4x4 tile of
-/// dY by A (`winograd_grad_tiles`: Q [36, T, Cout padded to 4]), M = V x Q for the 36 entries
+/// patch transformed as the forward does (`winograd_input`: V [36, Cin, T4], the tile count T
+/// padded to a multiple of 4 with zero tiles), every 4x4 tile of
+/// dY by A (`winograd_grad_tiles`: Q [36, T4, Cout padded to 4]), M = V x Q for the 36 entries
 /// by the blocked matmul (the sum over the batch's tiles is its inner dimension), and
 /// dW = G^T M G (`winograd_weight_grad`).
 fn winograd_gemm_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Result<Tensor> {
     let (gpu, dt) = (x.gpu(), x.dtype());
-    let tiles = winograd_tiles(geo);
+    let tiles = 4 * winograd_tiles(geo).div_ceil(4);
     let cols = 4 * geo.cout.div_ceil(4);
     let v = Tensor::empty(gpu, &[36, geo.cin, tiles], DType::F32)?;
     // (the module's output entry needs the epilogue's constants; none of its terms here)
@@ -236,12 +237,12 @@ fn winograd_gemm_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Res
 }
 
 /// The Winograd forward as a batched GEMM (ungrouped convs): every tile's input patch
-/// transformed once (`winograd_input`: V [36, Cin, T]), M = U x V for the 36 entries by the
+/// transformed once (`winograd_input`: V [36, Cin, T4], the tile count padded to a multiple of 4), M = U x V for the 36 entries by the
 /// blocked matmul (U, `u` [Cin, quads, 36, 4], as [36, Cout padded to 4, Cin]), and the output
 /// transform with the epilogue's terms into `y` (`winograd_output`).
 fn winograd_gemm(x: &Tensor, u: &Tensor, epilogue: &Epilogue, y: &Tensor, geo: &ConvGeometry) -> Result<()> {
     let (gpu, dt) = (x.gpu(), x.dtype());
-    let tiles = winograd_tiles(geo);
+    let tiles = 4 * winograd_tiles(geo).div_ceil(4);
     let rows = 4 * geo.cout.div_ceil(4);
     let v = Tensor::empty(gpu, &[36, geo.cin, tiles], DType::F32)?;
     let defines = epilogue.defines();
@@ -265,7 +266,7 @@ fn winograd_gemm(x: &Tensor, u: &Tensor, epilogue: &Epilogue, y: &Tensor, geo: &
         &geo.params(),
         &[&[m.buffer(), m.buffer()], &epilogue.buffers()[..]].concat(),
         &[y.buffer()],
-        flat_groups(gpu, rows / 4 * tiles),
+        flat_groups(gpu, geo.cout * tiles / 4),
         Cost::memory("winograd_output", m.byte_len() + y.byte_len()),
     );
     Ok(())
