@@ -6,6 +6,7 @@ use super::grid_texture::GridTexture;
 use super::jobs::{is_running, Event, Job, JobContext};
 use super::sampling::{grid_layout, read_schedule, DenoiseSettings, Frame, ModelInfo};
 use super::{parse_setting, platform, Shared};
+use crate::classifier::mnist_fid_label;
 use crate::experiment::compare::{self, Plan, Row, Variant, MAX_VARIANTS};
 use crate::pipeline::TrainedModel;
 use crate::Result;
@@ -357,6 +358,7 @@ impl CompareView {
 
     fn table_ui(&self, ui: &mut egui::Ui) {
         egui::Grid::new("compare table").striped(true).show(ui, |ui| {
+            let fid = mnist_fid_label(self.plan.fid_samples);
             for heading in [
                 "variant",
                 "steps",
@@ -364,7 +366,7 @@ impl CompareView {
                 "ms per image",
                 "peak device memory",
                 "model size",
-                "MNIST-FID",
+                &fid,
                 "Pareto front",
             ] {
                 ui.strong(heading);
@@ -406,7 +408,7 @@ impl CompareView {
             .height(200.0)
             .width(ui.available_width().clamp(240.0, 520.0))
             .x_axis_label("ms per image")
-            .y_axis_label("MNIST-FID")
+            .y_axis_label(mnist_fid_label(self.plan.fid_samples))
             .legend(Legend::default())
             .show(ui, |plot| {
                 plot.line(Line::new("Pareto front", PlotPoints::new(front)));
@@ -590,7 +592,10 @@ fn write_report(rows: &[Row], plan: &Plan, device: &str, dir: &Path) -> Result<V
     ];
     #[cfg(not(target_arch = "wasm32"))]
     if rows.iter().any(|r| r.fid.is_some()) {
-        files.push(("compare.png", compare::plot_png(rows, &dir.join("compare.png"))?));
+        files.push((
+            "compare.png",
+            compare::plot_png(rows, plan.fid_samples, &dir.join("compare.png"))?,
+        ));
     }
     let mut written = Vec::new();
     for (name, bytes) in files {

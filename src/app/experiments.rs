@@ -21,14 +21,14 @@ pub enum ExperimentMessage {
 /// A table as its rows arrive.
 pub struct Table {
     pub title: &'static str,
-    pub columns: &'static [&'static str],
+    pub columns: Vec<String>,
     /// (key, cells) in the order the rows first arrived.
     pub rows: Vec<(String, Vec<String>)>,
 }
 
 /// A live plot: its axes and each series' points in arrival order.
 pub struct Plot {
-    pub axes: &'static LivePlot,
+    pub axes: LivePlot,
     pub series: Vec<(String, Vec<[f64; 2]>)>,
 }
 
@@ -417,7 +417,7 @@ impl ExperimentsView {
                         .width(420.0)
                         .height(220.0)
                         .x_axis_label(p.axes.x)
-                        .y_axis_label(p.axes.y)
+                        .y_axis_label(p.axes.y.as_str())
                         .legend(Legend::default())
                         .show(ui, |plot| {
                             for (name, points) in &p.series {
@@ -439,8 +439,8 @@ impl ExperimentsView {
 fn table_ui(ui: &mut egui::Ui, table: &Table) {
     ui.strong(table.title);
     egui::Grid::new(table.title).striped(true).show(ui, |ui| {
-        for c in table.columns {
-            ui.label(egui::RichText::new(*c).strong());
+        for c in &table.columns {
+            ui.label(egui::RichText::new(c).strong());
         }
         ui.end_row();
         for (_, cells) in &table.rows {

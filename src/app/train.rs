@@ -5,6 +5,7 @@ use super::grid_texture::{GridLayout, GridTexture};
 use super::jobs::{is_running, Event, Job, JobContext};
 use super::plots::{thinned, MAX_SERIES_POINTS};
 use super::{parse_setting, platform, Shared};
+use crate::classifier::mnist_fid_label;
 use crate::data::grid_columns;
 use crate::models::PRESETS;
 use crate::train::run_dir::{run_folder, OutRequest};
@@ -579,7 +580,7 @@ impl TrainView {
         super::plots::plot("fid")
             .height(160.0)
             .x_axis_label("step")
-            .y_axis_label("MNIST-FID")
+            .y_axis_label(format!("live {}", mnist_fid_label(self.settings.fid_samples)))
             .show(ui, |plot| {
                 plot.line(Line::new("MNIST-FID", PlotPoints::from(points.clone())));
                 plot.points(Points::new("evaluations", PlotPoints::from(points)).radius(3.0));

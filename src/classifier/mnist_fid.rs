@@ -12,6 +12,13 @@ use std::path::Path;
 /// written by `wgdiff eval` into its statistics cache (assets/models/README.md).
 pub const SHIPPED_MNIST_TEST_STATS: &str = "assets/models/mnist-classifier-test-stats.safetensors";
 
+/// How a table column or plot axis of MNIST-FID scores is headed: with the number of generated
+/// images each score is over, since the score falls as that number grows (a score over 200
+/// images is not comparable with one over 1,000).
+pub fn mnist_fid_label(samples: usize) -> String {
+    format!("MNIST-FID ({samples} samples)")
+}
+
 /// Images per feature-network batch while the reference statistics are computed.
 const REFERENCE_BATCH: usize = 250;
 

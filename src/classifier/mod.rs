@@ -7,7 +7,7 @@ mod net;
 pub mod train;
 
 pub use eval::{argmax, gaussian_noise_images, FidChecks, EVAL_BATCH};
-pub use mnist_fid::{MnistFid, SHIPPED_MNIST_TEST_STATS};
+pub use mnist_fid::{mnist_fid_label, MnistFid, SHIPPED_MNIST_TEST_STATS};
 pub use net::{Classifier, ClassifierConfig, CHECKPOINT_KIND};
 pub use train::{ClassifierTrainConfig, ClassifierTrainer, EpochRecord, StepStats};
 

@@ -540,7 +540,10 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
                 status += &format!("  all-reduce {:.0}%", 100.0 * seconds / per_step);
             }
             if let Some(b) = best {
-                status += &format!("  best MNIST-FID {:.2} @ step {}", b.fid, b.step);
+                status += &format!(
+                    "  best live MNIST-FID {:.2} @ step {} ({} samples)",
+                    b.fid, b.step, c.fid_samples
+                );
             }
             if let Some(scaler) = scaler {
                 status += &format!("  loss scale {}", scaler.scale);

@@ -3,6 +3,7 @@
 
 use super::round_robin::{sample_in_turn, Contender, Rounds};
 use crate::checkpoint::Checkpoint;
+use crate::classifier::mnist_fid_label;
 use crate::diffusion::Step;
 use crate::models::SkipType;
 use crate::pipeline::{SampleRequest, TrainedModel};
@@ -260,7 +261,10 @@ pub fn markdown(rows: &[Row], plan: &Plan, device: &str) -> String {
          MNIST-FID over {} images.\n\n",
         plan.images, plan.rounds, plan.seed, plan.fid_samples
     );
-    md += "| variant | steps | evaluations | ms per step | ms per image | peak device memory | model bytes | MNIST-FID | Pareto front |\n";
+    md += &format!(
+        "| variant | steps | evaluations | ms per step | ms per image | peak device memory | model bytes | {} | Pareto front |\n",
+        mnist_fid_label(plan.fid_samples)
+    );
     md += "|---|---:|---:|---:|---:|---:|---:|---:|:---:|\n";
     for r in rows {
         let _ = writeln!(
@@ -280,11 +284,11 @@ pub fn markdown(rows: &[Row], plan: &Plan, device: &str) -> String {
     md
 }
 
-/// The plot of MNIST-FID against ms per image, every variant labelled, the Pareto front joined
-/// by a line, as PNG bytes (`name` names it in errors). Rows without FID are left out. (Native:
+/// The plot of MNIST-FID (over `samples` images) against ms per image, every variant labelled,
+/// the Pareto front joined by a line, as PNG bytes (`name` names it in errors). Rows without FID are left out. (Native:
 /// plotters draws text only there; a page exports the plot it shows.)
 #[cfg(not(target_arch = "wasm32"))]
-pub fn plot_png(rows: &[Row], name: &std::path::Path) -> Result<Vec<u8>> {
+pub fn plot_png(rows: &[Row], samples: usize, name: &std::path::Path) -> Result<Vec<u8>> {
     use super::plots::{curves_and_points, Axes, Series};
     let scored: Vec<&Row> = rows.iter().filter(|r| r.fid.is_some()).collect();
     if scored.is_empty() {
@@ -314,10 +318,11 @@ pub fn plot_png(rows: &[Row], name: &std::path::Path) -> Result<Vec<u8>> {
             true,
         ),
     ];
+    let y = format!("{} (lower is better)", mnist_fid_label(samples));
     let axes = Axes {
         caption: "Time per image against MNIST-FID",
         x: "ms per image",
-        y: "MNIST-FID (lower is better)",
+        y: &y,
     };
     curves_and_points(name, axes, &series)
 }

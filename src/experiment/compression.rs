@@ -7,6 +7,7 @@
 use super::plots::{self, Axes, Series};
 use super::{ExperimentPlan, ExperimentReport, Header, ReportFile};
 use crate::checkpoint::Checkpoint;
+use crate::classifier::mnist_fid_label;
 use crate::compress::{
     compress_checkpoint, gzipped_len, CompressPlan, PruneMethod, PrunePlan, PruneScope, QuantizePlan,
 };
@@ -395,7 +396,8 @@ impl ExperimentReport for Report {
         for model in models {
             let _ = writeln!(
                 md,
-                "## {model}\n\n| setting | bytes | gzipped | int weights | ms/image | peak MiB | MNIST-FID | report: bytes, ms, FID |\n|---|---:|---:|---:|---:|---:|---:|---|"
+                "## {model}\n\n| setting | bytes | gzipped | int weights | ms/image | peak MiB | {} | report: bytes, ms, FID |\n|---|---:|---:|---:|---:|---:|---:|---|",
+                mnist_fid_label(self.plan.samples)
             );
             for r in self.rows.iter().filter(|r| r.model == model) {
                 let published = r
@@ -461,12 +463,13 @@ impl ExperimentReport for Report {
                 })
                 .collect()
         };
+        let y = mnist_fid_label(self.plan.samples);
         let size = plots::scatter(
             Path::new("fid-vs-size.png"),
             Axes {
                 caption: "MNIST-FID against the gzipped checkpoint",
                 x: "gzipped size (KB)",
-                y: "MNIST-FID",
+                y: &y,
             },
             &series(&|r| r.gzipped_bytes as f64 / 1e3),
         )?;
@@ -475,7 +478,7 @@ impl ExperimentReport for Report {
             Axes {
                 caption: "MNIST-FID against sampling time",
                 x: "ms per image",
-                y: "MNIST-FID",
+                y: &y,
             },
             &series(&|r| r.ms_per_image),
         )?;

@@ -6,7 +6,9 @@ use super::report::{ModelInfo, BASELINE_LABEL};
 use super::{compression, ladder, ladder_report, skip_search, skip_search_report, speedrun};
 use super::{step_search, step_search_report};
 use super::{ExperimentPlan, ExperimentReport, Header, Inputs, ReportFile};
-use crate::classifier::{MnistFid, MNIST_IMAGE_SHAPE, SHIPPED_MNIST_CLASSIFIER, SHIPPED_MNIST_TEST_STATS};
+use crate::classifier::{
+    mnist_fid_label, MnistFid, MNIST_IMAGE_SHAPE, SHIPPED_MNIST_CLASSIFIER, SHIPPED_MNIST_TEST_STATS,
+};
 use crate::eval::DEFAULT_STATS_CACHE;
 use crate::models::SkipType;
 use crate::{Error, Gpu, Result};
@@ -461,12 +463,34 @@ impl Setup {
 
 /// The axes of a plot an experiment draws live, and whether a series' points are joined in
 /// the order they come (a curve over time) or stand alone (one point per setting).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LivePlot {
     pub title: &'static str,
     pub x: &'static str,
-    pub y: &'static str,
+    /// The y axis; an MNIST-FID axis says over how many images it was scored.
+    pub y: String,
     pub joined: bool,
+}
+
+impl LivePlot {
+    fn new(title: &'static str, x: &'static str, y: &str, joined: bool) -> LivePlot {
+        LivePlot {
+            title,
+            x,
+            y: y.to_string(),
+            joined,
+        }
+    }
+
+    /// A plot whose y axis is MNIST-FID over `samples` images.
+    fn mnist_fid(title: &'static str, x: &'static str, samples: usize, joined: bool) -> LivePlot {
+        LivePlot::new(title, x, &mnist_fid_label(samples), joined)
+    }
+}
+
+/// A table's column headings.
+fn headings(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
 }
 
 /// What an experiment reports while it runs (owned, so a job can send it on as it is).
@@ -484,13 +508,13 @@ pub enum Event {
     /// replaces that row (a compression row gets its time once its model's rows are timed).
     Row {
         table: &'static str,
-        columns: &'static [&'static str],
+        columns: Vec<String>,
         key: String,
         cells: Vec<String>,
     },
     /// A point of one of the experiment's plots, on the line of `series`.
     Point {
-        plot: &'static LivePlot,
+        plot: LivePlot,
         series: String,
         x: f64,
         y: f64,
@@ -617,18 +641,17 @@ impl TrainingSeconds {
     }
 }
 
-const RUNG_STEPS: LivePlot = LivePlot {
-    title: "ConvNeXt training step per rung",
-    x: "round",
-    y: "ms per step",
-    joined: true,
-};
-const ABLATION: LivePlot = LivePlot {
-    title: "Ablation: MNIST-FID against ms per step",
-    x: "ms per training step",
-    y: "MNIST-FID",
-    joined: false,
-};
+fn rung_steps() -> LivePlot {
+    LivePlot::new("ConvNeXt training step per rung", "round", "ms per step", true)
+}
+fn ablation(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid(
+        "Ablation: MNIST-FID against ms per step",
+        "ms per training step",
+        samples,
+        false,
+    )
+}
 
 async fn ladder_run(
     gpu: &Gpu,
@@ -655,7 +678,7 @@ async fn ladder_run(
                 what: rung.to_string(),
             })?;
             on_event(Event::Point {
-                plot: &RUNG_STEPS,
+                plot: rung_steps(),
                 series: rung.to_string(),
                 x: ((done - 1) / rungs_count + 1) as f64,
                 y: ms,
@@ -667,7 +690,7 @@ async fn ladder_run(
     for r in &rungs {
         on_event(Event::Row {
             table: "Table 1: a ConvNeXt DDPM training step, rung by rung",
-            columns: &["rung", "conv", "median ms", "speed-up vs first", "vs previous"],
+            columns: headings(&["rung", "conv", "median ms", "speed-up vs first", "vs previous"]),
             key: r.name.clone(),
             cells: vec![
                 r.name.clone(),
@@ -693,7 +716,11 @@ async fn ladder_run(
     for r in &rows {
         on_event(Event::Row {
             table: "Table 2: the mnist-small U-Net, one switch per row",
-            columns: &["row", "steps", "median ms", "speed-up", "peak MiB", "MNIST-FID"],
+            columns: [
+                headings(&["row", "steps", "median ms", "speed-up", "peak MiB"]),
+                vec![mnist_fid_label(plan.fid_samples)],
+            ]
+            .concat(),
             key: r.name.clone(),
             cells: vec![
                 r.name.clone(),
@@ -705,7 +732,7 @@ async fn ladder_run(
             ],
         })?;
         on_event(Event::Point {
-            plot: &ABLATION,
+            plot: ablation(plan.fid_samples),
             series: r.name.clone(),
             x: r.median_ms,
             y: r.fid,
@@ -719,18 +746,12 @@ async fn ladder_run(
     })
 }
 
-const FID_VS_SIZE: LivePlot = LivePlot {
-    title: "MNIST-FID against size",
-    x: "MB (sampling export)",
-    y: "MNIST-FID",
-    joined: false,
-};
-const FID_VS_MS: LivePlot = LivePlot {
-    title: "MNIST-FID against ms per image",
-    x: "ms per image",
-    y: "MNIST-FID",
-    joined: false,
-};
+fn fid_vs_size(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid("MNIST-FID against size", "MB (sampling export)", samples, false)
+}
+fn fid_vs_ms(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid("MNIST-FID against ms per image", "ms per image", samples, false)
+}
 
 async fn compression_run(
     gpu: &Gpu,
@@ -778,15 +799,11 @@ async fn compression_run(
             }
             on_event(Event::Row {
                 table: "Compression: size, speed and MNIST-FID per setting",
-                columns: &[
-                    "model",
-                    "setting",
-                    "MB",
-                    "gzipped MB",
-                    "ms per image",
-                    "peak MiB",
-                    "MNIST-FID",
-                ],
+                columns: [
+                    headings(&["model", "setting", "MB", "gzipped MB", "ms per image", "peak MiB"]),
+                    vec![mnist_fid_label(setup.plan.samples)],
+                ]
+                .concat(),
                 key: format!("{}: {}", row.model, row.setting),
                 cells: vec![
                     row.model.clone(),
@@ -802,8 +819,8 @@ async fn compression_run(
                 ],
             })?;
             let (plot, x) = match timed {
-                true => (&FID_VS_MS, row.ms_per_image),
-                false => (&FID_VS_SIZE, row.bytes as f64 / 1e6),
+                true => (fid_vs_ms(setup.plan.samples), row.ms_per_image),
+                false => (fid_vs_size(setup.plan.samples), row.bytes as f64 / 1e6),
             };
             on_event(Event::Point {
                 plot,
@@ -821,12 +838,14 @@ async fn compression_run(
     })
 }
 
-const FID_VS_TRAINING: LivePlot = LivePlot {
-    title: "MNIST-FID against training time",
-    x: "training seconds",
-    y: "MNIST-FID",
-    joined: true,
-};
+fn fid_vs_training(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid(
+        "MNIST-FID against training time",
+        "training seconds",
+        samples,
+        true,
+    )
+}
 
 async fn speedrun_run(
     gpu: &Gpu,
@@ -846,7 +865,11 @@ async fn speedrun_run(
             )))?;
             on_event(Event::Row {
                 table: "Evaluations: MNIST-FID during training",
-                columns: &["recipe", "training s", "step", "mean loss", "MNIST-FID"],
+                columns: [
+                    headings(&["recipe", "training s", "step", "mean loss"]),
+                    vec![mnist_fid_label(plan.fid_samples)],
+                ]
+                .concat(),
                 key: format!("{recipe} {}", p.step),
                 cells: vec![
                     recipe.to_string(),
@@ -857,7 +880,7 @@ async fn speedrun_run(
                 ],
             })?;
             on_event(Event::Point {
-                plot: &FID_VS_TRAINING,
+                plot: fid_vs_training(plan.fid_samples),
                 series: recipe.to_string(),
                 x: p.train_seconds,
                 y: p.fid,
@@ -873,12 +896,14 @@ async fn speedrun_run(
     })
 }
 
-const FID_VS_SPEEDUP: LivePlot = LivePlot {
-    title: "MNIST-FID against sampling speed-up",
-    x: "speed-up (%)",
-    y: "MNIST-FID",
-    joined: true,
-};
+fn fid_vs_speedup(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid(
+        "MNIST-FID against sampling speed-up",
+        "speed-up (%)",
+        samples,
+        true,
+    )
+}
 
 async fn adaptive_skip_run(
     gpu: &Gpu,
@@ -982,7 +1007,11 @@ async fn adaptive_skip_run(
         let fid = a.scores.as_ref().map(|s| s.fid);
         on_event(Event::Row {
             table: "Arms: MNIST-FID and speed-up per model, exponent c and sampler",
-            columns: &["model", "c", "sampler", "steps", "speed-up", "MNIST-FID"],
+            columns: [
+                headings(&["model", "c", "sampler", "steps", "speed-up"]),
+                vec![mnist_fid_label(plan.samples)],
+            ]
+            .concat(),
             key: format!("{} {} {sampler} {}", a.model, a.exponent, a.steps),
             cells: vec![
                 a.model.clone(),
@@ -995,7 +1024,7 @@ async fn adaptive_skip_run(
         })?;
         if let (None, Some(s), true, Some(fid)) = (a.eta, a.speedup_percent, a.steps == plan.steps, fid) {
             on_event(Event::Point {
-                plot: &FID_VS_SPEEDUP,
+                plot: fid_vs_speedup(plan.samples),
                 series: a.model.clone(),
                 x: s,
                 y: fid,
@@ -1004,7 +1033,7 @@ async fn adaptive_skip_run(
     }
     let (metric, reference) = match &mnist_fid {
         Some(m) => (
-            "MNIST-FID".to_string(),
+            mnist_fid_label(plan.samples),
             format!(
                 "{} {} images",
                 m.reference.source.images, m.reference.source.dataset
@@ -1025,18 +1054,22 @@ async fn adaptive_skip_run(
     })
 }
 
-const SEARCHED: LivePlot = LivePlot {
-    title: "Searched schedules: MNIST-FID against predicted time",
-    x: "predicted ms per run",
-    y: "MNIST-FID",
-    joined: false,
-};
-const ARMS_TIME_VS_FID: LivePlot = LivePlot {
-    title: "Arms: MNIST-FID against ms per image",
-    x: "ms per image",
-    y: "MNIST-FID",
-    joined: false,
-};
+fn searched(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid(
+        "Searched schedules: MNIST-FID against predicted time",
+        "predicted ms per run",
+        samples,
+        false,
+    )
+}
+fn arms_time_vs_fid(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid(
+        "Arms: MNIST-FID against ms per image",
+        "ms per image",
+        samples,
+        false,
+    )
+}
 
 async fn skip_search_run(
     gpu: &Gpu,
@@ -1086,13 +1119,13 @@ async fn skip_search_run(
             )))?;
             on_event(Event::Row {
                 table: "Confirmations: schedules scored on the way to each budget",
-                columns: &[
-                    "budget",
-                    "proxy budget",
-                    "schedule",
-                    "predicted ms",
-                    "MNIST-FID",
-                    "within",
+                columns: vec![
+                    "budget".into(),
+                    "proxy budget".into(),
+                    "schedule".into(),
+                    "predicted ms".into(),
+                    mnist_fid_label(plan.samples),
+                    "within".into(),
                 ],
                 key: format!("{} {:e}", a.budget, a.proxy_budget),
                 cells: vec![
@@ -1105,7 +1138,7 @@ async fn skip_search_run(
                 ],
             })?;
             on_event(Event::Point {
-                plot: &SEARCHED,
+                plot: searched(plan.samples),
                 series: format!("budget {}", a.budget),
                 x: a.predicted_ms,
                 y: a.fid,
@@ -1143,7 +1176,11 @@ async fn skip_search_run(
     for a in &arms {
         on_event(Event::Row {
             table: "Arms: time and MNIST-FID, taking turns",
-            columns: &["arm", "mean skip", "ms per image", "speed-up", "MNIST-FID"],
+            columns: [
+                headings(&["arm", "mean skip", "ms per image", "speed-up"]),
+                vec![mnist_fid_label(plan.samples)],
+            ]
+            .concat(),
             key: a.arm.label.clone(),
             cells: vec![
                 a.arm.label.clone(),
@@ -1154,7 +1191,7 @@ async fn skip_search_run(
             ],
         })?;
         on_event(Event::Point {
-            plot: &ARMS_TIME_VS_FID,
+            plot: arms_time_vs_fid(plan.samples),
             series: a.arm.label.clone(),
             x: a.ms_per_image,
             y: a.scores.fid,
@@ -1164,7 +1201,7 @@ async fn skip_search_run(
     Ok(skip_search_report::Report {
         origin: Origin {
             model: setup.model.display().to_string(),
-            metric: "MNIST-FID".into(),
+            metric: mnist_fid_label(plan.samples),
             fid_unskipped: fid0,
             date: header.date.clone(),
         },
@@ -1178,18 +1215,22 @@ async fn skip_search_run(
     })
 }
 
-const STEP_SEARCH: LivePlot = LivePlot {
-    title: "Step search: distance from the many-step run per probe run",
-    x: "probe run",
-    y: "mean squared difference",
-    joined: true,
-};
-const SCHEDULES_TIME_VS_FID: LivePlot = LivePlot {
-    title: "Every schedule: MNIST-FID against ms per image",
-    x: "ms per image",
-    y: "MNIST-FID",
-    joined: false,
-};
+fn step_search_probes() -> LivePlot {
+    LivePlot::new(
+        "Step search: distance from the many-step run per probe run",
+        "probe run",
+        "mean squared difference",
+        true,
+    )
+}
+fn schedules_time_vs_fid(samples: usize) -> LivePlot {
+    LivePlot::mnist_fid(
+        "Every schedule: MNIST-FID against ms per image",
+        "ms per image",
+        samples,
+        false,
+    )
+}
 
 async fn step_search_run(
     gpu: &Gpu,
@@ -1242,7 +1283,7 @@ async fn step_search_run(
                     what: format!("{steps} steps"),
                 })?;
                 on_event(Event::Point {
-                    plot: &STEP_SEARCH,
+                    plot: step_search_probes(),
                     series: format!("{} steps", p.steps),
                     x: p.done as f64,
                     y: p.best,
@@ -1252,7 +1293,7 @@ async fn step_search_run(
         .await?;
         on_event(Event::Row {
             table: "Searched timesteps: distance from the many-step run",
-            columns: &["steps", "start", "start's distance", "searched", "timesteps"],
+            columns: headings(&["steps", "start", "start's distance", "searched", "timesteps"]),
             key: steps.to_string(),
             cells: vec![
                 steps.to_string(),
@@ -1290,7 +1331,11 @@ async fn step_search_run(
     for a in &arms {
         on_event(Event::Row {
             table: "Every schedule: time and MNIST-FID, taking turns",
-            columns: &["sampler, steps, schedule", "MNIST-FID", "ms per image"],
+            columns: vec![
+                "sampler, steps, schedule".into(),
+                mnist_fid_label(plan.samples),
+                "ms per image".into(),
+            ],
             key: a.arm.label.clone(),
             cells: vec![
                 a.arm.label.clone(),
@@ -1299,7 +1344,7 @@ async fn step_search_run(
             ],
         })?;
         on_event(Event::Point {
-            plot: &SCHEDULES_TIME_VS_FID,
+            plot: schedules_time_vs_fid(plan.samples),
             series: a.arm.schedule.clone(),
             x: a.ms_per_image,
             y: a.scores.fid,
@@ -1310,7 +1355,7 @@ async fn step_search_run(
         plan: plan.clone(),
         model: setup.model.display().to_string(),
         levels: model.net.levels(),
-        metric: "MNIST-FID".into(),
+        metric: mnist_fid_label(plan.samples),
         searched,
         arms,
     })

@@ -5,6 +5,7 @@ use super::ladder::{AblationRow, Plan, RungResult};
 #[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Bar, BarPanel};
 use super::{ExperimentReport, Header, ReportFile};
+use crate::classifier::mnist_fid_label;
 use crate::ops::blocks::ConvNextImpl;
 use crate::Result;
 use serde::Serialize;
@@ -93,8 +94,9 @@ impl Report {
     /// Table 2: the NYU ablation, ours beside what the study published.
     pub fn ablation_table(&self) -> String {
         let seconds = self.plan.train_seconds;
+        let fid = mnist_fid_label(self.plan.fid_samples);
         let mut md = format!(
-            "| row | what it switches | parameters | ms per step (median) | speed-up vs baseline | peak device memory, MiB | steps (training s) | loss (last 5 steps) | MNIST-FID after ~{seconds:.0} s | published (CIFAR-10 U-Net, 1 GPU) |\n\
+            "| row | what it switches | parameters | ms per step (median) | speed-up vs baseline | peak device memory, MiB | steps (training s) | loss (last 5 steps) | {fid} after ~{seconds:.0} s | published (CIFAR-10 U-Net, 1 GPU) |\n\
              |---|---|---:|---:|---:|---:|---:|---:|---:|---|\n"
         );
         for r in &self.rows {

@@ -4,6 +4,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::{ExperimentPlan, ExperimentReport, Header, ReportFile};
+use crate::classifier::mnist_fid_label;
 use crate::diffusion::Process;
 use crate::models::{MlpNetConfig, ModelConfig};
 use crate::train::{FidTracker, TrainConfig, Trainer};
@@ -364,7 +365,10 @@ impl ExperimentReport for Report {
             p.fid_steps,
             p.evals,
         );
-        md += "| recipe | parameters | training s | steps | images | mean loss | MNIST-FID |\n";
+        md += &format!(
+            "| recipe | parameters | training s | steps | images | mean loss | {} |\n",
+            mnist_fid_label(p.fid_samples)
+        );
         md += "|---|---:|---:|---:|---:|---:|---:|\n";
         for c in &self.curves {
             for pt in &c.points {
@@ -414,10 +418,11 @@ impl ExperimentReport for Report {
             "MNIST-FID vs training time ({} samples, DDPM {} steps; labels: step)",
             self.plan.fid_samples, self.plan.fid_steps
         );
+        let y = mnist_fid_label(self.plan.fid_samples);
         let axes = Axes {
             caption: &caption,
             x: "training time (s)",
-            y: "MNIST-FID",
+            y: &y,
         };
         let name = "fid-vs-time.png";
         Ok(vec![(

@@ -607,7 +607,10 @@ fn compare_view_fills_the_table_of_every_variant_on_one_seed_and_exports_it() {
     );
     let dir = out.join("compare");
     let md = std::fs::read_to_string(dir.join("compare.md")).unwrap();
-    assert!(md.contains("int8") && md.contains("| MNIST-FID |"), "{md}");
+    assert!(
+        md.contains("int8") && md.contains("| MNIST-FID (4 samples) |"),
+        "{md}"
+    );
     assert!(image::open(dir.join("compare.png")).is_ok(), "the plot decodes");
 }
 

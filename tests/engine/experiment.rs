@@ -613,11 +613,12 @@ fn a_comparison_times_every_variant_on_one_seed_and_marks_the_pareto_front() {
         assert_eq!(row.pareto, !dominated, "{row:?}");
     }
     let md = compare::markdown(&rows, &plan, "lavapipe");
+    let fid_heading = format!("| MNIST-FID ({} samples) |", plan.fid_samples);
     assert!(
-        md.contains("| ddpm 4 int8 |") && md.contains("Pareto front"),
+        md.contains("| ddpm 4 int8 |") && md.contains("Pareto front") && md.contains(&fid_heading),
         "{md}"
     );
-    let png = compare::plot_png(&rows, std::path::Path::new("compare.png")).unwrap();
+    let png = compare::plot_png(&rows, plan.fid_samples, std::path::Path::new("compare.png")).unwrap();
     assert!(image::load_from_memory(&png).is_ok(), "the plot is a PNG");
 }
 
