@@ -243,11 +243,12 @@ impl Checkpoint {
         crate::fsio::write_atomic(path, &self.to_bytes()?)
     }
 
-    /// Reads a checkpoint file.
+    /// Reads a checkpoint file (a shipped `assets/...` one wherever `fsio::locate` finds it, and
+    /// named by where it was found).
     pub fn load(path: &std::path::Path) -> Result<Checkpoint> {
         let bytes = crate::fsio::read_io(path)
             .map_err(|e| checkpoint_error(&path.display().to_string(), format!("cannot be read: {e}")))?;
-        Checkpoint::from_bytes(&bytes, &path.display().to_string())
+        Checkpoint::from_bytes(&bytes, &crate::fsio::locate(path).display().to_string())
     }
 
     /// Runs `build`, which makes the model (and state) this checkpoint's metadata describes,

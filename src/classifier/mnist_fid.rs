@@ -42,7 +42,8 @@ impl MnistFid {
     ) -> Result<MnistFid> {
         let net = Classifier::load(gpu, classifier).map_err(|e| {
             let fix = match classifier.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
-                true => "it ships in assets/models/: run wgdiff from the repository folder",
+                true => "it ships in a wgdiff checkout's assets/models/: run wgdiff there, or set WGDIFF_ASSETS to \
+                         that checkout's assets folder",
                 false => "train one with `wgdiff train-classifier`, or use the shipped one",
             };
             Error::Config(format!("MNIST-FID needs its classifier ({e}); {fix}"))
@@ -78,13 +79,13 @@ impl MnistFid {
     }
 
     /// [`shipped`](Self::shipped) from the files in `assets/models/` (relative to the working
-    /// folder).
+    /// folder, or wherever `fsio::locate` finds them).
     pub fn shipped_files(gpu: &Gpu) -> Result<MnistFid> {
         let read = |path: &str| {
             crate::fsio::read_io(Path::new(path)).map_err(|e| {
                 Error::Config(format!(
-                    "MNIST-FID needs {path} ({e}): it ships in assets/models/, so run wgdiff from the repository \
-                     folder"
+                    "MNIST-FID needs {path} ({e}): it ships in a wgdiff checkout's assets/models/: run wgdiff \
+                     there, or set WGDIFF_ASSETS to that checkout's assets folder"
                 ))
             })
         };

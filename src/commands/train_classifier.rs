@@ -95,7 +95,8 @@ fn print_fid(checks: &FidChecks) {
 fn evaluate(gpu: &Gpu, path: &Path, data: &str, fid_samples: usize) -> Result<()> {
     let net = Classifier::load(gpu, path).with_context(|| {
         if path.as_os_str() == SHIPPED_MNIST_CLASSIFIER {
-            "the classifier ships in assets/models/: run wgdiff from the repository folder, or pass --eval PATH"
+            "the classifier ships in a wgdiff checkout's assets/models/: run wgdiff there, set WGDIFF_ASSETS to \
+             that checkout's assets folder, or pass --eval PATH"
                 .to_string()
         } else {
             format!("loading {}", path.display())

@@ -228,7 +228,8 @@ fn find_idx(dir: &Path, split: Split, kind: IdxKind) -> Result<PathBuf> {
 /// `train-images-idx3-ubyte` / `t10k-labels-idx1-ubyte` etc., with `-` or `.` before `idx`,
 /// raw or `.gz`. Named `mnist/train` or `mnist/test`.
 pub fn mnist(dir: impl AsRef<Path>, split: Split) -> Result<Dataset> {
-    let dir = dir.as_ref();
+    // (the shipped copy, `assets/mnist`, wherever it is found from this folder)
+    let dir = &crate::fsio::locate(dir.as_ref());
     let images = find_idx(dir, split, IdxKind::Images)?;
     let labels = find_idx(dir, split, IdxKind::Labels)?;
     let mut data = load_idx(images, labels)?;

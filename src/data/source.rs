@@ -1,5 +1,6 @@
-//! The `--data` argument: `mnist`, `mnist:DIR`, `fashion:DIR`, `cifar10:DIR` or `folder:DIR`,
-//! parsed into a `DataSource` that loads a split with the matching loader.
+//! The `--data` argument: `mnist`, `mnist:DIR`, `fashion:DIR`, `cifar10:DIR`, `folder:DIR` or a
+//! bare folder (its kind read from its files), parsed into a `DataSource` that loads a split
+//! with the matching loader.
 
 use super::{cifar10, image_folder, mnist, Dataset, Split, DEFAULT_MNIST_DIR};
 use crate::{Error, Result};
@@ -26,8 +27,8 @@ pub enum DataSource {
 }
 
 /// The forms `DataSource::from_str` accepts, for help texts and errors.
-pub const DATA_SOURCE_FORMS: &str =
-    "mnist (MNIST in assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR, folder:DIR (PNG/JPEG images)";
+pub const DATA_SOURCE_FORMS: &str = "mnist (MNIST in assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR, \
+     folder:DIR (PNG/JPEG images), or a folder of any of them (DIR alone)";
 
 impl FromStr for DataSource {
     type Err = Error;
@@ -53,6 +54,7 @@ impl FromStr for DataSource {
             ("fashion" | "cifar10" | "folder", None) => Err(error(format!(
                 "needs a folder: write {kind}:DIR (accepted forms: {DATA_SOURCE_FORMS})"
             ))),
+            (_, None) if looks_like_a_path(spec) => DataSource::in_folder(Path::new(spec)),
             _ => Err(error(format!(
                 "unknown kind \"{kind}\"; the accepted forms are {DATA_SOURCE_FORMS}"
             ))),
@@ -60,7 +62,44 @@ impl FromStr for DataSource {
     }
 }
 
+/// Whether `spec` names a folder rather than a kind: it has a path separator, starts with `.`
+/// or `~`, or is an existing folder.
+fn looks_like_a_path(spec: &str) -> bool {
+    spec.contains(['/', '\\']) || spec.starts_with(['.', '~']) || Path::new(spec).is_dir()
+}
+
 impl DataSource {
+    /// The source a bare folder holds, by its files: MNIST's IDX files (or Fashion-MNIST's, the
+    /// same names), CIFAR-10's binary batches, or PNG/JPEG images; anything else is refused
+    /// with the forms that name the kind.
+    pub fn in_folder(dir: &Path) -> Result<DataSource> {
+        let refuse = |why: String| Error::Data {
+            path: format!("data source \"{}\"", dir.display()),
+            msg: format!("{why}; name the kind: {DATA_SOURCE_FORMS}"),
+        };
+        let names: Vec<String> = crate::fsio::list_dir(dir)
+            .map_err(|e| refuse(format!("cannot list the folder ({e})")))?
+            .iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().to_lowercase()))
+            .collect();
+        let has = |test: &dyn Fn(&str) -> bool| names.iter().any(|n| test(n));
+        if has(&|n| n.starts_with("train-images") && n.contains("idx3-ubyte")) {
+            Ok(DataSource::Mnist(dir.to_path_buf()))
+        } else if has(&|n| n.starts_with("data_batch_1.bin")) {
+            Ok(DataSource::Cifar10(dir.to_path_buf()))
+        } else if has(&|n| n.ends_with(".png") || n.ends_with(".jpg") || n.ends_with(".jpeg")) {
+            Ok(DataSource::Folder {
+                dir: dir.to_path_buf(),
+                size: None,
+                channels: 3,
+            })
+        } else {
+            Err(refuse(
+                "holds no MNIST IDX files, CIFAR-10 batches or PNG/JPEG images".to_string(),
+            ))
+        }
+    }
+
     /// This source as a model of `[channels, height, width]` images reads it: an image folder
     /// (which has no size or channel count of its own) is converted to the model's channels
     /// and resized to its size; the other sources are what they are.
@@ -89,7 +128,9 @@ impl DataSource {
     /// the folder that holds it, a folder that does not exist as such.
     pub fn load(&self, split: Split) -> Result<Dataset> {
         let (dir, kind) = self.folder();
-        if dir.is_file() {
+        // (the shipped MNIST copy, `assets/mnist`, wherever it is found from this folder)
+        let found = crate::fsio::locate(dir);
+        if found.is_file() {
             let parent = dir
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
@@ -103,7 +144,7 @@ impl DataSource {
                 ),
             ));
         }
-        if !dir.exists() {
+        if !found.exists() {
             return Err(Error::data(
                 dir,
                 format!("no such folder: --data {kind}:DIR takes the folder that holds the dataset's files"),

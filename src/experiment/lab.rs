@@ -941,7 +941,7 @@ async fn adaptive_skip_run(
     }
     for (label, skip_type, scheme, suffix) in SKIP_MODELS.into_iter().filter(|_| !timings_only) {
         let path = skip_model_path(&setup.models, baseline, suffix);
-        if !path.exists() {
+        if !crate::fsio::exists(&path) {
             let what = format!(
                 "{} is missing: fine-tuning {} for skip type {skip_type} with {scheme:?} training ({} steps)",
                 path.display(),

@@ -1,5 +1,6 @@
 //! The file edge, the one place the library touches files: reads, atomic writes and path checks
-//! (a clear error in a browser, which has none), and `FileStore`, a run's named files.
+//! (a clear error in a browser, which has none), where the shipped `assets/...` files are when
+//! wgdiff runs from another folder (`shipped.rs`), and `FileStore`, a run's named files.
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
@@ -8,11 +9,22 @@ mod native;
 mod native;
 
 #[cfg(not(target_arch = "wasm32"))]
+mod shipped;
+
+#[cfg(not(target_arch = "wasm32"))]
 pub use native::{check_writable_dir, write_all_or_none};
+#[cfg(target_arch = "wasm32")]
+pub use native::{exists, locate};
 pub use native::{head, list_dir, open, read, read_if_exists, read_io, same_file, write_atomic};
+#[cfg(not(target_arch = "wasm32"))]
+pub use shipped::{exists, locate, shipped_roots};
 
 use crate::{Error, Result};
 use std::path::Path;
+
+/// The environment variable naming a folder that holds wgdiff's shipped files (a copy of a
+/// checkout's `assets/`), looked in when wgdiff runs outside its checkout (native only).
+pub const ASSETS_ENV: &str = "WGDIFF_ASSETS";
 use std::path::PathBuf;
 
 /// Checks, before any work, that an output may be written to `path`: nothing there, an empty

@@ -1,6 +1,7 @@
 //! Files on a native file system: atomic writes (temporary file + rename), reads that name the
 //! file in their errors, and path checks.
 
+use super::shipped::{locate, not_found_hint};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -131,9 +132,10 @@ fn remove_stale_temporaries(path: &Path, name: &str) {
     }
 }
 
-/// The bytes of the file at `path`, or None when there is no such file.
+/// The bytes of the file at `path` (a shipped `assets/...` path wherever [`locate`] finds it),
+/// or None when there is no such file.
 pub fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
+    match std::fs::read(locate(path)) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::Io {
@@ -143,14 +145,16 @@ pub fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
-/// The file at `path`, open for streaming reads (large datasets are read in bounded memory).
+/// The file at `path` (located as [`read`] does), open for streaming reads (large datasets are
+/// read in bounded memory).
 pub fn open(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
+    std::fs::File::open(locate(path)).map_err(|e| with_hint(e, path))
 }
 
-/// The paths of the entries directly in the folder `dir`.
+/// The paths of the entries directly in the folder `dir` (located as [`read`] does).
 pub fn list_dir(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::read_dir(dir)?
+    std::fs::read_dir(locate(dir))
+        .map_err(|e| with_hint(e, dir))?
         .map(|entry| entry.map(|e| e.path()))
         .collect()
 }
@@ -159,22 +163,37 @@ pub fn list_dir(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// is no file there.
 pub fn head(path: &Path, n: usize) -> Option<Vec<u8>> {
     use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
+    let file = std::fs::File::open(locate(path)).ok()?;
     let mut bytes = Vec::with_capacity(n);
     file.take(n as u64).read_to_end(&mut bytes).ok()?;
     Some(bytes)
 }
 
-/// The bytes of the file at `path`, with the platform's own error (for callers that name the
-/// file and the fix themselves).
+/// The bytes of the file at `path` (located as [`read`] does), with the platform's own error
+/// (for callers that name the file and the fix themselves).
 pub fn read_io(path: &Path) -> std::io::Result<Vec<u8>> {
-    std::fs::read(path)
+    std::fs::read(locate(path)).map_err(|e| with_hint(e, path))
 }
 
-/// The bytes of the file at `path`; an error names the file.
+/// The bytes of the file at `path`, a shipped `assets/...` path wherever [`locate`] finds it;
+/// an error names the file (and, for a shipped one, where it was looked for).
 pub fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::Io {
+    std::fs::read(locate(path)).map_err(|e| Error::Io {
         what: format!("reading {}", path.display()),
-        reason: e.to_string(),
+        reason: with_hint(e, path).to_string(),
     })
+}
+
+/// `e`, and where a missing shipped file was looked for.
+fn with_hint(e: std::io::Error, path: &Path) -> std::io::Error {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            let hint = not_found_hint(path);
+            match hint.is_empty() {
+                true => e,
+                false => std::io::Error::new(e.kind(), format!("{e}{hint}")),
+            }
+        }
+        _ => e,
+    }
 }

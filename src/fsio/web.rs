@@ -57,3 +57,13 @@ pub fn write_atomic(path: &Path, _bytes: &[u8]) -> Result<()> {
 pub fn same_file(_a: &Path, _b: &Path) -> bool {
     false
 }
+
+/// `path` itself: a page fetches its shipped files from its site.
+pub fn locate(path: &Path) -> std::path::PathBuf {
+    path.to_path_buf()
+}
+
+/// False: a page has no files.
+pub fn exists(_path: &Path) -> bool {
+    false
+}

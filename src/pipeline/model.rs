@@ -154,12 +154,14 @@ impl TrainedModel {
     /// every other tensor must be there). A missing default model says where it ships; a
     /// diverged run's weights are refused ([`Sampling::check_output_scale`]).
     pub fn load_with_skip_type(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> Result<TrainedModel> {
-        if path.as_os_str() == DEFAULT_CHECKPOINT && !path.exists() {
+        if path.as_os_str() == DEFAULT_CHECKPOINT && !crate::fsio::exists(path) {
             return Err(Error::Checkpoint {
                 path: DEFAULT_CHECKPOINT.into(),
-                msg: "not found: the default model ships in the repository's assets/models/; run wgdiff \
-                      from the repository folder, or pass another checkpoint"
-                    .into(),
+                msg: format!(
+                    "not found: the default model ships in a wgdiff checkout's assets/models/; run wgdiff \
+                     there, set {} to that checkout's assets folder, or pass another checkpoint",
+                    crate::fsio::ASSETS_ENV
+                ),
             });
         }
         let ckpt = read_checkpoint(path)?;

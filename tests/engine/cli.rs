@@ -1185,3 +1185,96 @@ fn app_outputs_over_other_files_and_zero_sized_bench_shapes_are_refused_before_a
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A binary outside its checkout (as `cargo install --path .` leaves one: no `assets/` beside it),
+/// run from an empty folder: the main job's command (a few steps of it) trains on the shipped
+/// MNIST with live MNIST-FID from the shipped classifier, and `eval` scores its checkpoint; the
+/// shipped files are found in the checkout the binary was built from. `--data` takes a bare
+/// folder, and `WGDIFF_ASSETS` is looked in first.
+#[test]
+fn a_binary_outside_its_checkout_trains_and_evaluates_from_an_empty_folder() {
+    let root = std::env::temp_dir().join(format!("wgdiff-cli-anywhere-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (bin, work, elsewhere) = (root.join("bin"), root.join("work"), root.join("elsewhere"));
+    for dir in [&bin, &work, &elsewhere.join("models")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let exe = bin.join("wgdiff");
+    std::fs::copy(env!("CARGO_BIN_EXE_wgdiff"), &exe).unwrap();
+    let call = |args: &[&str], assets: Option<&std::path::Path>| {
+        let mut command = std::process::Command::new(&exe);
+        command
+            .env("WGDIFF_DETERMINISTIC", "1")
+            .env_remove("WGDIFF_ASSETS")
+            .args(args)
+            .current_dir(&work);
+        if let Some(dir) = assets {
+            command.env("WGDIFF_ASSETS", dir);
+        }
+        let out = command.output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let tiny = [
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--batch",
+        "4",
+        "--grid-images",
+        "1",
+        "--grid-steps",
+        "1",
+    ];
+    let live_fid = [
+        "--fid-every",
+        "2",
+        "--fid-samples",
+        "8",
+        "--fid-steps",
+        "2",
+        "--out",
+        "run",
+    ];
+    let (ok, stdout, log) = call(&[&tiny[..], &live_fid].concat(), None);
+    assert!(ok, "{log}");
+    assert!(
+        format!("{stdout}{log}").contains("MNIST-FID") && work.join("run/checkpoint.safetensors").is_file(),
+        "{stdout}{log}"
+    );
+    let eval = [
+        "eval",
+        "--checkpoint",
+        "run/checkpoint.safetensors",
+        "--samples",
+        "8",
+        "--batch",
+        "4",
+        "--steps",
+        "2",
+        "--reference-images",
+        "64",
+    ];
+    let (ok, stdout, log) = call(&eval, None);
+    assert!(ok && stdout.starts_with("MNIST-FID "), "{stdout}{log}");
+    assert!(
+        !work.join("assets").exists(),
+        "nothing was copied into the working folder"
+    );
+
+    // A bare folder for --data, read as what its files are.
+    let mnist = format!("{}/assets/mnist", env!("CARGO_MANIFEST_DIR"));
+    let bare = ["--data", &mnist, "--fid-share", "0", "--out", "bare"];
+    let (ok, _, log) = call(&[&tiny[..], &bare].concat(), None);
+    assert!(ok, "{log}");
+
+    // WGDIFF_ASSETS comes first: a classifier there that is not one is what eval reads, and
+    // the error names it.
+    let fake = elsewhere.join("models/mnist-classifier.safetensors");
+    std::fs::write(&fake, b"not a checkpoint").unwrap();
+    let (ok, _, log) = call(&eval, Some(&elsewhere));
+    assert!(!ok && log.contains(&fake.display().to_string()), "{log}");
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -438,6 +438,22 @@ fn data_source_strings_parse_and_load() {
         &message(parse("imagenet:x")),
         &["unknown kind \"imagenet\"", "mnist:DIR", "folder:DIR"],
     );
+    // A bare folder: its kind read from its files.
+    assert_eq!(parse(MNIST_DIR).unwrap(), DataSource::Mnist(MNIST_DIR.into()));
+    let dir = std::env::temp_dir().join(format!("wgdiff-bare-data-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bare = dir.display().to_string();
+    assert_mentions(&message(parse(&bare)), &["holds no MNIST IDX files", "mnist:DIR"]);
+    image::RgbImage::new(4, 4).save(dir.join("a.png")).unwrap();
+    assert_eq!(
+        parse(&bare).unwrap(),
+        DataSource::Folder {
+            dir: dir.clone(),
+            size: None,
+            channels: 3
+        }
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
     let fashion = parse(&format!("fashion:{MNIST_DIR}"))
         .unwrap()
         .load(Split::Test)

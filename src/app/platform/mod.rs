@@ -51,8 +51,8 @@ pub async fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
             true => Error::Checkpoint {
                 path: DEFAULT_CHECKPOINT.into(),
                 msg: format!(
-                    "not found ({e}): the default model ships in the repository's assets/models/; run \
-                 wgdiff from the repository folder, or pass another checkpoint"
+                    "not found ({e}): the default model ships in a wgdiff checkout's assets/models/; run \
+                 wgdiff there, set WGDIFF_ASSETS to that checkout's assets folder, or pass another checkpoint"
                 ),
             },
             false => e,
@@ -135,8 +135,8 @@ pub async fn mnist_fid(gpu: &Gpu) -> Result<crate::train::FidTracker> {
     let read = |path: &'static str| async move {
         read_file(Path::new(path)).await.map_err(|e| {
             Error::Config(format!(
-                "MNIST-FID during training needs {path} ({e}): it ships in assets/models/, so run wgdiff from \
-                 the repository folder, or train without it (fid_share = 0)"
+                "MNIST-FID during training needs {path} ({e}): it ships in a wgdiff checkout's assets/models/: run \
+                 wgdiff there, set WGDIFF_ASSETS to that checkout's assets folder, or train without it (fid_share = 0)"
             ))
         })
     };

@@ -38,15 +38,12 @@ pub async fn sleep(ms: u64) {
 
 /// The bytes of the file at `path`.
 pub async fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::Io {
-        what: format!("reading {}", path.display()),
-        reason: e.to_string(),
-    })
+    crate::fsio::read(path)
 }
 
 /// Whether there is a file at `path`.
 pub fn exists(path: &Path) -> bool {
-    path.is_file()
+    crate::fsio::locate(path).is_file()
 }
 
 /// Writes `bytes` to `path` atomically (temp file + rename), creating its folder.
