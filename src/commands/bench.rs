@@ -16,6 +16,55 @@ use wgdiff::pipeline::TrainedModel;
 use wgdiff::train::TrainConfig;
 use wgdiff::AdapterChoice;
 
+/// How a bench repeats its cases and prints them: the flags every `wgdiff bench` table shares.
+#[derive(clap::Args, Clone, Copy)]
+pub struct Repeat {
+    /// Timed repetitions per case (the median is reported) [default: 3 for train, 7 for mac and
+    /// matmul, 5 for the others]
+    #[arg(long, value_parser = super::at_least_one)]
+    reps: Option<usize>,
+    /// Untimed runs per case before timing
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Print one JSON object per measurement instead of the table
+    #[arg(long)]
+    json: bool,
+}
+
+impl Repeat {
+    /// The timed repetitions: as given, else this bench's `default`.
+    fn reps(&self, default: usize) -> usize {
+        self.reps.unwrap_or(default)
+    }
+}
+
+/// PyTorch beside wgdiff: the flags of the benches that have a PyTorch twin.
+#[derive(clap::Args, Clone)]
+pub struct BesideTorch {
+    /// PyTorch runs the same workloads in the same rounds (for train: its twin of the preset,
+    /// the f32 training step and the sampling step without skips; mnist has one): a row each
+    /// and, on wgdiff's rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json).
+    /// Optionally the Python to use, one with torch [default: python3]
+    #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
+    beside_torch: Option<PathBuf>,
+    /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
+    /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
+    /// torch
+    #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
+    torch_device: Option<TorchDevice>,
+}
+
+impl BesideTorch {
+    /// The PyTorch helper, started, when --beside-torch was given.
+    fn start(&self) -> Result<Option<TorchPeer>> {
+        self.beside_torch
+            .as_ref()
+            .map(|python| TorchPeer::start(python, self.torch_device.unwrap_or_default()))
+            .transpose()
+            .map_err(Into::into)
+    }
+}
+
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Every conv implementation (forward, forward+backward) on the convs of a 32x32 U-Net
@@ -33,25 +82,10 @@ pub enum BenchCommand {
         /// or all
         #[arg(long, default_value = "both")]
         pass: String,
-        /// PyTorch on the CPU runs the same workloads in the same rounds: a row each and, on
-        /// wgdiff's rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json).
-        /// Optionally the Python to use, one with torch [default: python3]
-        #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
-        beside_torch: Option<PathBuf>,
-        /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
-        /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
-        /// torch
-        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
-        torch_device: Option<TorchDevice>,
-        /// Timed repetitions per variant (the median is reported)
-        #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
-        reps: usize,
-        /// Untimed runs per variant before timing
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
-        /// Print one JSON object per measurement instead of the table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        torch: BesideTorch,
+        #[command(flatten)]
+        repeat: Repeat,
     },
     /// The ConvNeXt block fused (three kernels) vs unfused (composed ops), forward and
     /// forward+backward, on the speed ladder's shapes (B32 C32 28x28, B32 C64 14x14)
@@ -59,15 +93,8 @@ pub enum BenchCommand {
         /// Shapes as BxCxHxW, comma-separated (default: 32x32x28x28,32x64x14x14)
         #[arg(long, value_delimiter = ',')]
         shapes: Vec<String>,
-        /// Timed repetitions per variant (the median is reported)
-        #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
-        reps: usize,
-        /// Untimed runs per variant before timing
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
-        /// Print one JSON object per measurement instead of the table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        repeat: Repeat,
     },
     /// A training step of a model preset (img/s, GFLOP/s) and a sampling step for every
     /// number of skipped U-Net levels (ms, dispatches), interleaved; then the peak device
@@ -86,26 +113,10 @@ pub enum BenchCommand {
         /// beside the f32 one
         #[arg(long, default_value = "f32")]
         precision: wgdiff::train::Precision,
-        /// PyTorch on the CPU runs its twin of the preset (mnist has one) in the same rounds: the
-        /// f32 training step and the sampling step without skips, a row each and, on wgdiff's
-        /// rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json). Optionally
-        /// the Python to use, one with torch [default: python3]
-        #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
-        beside_torch: Option<PathBuf>,
-        /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
-        /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
-        /// torch
-        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
-        torch_device: Option<TorchDevice>,
-        /// Timed repetitions per case (the median is reported)
-        #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
-        reps: usize,
-        /// Untimed runs per case before timing
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
-        /// Print one JSON object per measurement instead of the table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        torch: BesideTorch,
+        #[command(flatten)]
+        repeat: Repeat,
         /// Data-parallel scaling instead: real training steps (`wgdiff train`'s trainer, MNIST
         /// from assets/mnist, global --batch) on one device against this many replicas (as
         /// `wgdiff train --devices`), alternating; prints img/s of both, the scaling efficiency
@@ -127,12 +138,8 @@ pub enum BenchCommand {
         /// Batch sizes, comma-separated
         #[arg(long, value_delimiter = ',', default_value = "1,16")]
         batches: Vec<usize>,
-        /// Timed rounds (the median is reported)
-        #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
-        reps: usize,
-        /// Untimed steps per batch size before timing
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
+        #[command(flatten)]
+        repeat: Repeat,
         /// A Python with torch and diffusers (e.g. a venv's bin/python): time diffusers' step
         /// beside wgdiff's, round by round
         #[arg(long, value_name = "PYTHON")]
@@ -141,9 +148,6 @@ pub enum BenchCommand {
         /// model in bf16, for reference)
         #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_diffusers")]
         torch_device: Option<TorchDevice>,
-        /// Print one JSON object per measurement instead of the table
-        #[arg(long)]
-        json: bool,
     },
     /// The app's training job against `wgdiff train` on the same settings (the library's
     /// recipe unless --set), in alternating rounds: steps per second of each and their ratio,
@@ -166,15 +170,8 @@ pub enum BenchCommand {
     /// texels, a 64 KiB uniform array). The lines under the table say how many f32 products per
     /// f32 read a kernel needs before FMAs, not loads, bound it
     Mac {
-        /// Timed repetitions per probe (the median is reported)
-        #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
-        reps: usize,
-        /// Untimed runs per probe before timing
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
-        /// Print one JSON object per measurement instead of the table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        repeat: Repeat,
     },
     /// GFLOP/s of the naive and the blocked matmul kernels on square and skinny shapes
     Matmul {
@@ -184,25 +181,10 @@ pub enum BenchCommand {
         /// Only these variants (naive, blocked, blocked-f16), comma-separated (default: all)
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
-        /// PyTorch on the CPU runs the same workloads in the same rounds: a row each and, on
-        /// wgdiff's rows, wgdiff's speed over PyTorch's (`vs torch`; `vs_torch` in --json).
-        /// Optionally the Python to use, one with torch [default: python3]
-        #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
-        beside_torch: Option<PathBuf>,
-        /// Where PyTorch runs: cpu (the default), cuda (f32 with TF32 off, the arithmetic of
-        /// wgdiff's f32 kernels) or cuda-bf16 (bf16, for reference); a GPU needs a CUDA build of
-        /// torch
-        #[arg(long, value_enum, value_name = "DEVICE", requires = "beside_torch")]
-        torch_device: Option<TorchDevice>,
-        /// Timed repetitions per variant (the median is reported)
-        #[arg(long, default_value_t = 7, value_parser = super::at_least_one)]
-        reps: usize,
-        /// Untimed runs per variant before timing
-        #[arg(long, default_value_t = 1)]
-        warmup: usize,
-        /// Print one JSON object per measurement instead of the table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        torch: BesideTorch,
+        #[command(flatten)]
+        repeat: Repeat,
     },
 }
 
@@ -211,42 +193,42 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
     if let BenchCommand::Train {
         preset,
         batch,
-        reps,
-        warmup,
-        json,
+        repeat,
         devices,
         distributed,
-        beside_torch,
+        torch,
         ..
     } = &what
     {
-        if beside_torch.is_some() && !wgdiff::bench::train::TORCH_TWINS.contains(&preset.as_str()) {
+        if torch.beside_torch.is_some() && !wgdiff::bench::train::TORCH_TWINS.contains(&preset.as_str()) {
             anyhow::bail!(
                 "--beside-torch: PyTorch has no twin of preset {preset} ({} has one: scripts/torch_bench.py)",
                 wgdiff::bench::train::TORCH_TWINS.join(", ")
             );
         }
         if devices.is_some() || distributed.is_some() {
-            if beside_torch.is_some() {
+            if torch.beside_torch.is_some() {
                 anyhow::bail!(
                     "--beside-torch times one device's step; leave out --devices and --distributed"
                 );
             }
             let job = Job::join(*distributed)?;
             let set = devices.clone().unwrap_or_default();
-            let result = scaling(choice, &job, &set, preset, *batch, *warmup, *reps, *json);
+            let result = scaling(choice, &job, &set, preset, *batch, repeat);
             return job.finish(result);
         }
     }
     let gpu = &super::open_gpu(choice.clone())?;
-    let (BenchCommand::Conv { json, .. }
-    | BenchCommand::Block { json, .. }
-    | BenchCommand::Train { json, .. }
-    | BenchCommand::Matmul { json, .. }
-    | BenchCommand::Mac { json, .. }
-    | BenchCommand::Step { json, .. }
-    | BenchCommand::App(super::bench_app::BenchAppArgs { json, .. })
-    | BenchCommand::Soak(super::bench_soak::BenchSoakArgs { json, .. })) = what;
+    let json = match &what {
+        BenchCommand::Conv { repeat, .. }
+        | BenchCommand::Block { repeat, .. }
+        | BenchCommand::Train { repeat, .. }
+        | BenchCommand::Matmul { repeat, .. }
+        | BenchCommand::Mac { repeat, .. }
+        | BenchCommand::Step { repeat, .. } => repeat.json,
+        BenchCommand::App(args) => args.json,
+        BenchCommand::Soak(args) => args.json,
+    };
     if !json {
         eprintln!("device: {}", describe(&gpu.info));
     }
@@ -256,11 +238,8 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
         BenchCommand::Conv {
             variants,
             pass,
-            beside_torch,
-            torch_device,
-            reps,
-            warmup,
-            json,
+            torch,
+            repeat,
         } => {
             let chosen = if variants.is_empty() {
                 ConvVariant::all()
@@ -271,16 +250,14 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                     .collect::<Result<_, _>>()?
             };
             let passes = ConvPass::parse_list(&pass)?;
-            let mut torch = beside_torch
-                .map(|python| TorchPeer::start(&python, torch_device.unwrap_or_default()))
-                .transpose()?;
+            let mut torch = torch.start()?;
             let rows = wgdiff::bench::conv::run(
                 gpu,
                 &wgdiff::bench::conv::default_shapes(),
                 &chosen,
                 &passes,
-                warmup,
-                reps,
+                repeat.warmup,
+                repeat.reps(5),
                 torch.as_mut().map(|t| t as &mut dyn Peer),
             )?;
             print_rows(&rows, json);
@@ -290,18 +267,13 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             }
             Ok(())
         }
-        BenchCommand::Block {
-            shapes,
-            reps,
-            warmup,
-            json,
-        } => {
+        BenchCommand::Block { shapes, repeat } => {
             let shapes = if shapes.is_empty() {
                 wgdiff::bench::block::DEFAULT_SHAPES.to_vec()
             } else {
                 shapes.iter().map(|s| parse_bchw(s)).collect::<Result<_>>()?
             };
-            let rows = wgdiff::bench::block::run(gpu, &shapes, warmup, reps)?;
+            let rows = wgdiff::bench::block::run(gpu, &shapes, repeat.warmup, repeat.reps(5))?;
             print_rows(&rows, json);
             if !json {
                 print_block_summary(&rows);
@@ -313,19 +285,14 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             batch,
             sample_batch,
             precision,
-            beside_torch,
-            torch_device,
-            reps,
-            warmup,
-            json,
+            torch,
+            repeat,
             ..
         } => {
             if let Some(warning) = precision.fallback_warning(gpu) {
                 eprintln!("{warning}");
             }
-            let mut torch = beside_torch
-                .map(|python| TorchPeer::start(&python, torch_device.unwrap_or_default()))
-                .transpose()?;
+            let mut torch = torch.start()?;
             let steps = wgdiff::bench::train::Steps {
                 preset: &preset,
                 batch,
@@ -333,7 +300,7 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                 precision,
             };
             let peer = torch.as_mut().map(|t| t as &mut dyn Peer);
-            let (rows, counts) = wgdiff::bench::train::run(gpu, steps, warmup, reps, peer)?;
+            let (rows, counts) = wgdiff::bench::train::run(gpu, steps, repeat.warmup, repeat.reps(3), peer)?;
             print_rows(&rows, json);
             if !json {
                 print_train_summary(&rows, &counts, batch);
@@ -343,11 +310,9 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
         BenchCommand::Step {
             checkpoint,
             batches,
-            reps,
-            warmup,
+            repeat,
             beside_diffusers,
             torch_device,
-            json,
         } => {
             if batches.contains(&0) {
                 anyhow::bail!("--batches: every batch size must be at least 1");
@@ -385,8 +350,8 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
                 model.net.as_ref(),
                 model.image_shape(),
                 &batches,
-                warmup,
-                reps,
+                repeat.warmup,
+                repeat.reps(5),
                 other,
             )?;
             print_rows(&measurements, json);
@@ -395,8 +360,8 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
             }
             Ok(())
         }
-        BenchCommand::Mac { reps, warmup, json } => {
-            let rows = wgdiff::bench::mac::run(gpu, warmup, reps)?;
+        BenchCommand::Mac { repeat } => {
+            let rows = wgdiff::bench::mac::run(gpu, repeat.warmup, repeat.reps(7))?;
             print_rows(&rows, json);
             if !json {
                 for line in wgdiff::bench::mac::summary(&rows) {
@@ -408,22 +373,18 @@ pub fn run(choice: AdapterChoice, what: BenchCommand) -> Result<()> {
         BenchCommand::Matmul {
             shapes,
             variants,
-            beside_torch,
-            torch_device,
-            reps,
-            warmup,
-            json,
+            torch,
+            repeat,
         } => {
             let shapes = if shapes.is_empty() {
                 wgdiff::bench::matmul::DEFAULT_SHAPES.to_vec()
             } else {
                 shapes.iter().map(|s| parse_mnk(s)).collect::<Result<_>>()?
             };
-            let mut torch = beside_torch
-                .map(|python| TorchPeer::start(&python, torch_device.unwrap_or_default()))
-                .transpose()?;
+            let mut torch = torch.start()?;
             let peer = torch.as_mut().map(|t| t as &mut dyn Peer);
-            let rows = wgdiff::bench::matmul::run(gpu, &shapes, &variants, warmup, reps, peer)?;
+            let rows =
+                wgdiff::bench::matmul::run(gpu, &shapes, &variants, repeat.warmup, repeat.reps(7), peer)?;
             print_rows(&rows, json);
             if !json {
                 for w in rows
@@ -544,17 +505,15 @@ fn print_block_summary(rows: &[wgdiff::bench::Measurement]) {
 }
 
 /// `bench train --devices/--distributed`: one replica against all, then the table (rank 0).
-#[allow(clippy::too_many_arguments)]
 fn scaling(
     choice: AdapterChoice,
     job: &Job,
     devices: &DeviceSet,
     preset: &str,
     batch: usize,
-    warmup: usize,
-    reps: usize,
-    json: bool,
+    repeat: &Repeat,
 ) -> Result<()> {
+    let (warmup, reps, json) = (repeat.warmup, repeat.reps(3), repeat.json);
     let gpus = super::open_gpus(choice, devices)?;
     let config = TrainConfig {
         preset: preset.to_string(),
