@@ -3,8 +3,9 @@
 //!
 //! The float weights are kept aside and put back before the optimiser step, which applies the
 //! gradient taken at the rounded weights to them (the straight-through estimator). The rounding
-//! is the CPU's [`quantize`] itself, so what trains is exactly what `compress` writes; reading
-//! the weights back and uploading them costs a small share of a step at this lab's model sizes.
+//! is the CPU's [`quantize`] itself, so what trains is exactly what `compress` writes; the
+//! weights are read back together (one device round trip a step) and uploaded rounded, a small
+//! share of a step at this lab's model sizes.
 
 use crate::checkpoint::compressed::{quantize, WeightBits};
 use crate::models::summary::WeightInfo;
@@ -50,12 +51,15 @@ impl QatWeights {
     /// Replaces the weights among `params` by their rounded values (a scale per output
     /// channel); returns the float weights.
     pub async fn round(&self, params: &[(String, Tensor)]) -> Result<FloatWeights> {
-        let mut floats = Vec::with_capacity(self.weights.len());
-        for &(index, axis) in &self.weights {
-            let t = &params[index].1;
-            // (the copy is recorded before the rounded values are written, so it holds the floats)
-            floats.push(t.duplicate()?);
-            let values = t.to_vec_async().await?;
+        let tensors: Vec<&Tensor> = self.weights.iter().map(|&(index, _)| &params[index].1).collect();
+        // (the copies are recorded before the rounded values are written, so they hold the floats)
+        let floats = tensors
+            .iter()
+            .map(|t| t.duplicate())
+            .collect::<Result<Vec<_>>>()?;
+        // every weight in one readback: a device round trip per step, not one per weight
+        let values = Tensor::to_vecs_async(&tensors).await?;
+        for ((t, values), &(_, axis)) in tensors.iter().zip(values).zip(&self.weights) {
             let rounded = quantize(&values, t.shape(), Some(axis), self.bits).dequantize(t.shape());
             t.gpu().write(t.buffer(), bytemuck::cast_slice(&rounded));
         }

@@ -656,7 +656,32 @@ impl Gpu {
     /// submitted now and the data can be collected later with [`PendingRead::finish`], while
     /// more work is recorded and runs.
     pub fn start_read(&self, src: &wgpu::Buffer, bytes: u64, what: &str) -> PendingRead {
-        let size = bytes.div_ceil(4) * 4;
+        let mut pending = self.start_reads(&[(src, bytes)], what);
+        pending.bytes = bytes;
+        pending
+    }
+
+    /// Reads the first `bytes` bytes of every buffer of `parts` back in one readback (one
+    /// staging buffer, one map, one wait) after all recorded work: a read of many small
+    /// tensors costs one device round trip instead of one each.
+    pub async fn read_many(&self, parts: &[(&wgpu::Buffer, u64)], what: &str) -> Result<Vec<Vec<u8>>> {
+        let all = self.start_reads(parts, what).finish().await?;
+        let mut offset = 0;
+        Ok(parts
+            .iter()
+            .map(|&(_, bytes)| {
+                let part = all[offset as usize..(offset + bytes) as usize].to_vec();
+                offset += bytes.div_ceil(4) * 4;
+                part
+            })
+            .collect())
+    }
+
+    /// Copies `parts` back to back (each at a 4-byte offset) into one staging buffer, submitted
+    /// now; counts one readback on this thread ([`readbacks_on_this_thread`]).
+    fn start_reads(&self, parts: &[(&wgpu::Buffer, u64)], what: &str) -> PendingRead {
+        READBACKS.with(|n| n.set(n.get() + 1));
+        let size: u64 = parts.iter().map(|&(_, bytes)| bytes.div_ceil(4) * 4).sum();
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgdiff readback"),
             size: size.max(4),
@@ -665,7 +690,12 @@ impl Gpu {
         });
         let (submission, deferred) = {
             let mut batch = self.batch.lock().unwrap();
-            batch.copy(&self.device, src, 0, &staging, 0, size);
+            let mut offset = 0;
+            for &(src, bytes) in parts {
+                let part = bytes.div_ceil(4) * 4;
+                batch.copy(&self.device, src, 0, &staging, offset, part);
+                offset += part;
+            }
             (batch.flush(&self.device, &self.queue), batch.defers())
         };
         // (a deferred copy is mapped once it is submitted: mapping first would fail its submit)
@@ -674,7 +704,7 @@ impl Gpu {
             gpu: self.clone(),
             submission,
             staging,
-            bytes,
+            bytes: size,
             what: what.to_string(),
             mapped,
         }
@@ -738,6 +768,15 @@ impl PendingRead {
 thread_local! {
     /// Bytes this thread may still allocate on any device, when a budget is set.
     static ALLOC_BUDGET: std::cell::Cell<Option<(u64, u64)>> = const { std::cell::Cell::new(None) };
+    /// Readbacks this thread has started on any device.
+    static READBACKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many readbacks (device round trips: [`Gpu::read`], [`Gpu::start_read`],
+/// [`Gpu::read_many`]) this thread has started: tests count a step's waits with it (per thread,
+/// so tests sharing a device do not count each other's).
+pub fn readbacks_on_this_thread() -> u64 {
+    READBACKS.with(|n| n.get())
 }
 
 /// Runs `f` with this thread's device allocations capped at `budget` bytes in all (each

@@ -276,6 +276,30 @@ impl Tensor {
         })
     }
 
+    /// The values of every tensor of `tensors` as f32, read back in one readback
+    /// ([`Gpu::read_many`]); all on one device.
+    pub async fn to_vecs_async(tensors: &[&Tensor]) -> Result<Vec<Vec<f32>>> {
+        let Some(first) = tensors.first() else {
+            return Ok(Vec::new());
+        };
+        let parts: Vec<(&wgpu::Buffer, u64)> = tensors.iter().map(|t| (t.buffer(), t.byte_len())).collect();
+        let all = first
+            .gpu()
+            .read_many(&parts, &format!("{} tensors", tensors.len()))
+            .await?;
+        Ok(tensors
+            .iter()
+            .zip(all)
+            .map(|(t, bytes)| match t.dtype() {
+                DType::F32 => bytemuck::pod_collect_to_vec(&bytes),
+                DType::F16 => bytemuck::pod_collect_to_vec::<u8, f16>(&bytes)
+                    .into_iter()
+                    .map(f16::to_f32)
+                    .collect(),
+            })
+            .collect())
+    }
+
     /// Blocking [`Tensor::to_vec_async`] for native programs and tests (never in a page).
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         pollster::block_on(self.to_vec_async())

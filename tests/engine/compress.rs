@@ -380,11 +380,21 @@ fn quantisation_aware_steps_run_on_the_rounded_weights_and_update_the_float_ones
     let mut a = start(&float, Some(WeightBits::Int4));
     let mut b = start(&rounded, None);
     let mut plain = start(&float, None);
-    assert!(a.rounded_params() > 0 && b.rounded_params() == 0);
-    let (la, lb, lp) = (
-        block_on(a.step()).unwrap(),
-        block_on(b.step()).unwrap(),
-        block_on(plain.step()).unwrap(),
+    assert!(a.rounded_params() > 1 && b.rounded_params() == 0);
+    // Readbacks (device round trips) of a step on this thread: the quantisation-aware one reads
+    // every rounded weight back in one.
+    let readbacks = |step: &mut dyn FnMut() -> f32| {
+        let before = wgdiff::gpu::readbacks_on_this_thread();
+        let loss = step();
+        (loss, wgdiff::gpu::readbacks_on_this_thread() - before)
+    };
+    let (la, qat_reads) = readbacks(&mut || block_on(a.step()).unwrap());
+    let lb = block_on(b.step()).unwrap();
+    let (lp, plain_reads) = readbacks(&mut || block_on(plain.step()).unwrap());
+    assert!(
+        qat_reads == plain_reads + 1,
+        "a qat step took {qat_reads} readbacks, a plain one {plain_reads} ({} weights rounded)",
+        a.rounded_params()
     );
     assert_eq!(
         la.to_bits(),
