@@ -100,32 +100,23 @@ pub async fn load_model(gpu: &Gpu, path: &Path, skip_type: Option<SkipType>) -> 
     Ok(model)
 }
 
-/// The images a training run of a model of `image_shape` images reads: the training split of
-/// `--data` on native; in the browser the MNIST test split (1.6 MB gzipped) fetched from the
-/// page's site, the only data it has.
+/// The images a training run of a model of `image_shape` images reads: natively what `wgdiff
+/// train` reads (`train::load_data`: the training split of `--data`); in the browser the MNIST
+/// test split (1.6 MB gzipped) fetched from the page's site, the only data it has.
 pub async fn training_data(data: &str, image_shape: [usize; 3]) -> Result<Arc<Dataset>> {
-    let source = data.parse::<DataSource>()?.fitted_to(image_shape);
-    let split = if cfg!(target_arch = "wasm32") {
-        Split::Test
-    } else {
-        Split::Train
+    if !IN_PAGE {
+        return Ok(Arc::new(crate::train::load_data(data, image_shape)?));
+    }
+    let DataSource::Mnist(dir) = data.parse::<DataSource>()? else {
+        return Err(Error::Config(format!(
+            "the page trains on MNIST only (data = \"mnist\"), not {data}: it has no files"
+        )));
     };
-    let dataset = match source {
-        DataSource::Mnist(dir) if cfg!(target_arch = "wasm32") => {
-            let images = dir.join("t10k-images.idx3-ubyte.gz");
-            let labels = dir.join("t10k-labels.idx1-ubyte.gz");
-            let (image_bytes, label_bytes) = (read_file(&images).await?, read_file(&labels).await?);
-            let mut dataset = crate::data::idx_from_bytes((&images, image_bytes), (&labels, label_bytes))?;
-            dataset.name = format!("mnist/{split}");
-            dataset
-        }
-        _ if cfg!(target_arch = "wasm32") => {
-            return Err(Error::Config(format!(
-                "the page trains on MNIST only (data = \"mnist\"), not {data}: it has no files"
-            )))
-        }
-        source => source.load(split)?,
-    };
+    let images = dir.join("t10k-images.idx3-ubyte.gz");
+    let labels = dir.join("t10k-labels.idx1-ubyte.gz");
+    let (image_bytes, label_bytes) = (read_file(&images).await?, read_file(&labels).await?);
+    let mut dataset = crate::data::idx_from_bytes((&images, image_bytes), (&labels, label_bytes))?;
+    dataset.name = format!("mnist/{}", Split::Test);
     Ok(Arc::new(dataset))
 }
 
