@@ -210,6 +210,37 @@ fn tiled_conv_with_weights_split_across_the_subgroup_matches_the_cpu() {
     }
 }
 
+/// The Winograd GEMM forms' cases (partial tiles, paddings 0-2, channel counts that are not
+/// multiples of 4, batches of one and two), each with its geometry and both GEMM forms pinned
+/// for `dtype`; none on an adapter without one fixed subgroup size (it runs the tiled kernel).
+fn winograd_gemm_cases(
+    dtype: DType,
+) -> Vec<(
+    [usize; 4],
+    [usize; 4],
+    ConvOptions,
+    wgdiff::ops::conv::ConvGeometry,
+)> {
+    let o = ConvOptions::default;
+    [
+        ([2, 5, 11, 13], [7, 5, 3, 3], o().padding(1)),
+        ([1, 3, 8, 6], [5, 3, 3, 3], o()),
+        ([2, 4, 6, 5], [6, 4, 3, 3], o().padding(2)),
+    ]
+    .into_iter()
+    .map(|(xs, ws, opts)| {
+        (
+            xs,
+            ws,
+            opts,
+            wgdiff::ops::conv::ConvGeometry::new(&xs, &ws, opts).unwrap(),
+        )
+    })
+    .filter(|(_, _, _, geo)| wgdiff::ops::conv::winograd_applies(gpu(), geo))
+    .inspect(|&(xs, ws, opts, _)| wgdiff::ops::conv::pin_winograd_gemm(gpu(), &xs, &ws, opts, dtype).unwrap())
+    .collect()
+}
+
 /// Winograd's batched-GEMM form (input transform, the blocked matmul over the 36 entries,
 /// output transform), pinned, against the CPU reference with finite differences: partial 4x4
 /// tiles, output channels not a multiple of 4, paddings 0-2, and the epilogue's bias, sample
@@ -217,19 +248,8 @@ fn tiled_conv_with_weights_split_across_the_subgroup_matches_the_cpu() {
 #[test]
 fn winograd_gemm_form_matches_the_cpu_with_its_epilogue() {
     let g = gpu();
-    let o = ConvOptions::default;
-    let cases = [
-        ([2, 5, 11, 13], [7, 5, 3, 3], o().padding(1)),
-        ([1, 3, 8, 6], [5, 3, 3, 3], o()),
-        ([2, 4, 6, 5], [6, 4, 3, 3], o().padding(2)),
-    ];
     for dtype in dtypes() {
-        for (xs, ws, opts) in cases {
-            let geo = wgdiff::ops::conv::ConvGeometry::new(&xs, &ws, opts).unwrap();
-            if !wgdiff::ops::conv::winograd_applies(g, &geo) {
-                return; // (an adapter without one fixed subgroup size runs the tiled kernel)
-            }
-            wgdiff::ops::conv::pin_winograd_gemm(g, &xs, &ws, opts, dtype).unwrap();
+        for (xs, ws, opts, geo) in winograd_gemm_cases(dtype) {
             let ys = geo.output_shape();
             let mut r = rng();
             let mut inputs = vec![
@@ -261,10 +281,14 @@ fn winograd_gemm_form_matches_the_cpu_with_its_epilogue() {
             );
         }
     }
-    assert!(
-        wgdiff::ops::conv::pin_winograd_gemm(g, &[1, 4, 6, 6], &[4, 2, 3, 3], o().groups(2), DType::F32)
-            .is_err()
-    );
+    assert!(wgdiff::ops::conv::pin_winograd_gemm(
+        g,
+        &[1, 4, 6, 6],
+        &[4, 2, 3, 3],
+        ConvOptions::default().groups(2),
+        DType::F32
+    )
+    .is_err());
 }
 
 /// The Winograd weight gradient's batched-GEMM form, every element of dW against the CPU
@@ -272,20 +296,8 @@ fn winograd_gemm_form_matches_the_cpu_with_its_epilogue() {
 /// tiles, padding 0-2, channel counts that are not multiples of 4, a batch of two.
 #[test]
 fn winograd_gemm_weight_gradient_matches_the_cpu_everywhere() {
-    let g = gpu();
-    let o = ConvOptions::default;
-    let cases = [
-        ([2, 5, 11, 13], [7, 5, 3, 3], o().padding(1)),
-        ([1, 3, 8, 6], [5, 3, 3, 3], o()),
-        ([2, 4, 6, 5], [6, 4, 3, 3], o().padding(2)),
-    ];
     for dtype in dtypes() {
-        for (xs, ws, opts) in cases {
-            let geo = wgdiff::ops::conv::ConvGeometry::new(&xs, &ws, opts).unwrap();
-            if !wgdiff::ops::conv::winograd_applies(g, &geo) {
-                return; // (an adapter without one fixed subgroup size runs the tiled kernel)
-            }
-            wgdiff::ops::conv::pin_winograd_gemm(g, &xs, &ws, opts, dtype).unwrap();
+        for (xs, ws, opts, geo) in winograd_gemm_cases(dtype) {
             let mut r = rng();
             let x = round_to(&normal_vec(&mut r, xs.iter().product()), dtype);
             let w = round_to(&normal_vec(&mut r, ws.iter().product()), dtype);
