@@ -11,7 +11,9 @@
 // adds bias[n] to every row as C is stored (a Linear layer's bias), BIAS 2 bias[m] to every
 // column; with BIAS 0 `bias` is a placeholder the kernel does not read. B may be packed
 // integer weights (shaders/weights.wgsl; 4-bit rows padded to N = multiple of 8) with one
-// scale per column, dequantised in registers and applied to the sums as C is stored.
+// scale per column, dequantised in registers and applied to the sums as C is stored. With
+// TEXELS 1 (f32, float B) A and B are read from their copies as rgba32float texels
+// (src/gpu/texels.rs), which lavapipe loads about 8x faster than storage buffers.
 struct Params { m: u32, n: u32, k: u32, a_batch: u32, b_batch: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<vec4<{{T}}>>;
@@ -19,6 +21,17 @@ struct Params { m: u32, n: u32, k: u32, a_batch: u32, b_batch: u32 }
 @group(0) @binding(3) var<storage, read> bias: array<vec4<{{T}}>>; // [N] or [M], padded to 4
 @group(0) @binding(4) var<storage, read_write> c: array<vec4<{{T}}>>;
 const BIAS: u32 = {{BIAS}}u;
+#for t in 0..{{TEXELS}} {
+#include texels
+@group(0) @binding(5) var a_texels: texture_2d<f32>;
+@group(0) @binding(6) var b_texels: texture_2d<f32>;
+fn a_vec4(i: u32) -> vec4<f32> { return textureLoad(a_texels, texel_at(i), 0); }
+fn b_vec4(i: u32) -> vec4<f32> { return textureLoad(b_texels, texel_at(i), 0); }
+#end
+#for t in 0..{{STORAGE}} {
+fn a_vec4(i: u32) -> vec4<f32> { return vec4<f32>(a[i]); }
+fn b_vec4(i: u32) -> vec4<f32> { return weight_vec4(i); }
+#end
 
 // The bias of row `row` (rows past M read the last one; they are not stored).
 fn row_bias(row: u32) -> f32 {
@@ -42,17 +55,17 @@ fn matmul_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     #for r in 0..{{R}}, j in 0..{{C4}}: var acc{r}_{j} = vec4<f32>(0.0);
     for (var kk = 0u; kk < k4; kk++) {
         let b_row = kk * 4u * n4;
-        #for r in 0..{{AR}}: let a{r} = vec4<f32>(a[arow{r} + kk]);
+        #for r in 0..{{AR}}: let a{r} = a_vec4(arow{r} + kk);
         #for g in 0..{{AG}} {
-        let mine{g} = vec4<f32>(a[arow_mine{g} + kk]);
+        let mine{g} = a_vec4(arow_mine{g} + kk);
         #for l in 0..{{W}}: let a{g*{{W}}+l} = subgroupBroadcast(mine{g}, {l}u);
         #end
         // One column group at a time: its four B vectors, then every row's FMAs.
         #for j in 0..{{C4}} {
-        let b0_{j} = weight_vec4(bcol{j} + b_row);
-        let b1_{j} = weight_vec4(bcol{j} + b_row + n4);
-        let b2_{j} = weight_vec4(bcol{j} + b_row + 2u * n4);
-        let b3_{j} = weight_vec4(bcol{j} + b_row + 3u * n4);
+        let b0_{j} = b_vec4(bcol{j} + b_row);
+        let b1_{j} = b_vec4(bcol{j} + b_row + n4);
+        let b2_{j} = b_vec4(bcol{j} + b_row + 2u * n4);
+        let b3_{j} = b_vec4(bcol{j} + b_row + 3u * n4);
         #for r in 0..{{R}}: acc{r}_{j} = fma(vec4<f32>(a{r}.w), b3_{j}, fma(vec4<f32>(a{r}.z), b2_{j}, fma(vec4<f32>(a{r}.y), b1_{j}, fma(vec4<f32>(a{r}.x), b0_{j}, acc{r}_{j}))));
         #end
     }

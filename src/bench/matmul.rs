@@ -2,7 +2,7 @@
 //! has it, blocked on int8/int4 weights) on square and skinny shapes, interleaved in one run.
 
 use super::{run_interleaved_beside, Case, Measurement, Peer};
-use crate::ops::matmul::matmul_flops;
+use crate::ops::matmul::{matmul_flops, BlockShape};
 use crate::ops::random::Rng;
 use crate::ops::{MatmulKernel, PackedWeights, WeightBits};
 use crate::{DType, Gpu, Result, Tensor};
@@ -29,8 +29,10 @@ pub const DEFAULT_SHAPES: [(usize, usize, usize); 4] = [
     (4096, 64, 576),
 ];
 
-/// Runs the matmul benchmark; `variants` filters by name (naive, blocked, blocked-f16,
-/// blocked-int8, blocked-int4), empty means all. Beside a `peer`, each shape's f32 product
+/// Runs the matmul benchmark; `variants` filters by name (naive, blocked, blocked-storage,
+/// blocked-texels, blocked-f16, blocked-int8, blocked-int4), empty means all. `blocked` is the
+/// autotuner's choice; `blocked-storage` and `blocked-texels` the fixed rule's tile reading its
+/// operands from storage buffers and as texels. Beside a `peer`, each shape's f32 product
 /// there too, in the same rounds.
 pub fn run(
     gpu: &Gpu,
@@ -42,21 +44,30 @@ pub fn run(
 ) -> Result<Vec<Measurement>> {
     let _g = crate::no_grad();
     let mut rng = Rng::new(1);
-    let mut all = vec![
-        ("naive", Operand::Float(MatmulKernel::Naive, DType::F32)),
-        ("blocked", Operand::Float(MatmulKernel::Blocked, DType::F32)),
-    ];
-    if gpu.has_f16() {
-        all.push(("blocked-f16", Operand::Float(MatmulKernel::Blocked, DType::F16)));
-    }
-    all.push(("blocked-int8", Operand::Packed(WeightBits::Int8)));
-    all.push(("blocked-int4", Operand::Packed(WeightBits::Int4)));
-    let chosen: Vec<_> = all
-        .into_iter()
-        .filter(|v| variants.is_empty() || variants.iter().any(|n| n == v.0))
-        .collect();
     let mut rows = Vec::new();
     for &(m, n, k) in shapes {
+        let tile = BlockShape::candidates(gpu, m, n.next_multiple_of(4))[0];
+        let mut all = vec![
+            ("naive", Operand::Float(MatmulKernel::Naive, DType::F32)),
+            ("blocked", Operand::Float(MatmulKernel::Blocked, DType::F32)),
+            (
+                "blocked-storage",
+                Operand::Float(MatmulKernel::BlockedWith(tile), DType::F32),
+            ),
+            (
+                "blocked-texels",
+                Operand::Float(MatmulKernel::TexelsWith(tile), DType::F32),
+            ),
+        ];
+        if gpu.has_f16() {
+            all.push(("blocked-f16", Operand::Float(MatmulKernel::Blocked, DType::F16)));
+        }
+        all.push(("blocked-int8", Operand::Packed(WeightBits::Int8)));
+        all.push(("blocked-int4", Operand::Packed(WeightBits::Int4)));
+        let chosen: Vec<_> = all
+            .into_iter()
+            .filter(|v| variants.is_empty() || variants.iter().any(|n| n == v.0))
+            .collect();
         let mut cases = Vec::new();
         for &(name, operand) in &chosen {
             let dtype = match operand {

@@ -178,7 +178,9 @@ pub enum BenchCommand {
         /// Shapes as MxNxK, comma-separated (default: 256,512,1024 square and 4096x64x576)
         #[arg(long, value_delimiter = ',')]
         shapes: Vec<String>,
-        /// Only these variants (naive, blocked, blocked-f16), comma-separated (default: all)
+        /// Only these variants, comma-separated (default: all): naive, blocked (the autotuner's
+        /// form), blocked-storage and blocked-texels (the fixed rule's tile reading its operands
+        /// from storage buffers or as rgba32float texels), blocked-f16, blocked-int8, blocked-int4
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
         #[command(flatten)]

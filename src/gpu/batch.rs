@@ -3,7 +3,7 @@
 
 use super::cost::Cost;
 use super::profiler::Recording;
-use super::{Kernel, MAX_DISPATCHES};
+use super::{Kernel, Texels, MAX_DISPATCHES};
 use std::collections::VecDeque;
 use wgpu::util::DeviceExt;
 /// Size of the shared parameter buffer.
@@ -78,6 +78,7 @@ impl Batch {
         params: &[u32],
         inputs: &[&wgpu::Buffer],
         outputs: &[&wgpu::Buffer],
+        texels: &[&Texels],
         groups: [u32; 3],
         cost: Option<Cost>,
     ) {
@@ -86,7 +87,9 @@ impl Batch {
             self.flush(device, queue);
             super::host::wait_all(device);
             let since = web_time::Instant::now();
-            self.record(device, queue, kernel, params, inputs, outputs, groups, cost);
+            self.record(
+                device, queue, kernel, params, inputs, outputs, texels, groups, cost,
+            );
             self.flush(device, queue);
             super::host::wait_all(device);
             if let Some(p) = &mut self.profile {
@@ -94,7 +97,9 @@ impl Batch {
             }
             return;
         }
-        self.record(device, queue, kernel, params, inputs, outputs, groups, cost);
+        self.record(
+            device, queue, kernel, params, inputs, outputs, texels, groups, cost,
+        );
     }
 
     /// Records one dispatch into the open pass (with timestamps around it when profiling
@@ -108,6 +113,7 @@ impl Batch {
         params: &[u32],
         inputs: &[&wgpu::Buffer],
         outputs: &[&wgpu::Buffer],
+        texels: &[&Texels],
         groups: [u32; 3],
         cost: Option<Cost>,
     ) {
@@ -132,6 +138,12 @@ impl Batch {
             entries.push(wgpu::BindGroupEntry {
                 binding: 1 + i as u32,
                 resource: b.as_entire_binding(),
+            });
+        }
+        for (i, t) in texels.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: (1 + inputs.len() + outputs.len() + i) as u32,
+                resource: wgpu::BindingResource::TextureView(t.view()),
             });
         }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -182,6 +194,45 @@ impl Batch {
         self.end_pass();
         Self::encoder(&mut self.encoder, device)
             .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
+    }
+
+    /// Copies rows of `src`'s vec4s into `dst` (rgba32float, `bytes_per_row` a row of
+    /// `dst`, a multiple of 256) in order with the dispatches: each of `rows` is (first texture
+    /// row, rows, texels a row).
+    pub(super) fn copy_to_texture(
+        &mut self,
+        device: &wgpu::Device,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Texture,
+        bytes_per_row: u32,
+        rows: &[(u32, u32, u32)],
+    ) {
+        self.end_pass();
+        let encoder = Self::encoder(&mut self.encoder, device);
+        for &(first, count, width) in rows {
+            encoder.copy_buffer_to_texture(
+                wgpu::TexelCopyBufferInfo {
+                    buffer: src,
+                    layout: wgpu::TexelCopyBufferLayout {
+                        offset: u64::from(first) * u64::from(bytes_per_row),
+                        // (a multiple of 256 bytes where given; one row needs none)
+                        bytes_per_row: (count > 1).then_some(bytes_per_row),
+                        rows_per_image: None,
+                    },
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture: dst,
+                    mip_level: 0,
+                    origin: wgpu::Origin3d { x: 0, y: first, z: 0 },
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::Extent3d {
+                    width,
+                    height: count,
+                    depth_or_array_layers: 1,
+                },
+            );
+        }
     }
 
     /// Submits what was recorded (or, while deferring, keeps it for later); returns the

@@ -13,6 +13,7 @@ mod pool;
 mod profiler;
 mod report;
 mod select;
+mod texels;
 
 pub use autotune::{without_measuring, without_measuring_async, Autotuner};
 pub use devices::{open_devices, DeviceSet};
@@ -30,6 +31,7 @@ pub use select::{
     describe, host_has_avx512, lavapipe_mesa_version, old_lavapipe_note, rank, slow_fallback_warning,
     AdapterChoice,
 };
+pub use texels::{Texels, TEXEL_ROW};
 
 use crate::{Error, Result};
 use batch::Batch;
@@ -74,6 +76,7 @@ pub struct GpuInner {
     pub features: wgpu::Features,
     pub limits: wgpu::Limits,
     pool: BufferPool,
+    texel_pool: texels::TexelPool,
     pipelines: PipelineCache,
     batch: Mutex<Batch>,
     errors: Arc<Mutex<Vec<String>>>,
@@ -236,6 +239,7 @@ impl Gpu {
             queue,
             info,
             pool: BufferPool::default(),
+            texel_pool: Default::default(),
             pipelines: PipelineCache::default(),
             batch: Mutex::new(batch),
             errors,
@@ -362,7 +366,7 @@ impl Gpu {
         outputs: &[&wgpu::Buffer],
         groups: [u32; 3],
     ) {
-        self.dispatch_inner(kernel, params, inputs, outputs, groups, None);
+        self.dispatch_inner(kernel, params, inputs, outputs, &[], groups, None);
     }
 
     /// [`Gpu::dispatch`] with the op name, FLOPs and bytes the profiler reports.
@@ -375,7 +379,23 @@ impl Gpu {
         groups: [u32; 3],
         cost: Cost,
     ) {
-        self.dispatch_inner(kernel, params, inputs, outputs, groups, Some(cost));
+        self.dispatch_inner(kernel, params, inputs, outputs, &[], groups, Some(cost));
+    }
+
+    /// [`Gpu::dispatch_named`] for a kernel that also reads `texels` (its texture bindings
+    /// after the outputs, [`KernelSpec::texels`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch_with_texels(
+        &self,
+        kernel: &Kernel,
+        params: &[u32],
+        inputs: &[&wgpu::Buffer],
+        outputs: &[&wgpu::Buffer],
+        texels: &[&Texels],
+        groups: [u32; 3],
+        cost: Cost,
+    ) {
+        self.dispatch_inner(kernel, params, inputs, outputs, texels, groups, Some(cost));
     }
 
     /// [`Gpu::dispatch_named`] for a kernel that adds a part base (the last of `params`, 0 as
@@ -417,22 +437,32 @@ impl Gpu {
                 bytes: (cost.bytes as f64 * share) as u64,
                 ..cost
             };
-            self.dispatch_inner(kernel, &params, inputs, outputs, part_groups, Some(part_cost));
+            self.dispatch_inner(
+                kernel,
+                &params,
+                inputs,
+                outputs,
+                &[],
+                part_groups,
+                Some(part_cost),
+            );
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn dispatch_inner(
         &self,
         kernel: &Kernel,
         params: &[u32],
         inputs: &[&wgpu::Buffer],
         outputs: &[&wgpu::Buffer],
+        texels: &[&Texels],
         groups: [u32; 3],
         cost: Option<Cost>,
     ) {
         assert_eq!(
-            (inputs.len(), outputs.len()),
-            (kernel.inputs, kernel.outputs),
+            (inputs.len(), outputs.len(), texels.len()),
+            (kernel.inputs, kernel.outputs, kernel.texels),
             "binding count of {}",
             kernel.label
         );
@@ -447,6 +477,7 @@ impl Gpu {
             params,
             inputs,
             outputs,
+            texels,
             groups,
             cost,
         );
@@ -592,6 +623,7 @@ impl Gpu {
             defines: &[],
             inputs: 0,
             outputs: 1,
+            texels: 0,
         });
         let groups = self.grid((words as u32).div_ceil(WORKGROUP * WORDS_PER_INVOCATION));
         self.dispatch_named(

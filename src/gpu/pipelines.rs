@@ -29,6 +29,7 @@ pub struct Kernel {
     pub(crate) layout: Arc<wgpu::BindGroupLayout>,
     pub(crate) inputs: usize,
     pub(crate) outputs: usize,
+    pub(crate) texels: usize,
     pub(crate) label: Arc<str>,
 }
 
@@ -43,6 +44,9 @@ pub struct KernelSpec<'a> {
     pub inputs: usize,
     /// Number of read-write storage bindings after the inputs.
     pub outputs: usize,
+    /// Number of `texture_2d<f32>` bindings after the outputs: operands read as rgba32float
+    /// texels ([`crate::gpu::Texels`]).
+    pub texels: usize,
 }
 
 /// One pipeline's creation: what `wgpu` took to compile it (on lavapipe, LLVM compiling the
@@ -78,7 +82,7 @@ impl PipelineCreation {
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     kernels: Mutex<HashMap<String, Kernel>>,
-    layouts: Mutex<HashMap<(usize, usize), Arc<wgpu::BindGroupLayout>>>,
+    layouts: Mutex<HashMap<(usize, usize, usize), Arc<wgpu::BindGroupLayout>>>,
     created: Mutex<Vec<PipelineCreation>>,
 }
 
@@ -109,7 +113,7 @@ pub fn expand_template(src: &str, defines: &[(&str, String)]) -> String {
 }
 
 /// Shader pieces several files share, pulled in by a line `#include <name>`.
-const SHARED: [(&str, &str); 7] = [
+const SHARED: [(&str, &str); 8] = [
     (
         "conv_params",
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/conv_params.wgsl")),
@@ -139,6 +143,10 @@ const SHARED: [(&str, &str); 7] = [
             env!("CARGO_MANIFEST_DIR"),
             "/shaders/winograd_tiles.wgsl"
         )),
+    ),
+    (
+        "texels",
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/texels.wgsl")),
     ),
     (
         "attention_params",
@@ -283,10 +291,11 @@ impl PipelineCache {
         device: &wgpu::Device,
         inputs: usize,
         outputs: usize,
+        texels: usize,
     ) -> Arc<wgpu::BindGroupLayout> {
         let mut layouts = self.layouts.lock().unwrap();
         layouts
-            .entry((inputs, outputs))
+            .entry((inputs, outputs, texels))
             .or_insert_with(|| {
                 let mut entries = vec![wgpu::BindGroupLayoutEntry {
                     binding: 0,
@@ -312,6 +321,18 @@ impl PipelineCache {
                         count: None,
                     });
                 }
+                for i in 0..texels {
+                    entries.push(wgpu::BindGroupLayoutEntry {
+                        binding: (1 + inputs + outputs + i) as u32,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                        count: None,
+                    });
+                }
                 Arc::new(device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                     label: Some("wgdiff bindings"),
                     entries: &entries,
@@ -323,15 +344,15 @@ impl PipelineCache {
     /// Returns the cached kernel for `spec`, compiling it on first use.
     pub(crate) fn get(&self, device: &wgpu::Device, spec: &KernelSpec) -> Kernel {
         let key = format!(
-            "{}:{}:{:?}:{}:{}",
-            spec.source.name, spec.entry, spec.defines, spec.inputs, spec.outputs
+            "{}:{}:{:?}:{}:{}:{}",
+            spec.source.name, spec.entry, spec.defines, spec.inputs, spec.outputs, spec.texels
         );
         if let Some(k) = self.kernels.lock().unwrap().get(&key) {
             return k.clone();
         }
         let started = web_time::Instant::now();
         let wgsl = expand_template(spec.source.wgsl, spec.defines);
-        let layout = self.bind_layout(device, spec.inputs, spec.outputs);
+        let layout = self.bind_layout(device, spec.inputs, spec.outputs, spec.texels);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(spec.source.name),
             source: wgpu::ShaderSource::Wgsl(wgsl.into()),
@@ -354,6 +375,7 @@ impl PipelineCache {
             layout,
             inputs: spec.inputs,
             outputs: spec.outputs,
+            texels: spec.texels,
             label: format!("{}::{}", spec.source.name, spec.entry).into(),
         };
         self.created.lock().unwrap().push(PipelineCreation {

@@ -24,6 +24,7 @@ impl Tensor {
             defines: &[],
             inputs: 1,
             outputs: 1,
+            texels: 0,
         });
         gpu.dispatch_named(
             &kernel,

@@ -3,8 +3,8 @@
 //! matmuls. Kernels: shaders/matmul.wgsl, shaders/matmul_blocked.wgsl.
 
 use super::packed::{check_packed_input, Layout, PackedWeights, WeightOperand};
-use super::{check_same_dtype, kernel_for, needs_f32_fallback};
-use crate::gpu::Cost;
+use super::{check_same_dtype, kernel_for, needs_f32_fallback, type_defines};
+use crate::gpu::{lavapipe_mesa_version, Cost, KernelSpec};
 use crate::{shader, DType, Error, Gpu, Result, Tensor};
 
 /// Which matmul kernel to run.
@@ -16,6 +16,8 @@ pub enum MatmulKernel {
     Blocked,
     /// The blocked kernel with a fixed tile shape (tests, experiments).
     BlockedWith(BlockShape),
+    /// The blocked kernel with a fixed tile shape, reading A and B as texels (f32 only).
+    TexelsWith(BlockShape),
 }
 
 /// The axis of a bias fused into a matmul ([`Tensor::matmul_bias`]).
@@ -145,6 +147,73 @@ impl std::fmt::Display for BlockShape {
             } else {
                 ""
             }
+        )
+    }
+}
+
+/// A tile of the blocked kernel and whether it reads A and B as texels ([`crate::gpu::Texels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockedForm {
+    pub tile: BlockShape,
+    pub texels: bool,
+}
+
+impl BlockedForm {
+    /// Forms worth measuring for an `m x n` output, the fixed rule's first: every tile of
+    /// [`BlockShape::candidates`] reading storage buffers and, where the operands fit
+    /// (`texels_fit`: f32, within the device's texture size, at most
+    /// [`TEXEL_OPERANDS_MAX_BYTES`] together), the first tile reading texels.
+    /// Placed by the adapter (BENCHMARKS.md, "Matmul operands as texels"): first on lavapipe
+    /// from Mesa 24 on (Mesa 25 ran the matmul at 1024^3 1.5x faster with the same sums, the
+    /// `mnist` training step 1.05-1.08x); not at all on older lavapipe (Mesa 22.3: within noise, for
+    /// ~95 MB more peak RSS in a training step); timed after the storage tiles elsewhere.
+    pub fn candidates(gpu: &Gpu, m: usize, n: usize, texels_fit: bool) -> Vec<BlockedForm> {
+        let tiles = BlockShape::candidates(gpu, m, n);
+        let storage = tiles.iter().map(|&tile| BlockedForm { tile, texels: false });
+        let place = texels_fit.then(|| texel_place(gpu)).flatten();
+        let texels = tiles
+            .iter()
+            .take(if place.is_some() { TEXEL_TILES } else { 0 })
+            .map(|&tile| BlockedForm { tile, texels: true });
+        if place == Some(TexelPlace::First) {
+            texels.chain(storage).collect()
+        } else {
+            storage.chain(texels).collect()
+        }
+    }
+}
+
+/// Where the texel forms go among an adapter's matmul candidates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TexelPlace {
+    First,
+    Timed,
+}
+
+fn texel_place(gpu: &Gpu) -> Option<TexelPlace> {
+    match lavapipe_mesa_version(&gpu.info) {
+        Some((major, _)) if major >= 24 => Some(TexelPlace::First),
+        Some(_) => None,
+        None => Some(TexelPlace::Timed),
+    }
+}
+
+/// The largest A + B the texel forms are offered for. On Mesa 25 the `mnist` training step
+/// with texels for every matmul ran 0.92-1.21x as fast for 58-68 MB more peak RSS (copies of
+/// the Winograd GEMMs' 29 MB operands); for operands up to 16 MiB only, 1.05-1.08x as fast at
+/// 0.96x the peak RSS (BENCHMARKS.md, "Matmul operands as texels").
+const TEXEL_OPERANDS_MAX_BYTES: u64 = 16 << 20;
+
+/// How many of the first tiles the autotuner also times reading texels.
+const TEXEL_TILES: usize = 1;
+
+impl std::fmt::Display for BlockedForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}{}",
+            self.tile,
+            if self.texels { ", operands as texels" } else { "" }
         )
     }
 }
@@ -306,7 +375,16 @@ impl Tensor {
                 }
                 MatmulKernel::BlockedWith(tile) => {
                     let operands = (self, ta, other, tb, bias);
-                    matmul_blocked(operands, (batch, m, n, k), &out_shape, Some(tile))?
+                    let form = BlockedForm { tile, texels: false };
+                    matmul_blocked(operands, (batch, m, n, k), &out_shape, Some(form))?
+                }
+                MatmulKernel::TexelsWith(tile) => {
+                    if self.dtype() != DType::F32 {
+                        return Err(Error::shape("matmul", "texel operands are f32 only"));
+                    }
+                    let operands = (self, ta, other, tb, bias);
+                    let form = BlockedForm { tile, texels: true };
+                    matmul_blocked(operands, (batch, m, n, k), &out_shape, Some(form))?
                 }
             }
         };
@@ -438,7 +516,7 @@ fn matmul_blocked(
     (a, ta, b, tb, bias): BlockedOperands,
     (batch, m, n, k): (usize, usize, usize, usize),
     out_shape: &[usize],
-    fixed_tile: Option<BlockShape>,
+    fixed_form: Option<BlockedForm>,
 ) -> Result<Tensor> {
     let gpu = a.gpu();
     let a = blocked_operand(a, ta, false)?; // (.., M, K4)
@@ -454,9 +532,13 @@ fn matmul_blocked(
     let mut padded_shape = out_shape.to_vec();
     *padded_shape.last_mut().unwrap() = n4;
     let dims = (batch, m, n4, k.next_multiple_of(4));
-    let tiles = match fixed_tile {
-        Some(t) => vec![t],
-        None => BlockShape::candidates(gpu, m, n4),
+    let texels_fit = a.dtype() == DType::F32
+        && gpu.texels_fit(a.numel() / 4)
+        && gpu.texels_fit(b.numel() / 4)
+        && a.byte_len() + b.byte_len() <= TEXEL_OPERANDS_MAX_BYTES;
+    let forms = match fixed_form {
+        Some(f) => vec![f],
+        None => BlockedForm::candidates(gpu, m, n4, texels_fit),
     };
     let key = format!(
         "matmul:{:?}:{}x{}x{}:{}:{}",
@@ -465,9 +547,12 @@ fn matmul_blocked(
         n4.next_power_of_two(),
         k.next_power_of_two(),
         batch > 1,
-        labels_key(&tiles)
+        labels_key(&forms)
     );
-    let labels: Vec<String> = tiles.iter().map(|t| t.to_string()).collect();
+    // (a key of its own where texel forms are offered: caches from before them time them once)
+    let offers_texels = forms.len() > 1 && forms.iter().any(|f| f.texels);
+    let key = if offers_texels { key + ":texels" } else { key };
+    let labels: Vec<String> = forms.iter().map(|t| t.to_string()).collect();
     let flops = matmul_flops(batch, m, n, k);
     let operands = (
         &a,
@@ -476,10 +561,10 @@ fn matmul_blocked(
     );
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         let scratch = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-        dispatch_blocked(operands, &scratch, dims, tiles[c], flops)
+        dispatch_blocked(operands, &scratch, dims, forms[c], flops)
     })?;
     let out = Tensor::empty(gpu, &padded_shape, a.dtype())?;
-    dispatch_blocked(operands, &out, dims, tiles[choice], flops)?;
+    dispatch_blocked(operands, &out, dims, forms[choice], flops)?;
     let r = out.rank();
     out.slice(r - 1, 0, n)
 }
@@ -499,57 +584,64 @@ fn matmul_blocked_packed(
     let dims = (1, m, padded_n, k.next_multiple_of(4));
     // The fixed rule's tile, untimed (see WeightOperand).
     let tile = BlockShape::candidates(gpu, m, padded_n)[0];
+    let form = BlockedForm { tile, texels: false };
     let operands = (&a, weights, bias.as_ref().map(|b| (b, BiasAlong::Columns)));
     let out = Tensor::empty(gpu, &[m, padded_n], DType::F32)?;
-    dispatch_blocked(operands, &out, dims, tile, matmul_flops(1, m, n, k))?;
+    dispatch_blocked(operands, &out, dims, form, matmul_flops(1, m, n, k))?;
     out.slice(1, 0, n)
 }
 
-fn labels_key(tiles: &[BlockShape]) -> String {
-    if tiles.len() == 1 {
-        tiles[0].to_string()
+fn labels_key(forms: &[BlockedForm]) -> String {
+    if forms.len() == 1 {
+        forms[0].to_string()
     } else {
         "auto".into()
     }
 }
 
-/// Records the blocked kernel with tile `shape` for padded operands (K, N multiples of 4) and
+/// Records the blocked kernel in `form` for padded operands (K, N multiples of 4) and
 /// the bias, if any (padded to a multiple of 4); `flops` (of the unpadded product) goes to
 /// the profiler.
 fn dispatch_blocked(
     (a, b, bias): (&Tensor, WeightOperand, Option<(&Tensor, BiasAlong)>),
     out: &Tensor,
     (batch, m, n4, k4): (usize, usize, usize, usize),
-    shape: BlockShape,
+    form: BlockedForm,
     flops: f64,
 ) -> Result<()> {
     let gpu = a.gpu();
+    let shape = form.tile;
     // The shader's BIAS: 0 none, 1 one per column, 2 one per row.
     let bias_mode = match bias {
         None => 0,
         Some((_, BiasAlong::Columns)) => 1,
         Some((_, BiasAlong::Rows)) => 2,
     };
-    let kernel = kernel_for(
-        gpu,
-        shader!("matmul_blocked"),
-        "matmul_blocked",
-        a.dtype(),
-        &[
+    let mut defines = type_defines(a.dtype());
+    defines.extend(
+        [
             [
                 ("R", shape.rows.to_string()),
                 ("C4", shape.col4.to_string()),
                 ("W", shape.lanes.to_string()),
                 ("BIAS", bias_mode.to_string()),
+                ("TEXELS", u32::from(form.texels).to_string()),
+                ("STORAGE", u32::from(!form.texels).to_string()),
             ]
             .as_slice(),
             &shape.row_read_defines(),
             &b.defines(2),
         ]
         .concat(),
-        3,
-        1,
     );
+    let kernel = gpu.kernel(&KernelSpec {
+        source: shader!("matmul_blocked"),
+        entry: "matmul_blocked",
+        defines: &defines,
+        inputs: 3,
+        outputs: 1,
+        texels: if form.texels { 2 } else { 0 },
+    });
     let placeholder;
     let bias = match bias {
         Some((bias, _)) => bias,
@@ -574,13 +666,21 @@ fn dispatch_blocked(
             format!("{m} rows exceed this device's dispatch limit; split the batch"),
         ));
     }
-    gpu.dispatch_named(
-        &kernel,
-        &params,
-        &[a.buffer(), b.buffer(), bias.buffer()],
-        &[out.buffer()],
-        groups,
-        Cost::new("matmul", flops, a.byte_len() + b.byte_len() + out.byte_len()),
-    );
+    let cost = Cost::new("matmul", flops, a.byte_len() + b.byte_len() + out.byte_len());
+    let inputs = [a.buffer(), b.buffer(), bias.buffer()];
+    if form.texels {
+        let WeightOperand::Float(b) = b else {
+            return Err(Error::shape(
+                "matmul",
+                "internal: packed weights are not read as texels",
+            ));
+        };
+        let a_texels = gpu.texels(a.buffer(), a.numel() / 4, "matmul operand A")?;
+        let b_texels = gpu.texels(b.buffer(), b.numel() / 4, "matmul operand B")?;
+        let texels = [&a_texels, &b_texels];
+        gpu.dispatch_with_texels(&kernel, &params, &inputs, &[out.buffer()], &texels, groups, cost);
+    } else {
+        gpu.dispatch_named(&kernel, &params, &inputs, &[out.buffer()], groups, cost);
+    }
     Ok(())
 }

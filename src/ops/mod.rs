@@ -66,6 +66,7 @@ pub(crate) fn kernel_for(
         defines: &defines,
         inputs,
         outputs,
+        texels: 0,
     })
 }
 

@@ -100,6 +100,7 @@ pub fn global_grad_norm(params: &[Tensor]) -> Result<Option<Tensor>> {
         defines: &[],
         inputs: 1,
         outputs: 1,
+        texels: 0,
     });
     for g in &grads {
         gpu.dispatch_named(
@@ -223,6 +224,7 @@ impl Adam {
             defines: &[],
             inputs: 2,
             outputs: 3,
+            texels: 0,
         });
         let step = StepParams {
             lr,
@@ -278,6 +280,7 @@ impl Adam {
                 defines: &[],
                 inputs: 1,
                 outputs: 1,
+                texels: 0,
             });
             gpu.dispatch_named(
                 &kernel,

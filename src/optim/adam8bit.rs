@@ -70,6 +70,7 @@ fn kernel(gpu: &Gpu, entry: &str, inputs: usize, outputs: usize) -> Kernel {
         defines: &[],
         inputs,
         outputs,
+        texels: 0,
     })
 }
 

@@ -31,6 +31,7 @@ impl Ema {
             defines: &[],
             inputs: 1,
             outputs: 1,
+            texels: 0,
         });
         for (p, s) in params.iter().zip(&self.shadow) {
             let n = p.numel() as u32;

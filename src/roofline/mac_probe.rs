@@ -46,6 +46,7 @@ impl Probe {
             defines: &[],
             inputs: 1,
             outputs: 1,
+            texels: 0,
         });
         Ok(Probe {
             kernel,

@@ -128,6 +128,7 @@ fn kernel(gpu: &Gpu, entry: &str) -> Kernel {
         defines: &[],
         inputs: 1,
         outputs: 1,
+        texels: 0,
     })
 }
 

@@ -61,7 +61,15 @@ const FOLDER_FLOORS: &[(&str, &[Floor])] = &[
         &[
             (
                 "parts",
-                &["cost", "devices", "pipelines", "pool", "report", "select"],
+                &[
+                    "cost",
+                    "devices",
+                    "pipelines",
+                    "pool",
+                    "report",
+                    "select",
+                    "texels",
+                ],
             ),
             ("pacing", &["pacing"]),
             ("host", &["host", "host_web"]),

@@ -4,6 +4,7 @@ use crate::common::*;
 use crate::cpu;
 use wgdiff::ops::matmul::BlockShape;
 use wgdiff::ops::{BiasAlong, MatmulKernel};
+use wgdiff::DType::F32;
 
 /// (batch dims of A, batch dims of B, M, N, K)
 type MatmulCase = (&'static [usize], &'static [usize], usize, usize, usize);
@@ -20,8 +21,13 @@ fn matmul_kernels_match_cpu_on_odd_and_tile_sized_shapes() {
         (&[3], &[], 9, 4, 12),
         (&[], &[2, 2], 4, 10, 3),
     ];
+    let texels = MatmulKernel::TexelsWith(BlockShape::all(gpu())[0]);
     for dtype in dtypes() {
-        for kernel in [MatmulKernel::Naive, MatmulKernel::Blocked] {
+        let mut kernels = vec![MatmulKernel::Naive, MatmulKernel::Blocked];
+        if dtype == wgdiff::DType::F32 {
+            kernels.push(texels);
+        }
+        for kernel in kernels {
             for (ba, bb, m, n, k) in cases {
                 for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                     let mut sa = ba.to_vec();
@@ -60,18 +66,44 @@ fn every_blocked_tile_shape_is_correct() {
             "lavapipe's 8-lane subgroups take the split tiles"
         );
     }
+    // (300 x 36 padded: A's 2,700 vec4s fill one row of texels and part of a second)
     for tile in plain.chain(split) {
-        for (m, n, k) in [(37, 131, 20), (70, 36, 9)] {
-            let mut r = rng();
-            let (a, b) = (normal_vec(&mut r, m * k), normal_vec(&mut r, k * n));
-            check_op(
-                &format!("{tile} {m}x{n}x{k}"),
-                wgdiff::DType::F32,
-                &[(vec![m, k], a), (vec![k, n], b)],
-                move |xs| cpu::matmul(&xs[0], &[m, k], false, &xs[1], &[k, n], false),
-                |ts| ts[0].matmul_with(&ts[1], false, false, MatmulKernel::BlockedWith(tile)),
-            );
+        for kernel in [MatmulKernel::BlockedWith(tile), MatmulKernel::TexelsWith(tile)] {
+            for (m, n, k) in [(37, 131, 20), (70, 36, 9), (300, 131, 33)] {
+                let mut r = rng();
+                let (a, b) = (normal_vec(&mut r, m * k), normal_vec(&mut r, k * n));
+                check_op(
+                    &format!("{kernel:?} {m}x{n}x{k}"),
+                    wgdiff::DType::F32,
+                    &[(vec![m, k], a), (vec![k, n], b)],
+                    move |xs| cpu::matmul(&xs[0], &[m, k], false, &xs[1], &[k, n], false),
+                    |ts| ts[0].matmul_with(&ts[1], false, false, kernel),
+                );
+            }
         }
+    }
+}
+
+/// Texel operands copy into textures the device reuses, keeping at most two idle, whatever the
+/// sizes that came before.
+#[test]
+fn texel_operands_leave_at_most_two_idle_textures() {
+    let gpu = gpu();
+    let tile = BlockShape::all(gpu)[0];
+    let mut r = rng();
+    for (m, n, k) in [(300, 131, 33), (9, 8, 4), (700, 64, 96), (40, 40, 40)] {
+        let (av, bv) = (normal_vec(&mut r, m * k), normal_vec(&mut r, k * n));
+        let (a, b) = (upload(&[m, k], &av, F32), upload(&[k, n], &bv, F32));
+        let y = a
+            .matmul_with(&b, false, false, MatmulKernel::TexelsWith(tile))
+            .unwrap();
+        let want = cpu::matmul(&av, &[m, k], false, &bv, &[k, n], false);
+        assert_close(&format!("{m}x{n}x{k}"), &download(&y), &want, fwd_tol(F32));
+        assert!(
+            gpu.idle_texel_textures() <= 2,
+            "{} idle textures",
+            gpu.idle_texel_textures()
+        );
     }
 }
 

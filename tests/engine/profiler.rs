@@ -33,6 +33,7 @@ fn small_workload(gpu: &Gpu, x: &Tensor) -> wgdiff::Result<()> {
         defines: &[],
         inputs: 0,
         outputs: 1,
+        texels: 0,
     });
     gpu.dispatch(&fill, &[4, 0], &[], &[x.buffer()], [1, 1, 1]);
     Ok(())
