@@ -83,19 +83,18 @@ impl std::fmt::Display for WinogradTile {
     }
 }
 
-/// The Winograd F(4x4, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
-/// input: the weights transformed once (`[Cin/g, quads of Cout, 6x6, 4]` f32), the register
-/// tile autotuned per shape, the epilogue's terms added by the kernel.
-pub(super) fn conv_forward_winograd(
-    x: &Tensor,
-    w: &Tensor,
-    add: ConvAddends,
-    geo: &ConvGeometry,
-) -> Result<Tensor> {
-    let (gpu, dt) = (x.gpu(), x.dtype());
+/// U = G w G^T of a 3x3 weight `w` (shaders/conv_weights.wgsl), f32: for the register kernel
+/// `[Cin/g, quads of Cout, 6x6, 4]`, or (`gemm`, ungrouped) the batched GEMM's A operand
+/// `[36, Cout padded to 4, Cin]`.
+fn winograd_weights(w: &Tensor, geo: &ConvGeometry, gemm: bool) -> Result<Tensor> {
+    let gpu = w.gpu();
     let quads = geo.opts.groups * geo.cout_g().div_ceil(4);
-    let u = Tensor::empty(gpu, &[geo.cin_g(), quads, 36, 4], DType::F32)?;
-    let kernel = kernel_for(gpu, shader!("conv_weights"), "winograd_weights", dt, &[], 1, 1);
+    let (shape, entry) = match gemm {
+        false => (vec![geo.cin_g(), quads, 36, 4], "winograd_weights"),
+        true => (vec![36, 4 * quads, geo.cin_g()], "winograd_weights_gemm"),
+    };
+    let u = Tensor::empty(gpu, &shape, DType::F32)?;
+    let kernel = kernel_for(gpu, shader!("conv_weights"), entry, w.dtype(), &[], 1, 1);
     gpu.dispatch_named(
         &kernel,
         &geo.params(),
@@ -104,6 +103,19 @@ pub(super) fn conv_forward_winograd(
         flat_groups(gpu, geo.cin_g() * quads * 4),
         Cost::memory("winograd_weights", w.byte_len() + u.byte_len()),
     );
+    Ok(u)
+}
+
+/// The Winograd F(4x4, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
+/// input: the weights transformed once per call in the chosen form's layout, the register
+/// tile or the batched GEMM autotuned per shape, the epilogue's terms added by the kernel.
+pub(super) fn conv_forward_winograd(
+    x: &Tensor,
+    w: &Tensor,
+    add: ConvAddends,
+    geo: &ConvGeometry,
+) -> Result<Tensor> {
+    let (gpu, dt) = (x.gpu(), x.dtype());
     let epilogue = &Epilogue::new(add, dt, gpu)?;
     let lanes = gpu
         .fixed_subgroup_size()
@@ -117,10 +129,10 @@ pub(super) fn conv_forward_winograd(
     let key = format!("{}:winograd", geo.tuning_key(dt));
     let run = |c: usize, y: &Tensor| match shapes.get(c) {
         Some(&shape) => {
-            dispatch_winograd(x, &u, epilogue, y, geo, shape);
+            dispatch_winograd(x, &winograd_weights(w, geo, false)?, epilogue, y, geo, shape);
             Ok(())
         }
-        None => winograd_gemm(x, &u, epilogue, y, geo),
+        None => winograd_gemm(x, &winograd_weights(w, geo, true)?, epilogue, y, geo),
     };
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         run(c, &Tensor::empty(gpu, &geo.output_shape(), dt)?)
@@ -238,12 +250,11 @@ fn winograd_gemm_weight_grad(x: &Tensor, dy: &Tensor, geo: &ConvGeometry) -> Res
 
 /// The Winograd forward as a batched GEMM (ungrouped convs): every tile's input patch
 /// transformed once (`winograd_input`: V [36, Cin, T4], the tile count padded to a multiple of 4), M = U x V for the 36 entries by the
-/// blocked matmul (U, `u` [Cin, quads, 36, 4], as [36, Cout padded to 4, Cin]), and the output
-/// transform with the epilogue's terms into `y` (`winograd_output`).
+/// blocked matmul (U, `u` [36, Cout padded to 4, Cin]), and the output transform with the
+/// epilogue's terms into `y` (`winograd_output`).
 fn winograd_gemm(x: &Tensor, u: &Tensor, epilogue: &Epilogue, y: &Tensor, geo: &ConvGeometry) -> Result<()> {
     let (gpu, dt) = (x.gpu(), x.dtype());
     let tiles = 4 * winograd_tiles(geo).div_ceil(4);
-    let rows = 4 * geo.cout.div_ceil(4);
     let v = Tensor::empty(gpu, &[36, geo.cin, tiles], DType::F32)?;
     let defines = epilogue.defines();
     let kernel =
@@ -256,11 +267,7 @@ fn winograd_gemm(x: &Tensor, u: &Tensor, epilogue: &Epilogue, y: &Tensor, geo: &
         flat_groups(gpu, geo.cin * tiles),
         Cost::memory("winograd_input", x.byte_len() + v.byte_len()),
     );
-    let m = u
-        .reshape(&[geo.cin, rows / 4, 36, 4])?
-        .permute(&[2, 1, 3, 0])?
-        .reshape(&[36, rows, geo.cin])?
-        .matmul(&v)?;
+    let m = u.matmul(&v)?;
     gpu.dispatch_named(
         &kernel("winograd_output", 5),
         &geo.params(),
