@@ -54,7 +54,7 @@ pub struct TrainArgs {
     /// Data: mnist (assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR or folder:DIR
     #[arg(long)]
     data: Option<String>,
-    /// Total optimiser steps [default: 2000; on a CPU device --max-minutes ends the run first]
+    /// Total optimiser steps [default: 10000; on a CPU device --max-minutes ends the run first]
     #[arg(long)]
     steps: Option<usize>,
     /// Passes over the data (sets the step count from the dataset size)

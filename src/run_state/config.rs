@@ -245,7 +245,9 @@ impl Default for TrainConfig {
     fn default() -> Self {
         // The speed-run recipe (`wgdiff experiment speedrun`): the class-conditional residual MLP
         // (labels dropped 10% of the time, sampled with guidance 2), v on the cosine schedule (its
-        // default process), a high lr and a short EMA; the time budget ends it on a CPU device.
+        // default process), a high lr and a short EMA; the time budget ends it on a CPU device
+        // (10,000 steps: on Mesa 25's lavapipe the texel matmuls ran 2,000 in under 2 minutes,
+        // and the 4.5 minutes' ~4,900 scored 4-5 lower; docs/training.md).
         TrainConfig {
             preset: "mnist-mlp".into(),
             model: None,
@@ -253,7 +255,7 @@ impl Default for TrainConfig {
             process: None,
             skip_type: None,
             data: "mnist".into(),
-            steps: 2000,
+            steps: 10_000,
             epochs: None,
             batch: 128,
             lr: 4e-3,
