@@ -1,8 +1,9 @@
 //! Operands read as rgba32float texels: a copy of a storage buffer's vec4s into a 2D texture
 //! [`TEXEL_ROW`] texels wide, which a kernel binds as `texture_2d<f32>` and reads with
-//! `textureLoad` (shaders/texels.wgsl). On lavapipe a texel load costs an eighth of a storage
-//! load (BENCHMARKS.md, "The adapter's roof besides its FMAs"); WebGPU has these textures
-//! everywhere, the page included.
+//! `textureLoad` (shaders/texels.wgsl). Lavapipe's probes load texels several times faster
+//! than storage buffers (BENCHMARKS.md, "The adapter's roof besides its FMAs"); the blocked
+//! matmul reading its operands so ran 1.5x faster on Mesa 25 and no faster on Mesa 22.3
+//! ("Matmul operands as texels"). WebGPU has these textures everywhere, the page included.
 
 use super::Gpu;
 use crate::{Error, Result};
@@ -27,7 +28,7 @@ pub(crate) struct TexelPool {
 
 impl TexelPool {
     /// The smallest idle texture of at least `rows` rows, or a new one of `rows` rounded up to
-    /// a quarter of its power of two (at most `max_rows`).
+    /// an eighth of its power of two (at most `max_rows`).
     fn take(&self, device: &wgpu::Device, rows: u32, max_rows: u32) -> (u32, wgpu::Texture) {
         let mut idle = self.idle.lock().unwrap();
         let best = (0..idle.len())
@@ -36,8 +37,8 @@ impl TexelPool {
         if let Some(i) = best {
             return idle.swap_remove(i);
         }
-        let quarter = (rows.next_power_of_two() / 8).max(1);
-        let rows = rows.next_multiple_of(quarter).min(max_rows);
+        let eighth = (rows.next_power_of_two() / 8).max(1);
+        let rows = rows.next_multiple_of(eighth).min(max_rows);
         let texture = device.create_texture(&wgpu::TextureDescriptor {
             label: Some("wgdiff texels"),
             size: wgpu::Extent3d {
