@@ -1,9 +1,10 @@
-// The roof's probes of loads the engine's kernels do not make yet (`wgdiff bench mac`,
+// The roof's probes of loads besides storage buffers (`wgdiff bench mac`,
 // src/roofline/texel_probe.rs): the loop of shaders/memory_probe.wgsl's `read_vec4` (read s of
 // invocation i at (s * p.stride + i) & p.mask, `p.rounds` iterations of 8 reads into 8 sums), its
-// vec4s read as rgba32float texels of a texture 128 texels wide (`read_texel`, texel e at
-// (e % 128, e / 128)) or from a 64 KiB uniform array (`read_uniform`, WebGPU's limit for one
-// uniform binding).
+// vec4s read as rgba32float texels of the engine's texel operand (`read_texel`, texel e at
+// texels.wgsl's `texel_at(e)`) or from a 64 KiB uniform array (`read_uniform`, WebGPU's limit
+// for one uniform binding).
+#include texels
 struct Params { rounds: u32, stride: u32, mask: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var texels: texture_2d<f32>;
@@ -11,7 +12,7 @@ struct Params { rounds: u32, stride: u32, mask: u32 }
 @group(0) @binding(3) var<uniform> block: array<vec4<f32>, 4096>;
 
 fn texel(e: u32) -> vec4<f32> {
-    return textureLoad(texels, vec2<u32>(e & 127u, e >> 7u), 0);
+    return textureLoad(texels, texel_at(e), 0);
 }
 
 @compute @workgroup_size(64)

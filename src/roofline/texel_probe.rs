@@ -1,25 +1,26 @@
-//! The roof's probes of loads the engine's kernels do not make yet: rgba32float texels
-//! (`textureLoad`) and a 64 KiB uniform array, read in `read-vec4-cached`'s pattern.
+//! The roof's probes of loads besides storage buffers: rgba32float texels (`textureLoad` from
+//! the engine's texel operand, `Gpu::texels`) and a 64 KiB uniform array, read in
+//! `read-vec4-cached`'s pattern.
 
 use super::memory_probe::Work;
-use crate::gpu::{expand_template, PooledBuffer};
+use crate::gpu::{expand_template, PooledBuffer, Texels};
 use crate::{Error, Gpu, Result};
 use wgpu::util::DeviceExt;
 
 /// The probes' names and entries in shaders/texel_probe.wgsl, in the table's order.
 pub const VARIANTS: [(&str, &str); 2] = [("read-texel", "read_texel"), ("read-uniform", "read_uniform")];
-/// Vec4s a probe reads from: 64 KiB, one uniform binding's WebGPU limit (and 128 x 32 texels).
+/// Vec4s a probe reads from: 64 KiB, one uniform binding's WebGPU limit (two rows of the
+/// engine's texel operands, `Gpu::texels`).
 pub const ELEMENTS: usize = 4096;
-/// Texels per texture row (the shader's `e & 127u`, `e >> 7u`).
-const WIDTH: u32 = 128;
 /// A timed run: 1024 workgroups of 64, 16 rounds of 8 reads, each read 7 workgroups further
 /// on (as `read-vec4-cached`): 128 MiB.
 const TIMED_WORKGROUPS: u32 = 1024;
 const TIMED_ROUNDS: u32 = 16;
 const TIMED_STRIDE: u32 = 7 * 64;
 
-/// A texel or uniform probe: its own pipeline and bind group (the engine's kernels bind storage
-/// buffers only), submitted after the work recorded before it.
+/// A texel or uniform probe: its own pipeline and bind group, submitted after the work recorded
+/// before it; the texel probe reads the engine's texel operand (`Gpu::texels`), held while the
+/// probe lives.
 pub struct TexelProbe {
     pub variant: &'static str,
     /// What the run covers, for the table.
@@ -29,6 +30,7 @@ pub struct TexelProbe {
     bind_group: wgpu::BindGroup,
     workgroups: u32,
     sums: PooledBuffer,
+    _texels: Option<Texels>,
 }
 
 impl TexelProbe {
@@ -88,8 +90,7 @@ impl TexelProbe {
         });
         let sums = gpu.alloc(4 * 64 * u64::from(workgroups), "texel probe sums")?;
         let uniform;
-        let texture;
-        let view;
+        let mut texels: Option<Texels> = None;
         let source = if entry == "read_uniform" {
             uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some("texel probe data"),
@@ -98,33 +99,10 @@ impl TexelProbe {
             });
             (3, uniform.as_entire_binding())
         } else {
-            let size = wgpu::Extent3d {
-                width: WIDTH,
-                height: ELEMENTS as u32 / WIDTH,
-                depth_or_array_layers: 1,
-            };
-            texture = device.create_texture(&wgpu::TextureDescriptor {
-                label: Some("texel probe data"),
-                size,
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format: wgpu::TextureFormat::Rgba32Float,
-                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-                view_formats: &[],
-            });
-            gpu.queue.write_texture(
-                texture.as_image_copy(),
-                bytemuck::cast_slice(data),
-                wgpu::TexelCopyBufferLayout {
-                    offset: 0,
-                    bytes_per_row: Some(16 * WIDTH),
-                    rows_per_image: None,
-                },
-                size,
-            );
-            view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-            (1, wgpu::BindingResource::TextureView(&view))
+            let values = gpu.alloc(16 * ELEMENTS as u64, "texel probe data")?;
+            gpu.write(values.raw(), bytemuck::cast_slice(data));
+            let copy = gpu.texels(values.raw(), ELEMENTS, "texel probe data")?;
+            (1, wgpu::BindingResource::TextureView(texels.insert(copy).view()))
         };
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("texel probe"),
@@ -153,6 +131,7 @@ impl TexelProbe {
             bind_group,
             workgroups,
             sums,
+            _texels: texels,
         })
     }
 }
