@@ -27,7 +27,6 @@ pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod pipeline;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod plot_font;
 pub mod profile;
 pub mod roofline;

@@ -13,7 +13,6 @@ use crate::Result;
 use eframe::egui;
 use egui_plot::{Legend, Line, PlotPoints, Points};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use web_time::Instant;
 
 /// What a comparison job reports.
@@ -50,10 +49,6 @@ pub struct CompareView {
     pub message: Option<std::result::Result<String, String>>,
     export_dir: String,
     export: Option<Job<CompareMessage>>,
-    /// Where the plot was drawn last (a page exports the plot it shows), and what became of
-    /// that export (set by the screenshot's callback).
-    plot_rect: Option<egui::Rect>,
-    plot_exported: Arc<Mutex<Option<std::result::Result<String, String>>>>,
 }
 
 impl CompareView {
@@ -76,8 +71,6 @@ impl CompareView {
             message: None,
             export_dir: shared.options.out.join("compare").display().to_string(),
             export: None,
-            plot_rect: None,
-            plot_exported: Arc::default(),
         }
     }
 
@@ -197,9 +190,6 @@ impl CompareView {
                     }
                 }
             }
-        }
-        if let Some(done) = self.plot_exported.lock().ok().and_then(|mut d| d.take()) {
-            self.message = Some(done);
         }
         let position = self.position;
         for r in &mut self.recorded {
@@ -404,7 +394,7 @@ impl CompareView {
             .map(|(_, r)| [r.ms_per_image, r.fid.unwrap_or(0.0)])
             .collect();
         front.sort_by(|a, b| a[0].total_cmp(&b[0]));
-        let shown = super::plots::plot("compare plot")
+        super::plots::plot("compare plot")
             .height(200.0)
             .width(ui.available_width().clamp(240.0, 520.0))
             .x_axis_label("ms per image")
@@ -417,7 +407,6 @@ impl CompareView {
                     plot.points(Points::new(variant_letter(i), PlotPoints::new(point)).radius(5.0));
                 }
             });
-        self.plot_rect = Some(shown.response.rect);
     }
 
     /// Writes compare.md, compare.png and compare.json into the export folder (downloads in
@@ -441,35 +430,6 @@ impl CompareView {
                 Ok(())
             },
         ));
-        if platform::IN_PAGE {
-            self.export_shown_plot(ctx);
-        }
-    }
-
-    /// Writes the plot as the view shows it to `<export folder>/compare.png` (a download in the
-    /// page, where plotters cannot draw text into a PNG): a screenshot cropped to the plot.
-    fn export_shown_plot(&self, ctx: &egui::Context) {
-        let Some(rect) = self.plot_rect else {
-            return;
-        };
-        let path = PathBuf::from(&self.export_dir).join("compare.png");
-        let (done, scale) = (self.plot_exported.clone(), ctx.pixels_per_point());
-        let callback = egui::ScreenshotCallback::new(move |image: Arc<egui::ColorImage>| {
-            let plot = image.region(&rect, Some(scale));
-            let [w, h] = plot.size;
-            let rgba: Vec<u8> = plot.pixels.iter().flat_map(|c| c.to_array()).collect();
-            let written = super::export::png_bytes(w as u32, h as u32, rgba).and_then(|png| {
-                platform::write_file(&path, &png)?;
-                platform::deliver(&path)
-            });
-            if let Ok(mut slot) = done.lock() {
-                *slot = Some(match written {
-                    Ok(()) => Ok(format!("plot exported: {}", path.display())),
-                    Err(e) => Err(e.to_string()),
-                });
-            }
-        });
-        ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(callback));
     }
 }
 
@@ -580,17 +540,15 @@ fn variant_label(i: usize, s: &DenoiseSettings) -> String {
     format!("{} ({stem}): {}", variant_letter(i), s.describe())
 }
 
-/// Writes the table (Markdown), natively the plot (when scored), and the rows as JSON into
-/// `dir`; returns the file names.
+/// Writes the table (Markdown), the plot (when scored) and the rows as JSON into `dir`;
+/// returns the file names.
 fn write_report(rows: &[Row], plan: &Plan, device: &str, dir: &Path) -> Result<Vec<String>> {
     let md = compare::markdown(rows, plan, device);
     let json = serde_json::json!({ "plan": plan, "device": device, "rows": rows }).to_string();
-    #[allow(unused_mut)] // (the page adds the plot it shows instead)
     let mut files = vec![
         ("compare.md", md.into_bytes()),
         ("compare.json", json.into_bytes()),
     ];
-    #[cfg(not(target_arch = "wasm32"))]
     if rows.iter().any(|r| r.fid.is_some()) {
         files.push((
             "compare.png",

@@ -61,6 +61,8 @@ pub struct ExperimentsView {
     pub finished: Option<lab::Finished>,
     /// The folder of the last run's report (a page's files to download).
     report_dir: std::path::PathBuf,
+    /// The report file handed to the user once a run ends (`download`: a download in a page).
+    download: Option<String>,
     pub message: Option<std::result::Result<String, String>>,
 }
 
@@ -79,6 +81,7 @@ impl Default for ExperimentsView {
             plots: Vec::new(),
             finished: None,
             report_dir: Default::default(),
+            download: None,
             message: None,
         };
         view.reset_fields();
@@ -87,11 +90,13 @@ impl Default for ExperimentsView {
 }
 
 impl ExperimentsView {
-    /// Sets `experiment` (a name), `quick` (true or false) or one of the experiment's flags
-    /// (`--set samples=50`), as `wgdiff gui --set` and a page address give them.
+    /// Sets `experiment` (a name), `quick` (true or false), `download` (a report file's name,
+    /// handed to the user when the run ends: a download in a page) or one of the experiment's
+    /// flags (`--set samples=50`), as `wgdiff gui --set` and a page address give them.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         match key {
             "experiment" => self.kind = Kind::parse(value)?,
+            "download" => self.download = Some(value.into()),
             "quick" => self.quick = super::parse_setting(key, value)?,
             _ => {
                 // refused now, by name, if the experiment has no such flag or value
@@ -211,6 +216,7 @@ impl ExperimentsView {
                         })).collect::<Vec<_>>(),
                     });
                     platform::announce("experiment", &announced.to_string());
+                    self.deliver_requested();
                 }
             }
         }
@@ -291,6 +297,23 @@ impl ExperimentsView {
         }
     }
 
+    /// Hands the report file `download` names to the user, or says the report has none such.
+    fn deliver_requested(&mut self) {
+        let (Some(name), Some(finished)) = (&self.download, &self.finished) else {
+            return;
+        };
+        let delivered = match finished.names().contains(&name.as_str()) {
+            true => platform::deliver(&self.report_dir.join(name)).map_err(|e| e.to_string()),
+            false => Err(format!(
+                "download: the report has no file {name} (it has {})",
+                finished.names().join(", ")
+            )),
+        };
+        if let Err(e) = delivered {
+            self.message = Some(Err(e));
+        }
+    }
+
     pub fn ui(&mut self, ui: &mut egui::Ui, shared: &Shared) {
         let ctx = ui.ctx().clone();
         ui.label(match platform::IN_PAGE {
@@ -302,8 +325,8 @@ impl ExperimentsView {
             }
             true => {
                 "The experiments whose files this site holds, run by the same library code as `wgdiff \
-                 experiment`: rows fill in and plots draw as they are measured, and the report's Markdown, \
-                 JSON and schedule files are kept here to download (its PNG plots are drawn natively only). \
+                 experiment`: rows fill in and plots draw as they are measured, and the report's files \
+                 (Markdown, JSON, schedules and the PNG plots the command writes) are kept here to download. \
                  Its work is paced like every job in the page, so its times are the page's."
             }
         });

@@ -31,8 +31,9 @@ pub struct GuiArgs {
     /// c.checkpoint=int8.safetensors); train: preset, data, batch, lr, steps, seed, sample-every,
     /// checkpoint-every, fid-every, fid-share, max-minutes, grid-images, grid-steps (the sample
     /// grid the run ends with), out (e.g. --view train --set preset=tiny); experiments:
-    /// experiment (adaptive-skip, compression, ladder, skip-search, speedrun), quick (true,
-    /// false), then that experiment's own flags as `wgdiff experiment` takes them (e.g. --view
+    /// experiment (adaptive-skip, compression, ladder, skip-search, speedrun, step-search), quick
+    /// (true, false), download (a report file handed over when the run ends: a download in the
+    /// page), then that experiment's own flags as `wgdiff experiment` takes them (e.g. --view
     /// experiments --set experiment=compression --set samples=50 --set out=runs/c)
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     settings: Vec<(String, String)>,

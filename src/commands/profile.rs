@@ -96,7 +96,7 @@ pub fn run(
             _ => format!("{} workload", workload.name()),
         };
         let title = format!("roofline: {what} on {}", gpu.info.name);
-        plot_png(path, &title, &points, &ceilings)?;
+        wgdiff::fsio::write_atomic(path, &plot_png(path, &title, &points, &ceilings)?)?;
         log(format!(
             "roofline of {} ops written to {}",
             points.len(),

@@ -285,9 +285,8 @@ pub fn markdown(rows: &[Row], plan: &Plan, device: &str) -> String {
 }
 
 /// The plot of MNIST-FID (over `samples` images) against ms per image, every variant labelled,
-/// the Pareto front joined by a line, as PNG bytes (`name` names it in errors). Rows without FID are left out. (Native:
-/// plotters draws text only there; a page exports the plot it shows.)
-#[cfg(not(target_arch = "wasm32"))]
+/// the Pareto front joined by a line, as PNG bytes (`name` names it in errors), the same natively
+/// and in a page. Rows without FID are left out.
 pub fn plot_png(rows: &[Row], samples: usize, name: &std::path::Path) -> Result<Vec<u8>> {
     use super::plots::{curves_and_points, Axes, Series};
     let scored: Vec<&Row> = rows.iter().filter(|r| r.fid.is_some()).collect();

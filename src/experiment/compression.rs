@@ -3,7 +3,6 @@
 //! a trained DDPM U-Net and NCSN ScoreNet, each row with its file size (raw and gzipped),
 //! sampling ms per image, peak device memory and MNIST-FID, the report's numbers beside.
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::{ExperimentPlan, ExperimentReport, Header, ReportFile};
 use crate::checkpoint::Checkpoint;
@@ -20,7 +19,6 @@ use crate::{DType, Gpu, Result};
 use rand::SeedableRng;
 use serde::Serialize;
 use std::fmt::Write;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// The NCSN ScoreNet shipped for the compression tables (trained by `wgdiff train --preset
@@ -445,7 +443,6 @@ impl ExperimentReport for Report {
     }
 
     /// fid-vs-size.png and fid-vs-ms.png.
-    #[cfg(not(target_arch = "wasm32"))]
     fn plots(&self) -> Result<Vec<ReportFile>> {
         let mut models: Vec<&str> = self.rows.iter().map(|r| r.model.as_str()).collect();
         models.dedup();

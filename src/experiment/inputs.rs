@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 /// Where an experiment's input files come from.
 pub enum Inputs {
-    /// Read from disk as the run goes (`wgdiff experiment`, the desktop app).
+    /// Read from disk as the run goes, the report written there (`wgdiff experiment`, the
+    /// desktop app).
     Disk,
-    /// Fetched before the run (a page): (path, bytes) of every file
+    /// Fetched before the run, the report kept by the caller (a page): (path, bytes) of every file
     /// [`Setup::page_inputs`](super::lab::Setup::page_inputs) names.
     Fetched(Vec<(PathBuf, Vec<u8>)>),
 }

@@ -2,7 +2,6 @@
 //! ours, the JSON of every measurement, and a bar chart of the time per step (ladder.png).
 
 use super::ladder::{AblationRow, Plan, RungResult};
-#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Bar, BarPanel};
 use super::{ExperimentReport, Header, ReportFile};
 use crate::classifier::mnist_fid_label;
@@ -10,7 +9,6 @@ use crate::ops::blocks::ConvNextImpl;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// The CUDA study's overall speed-up: 383.03 s -> 70.62 s (rung 3, its last timed configuration).
@@ -192,7 +190,6 @@ impl ExperimentReport for Report {
     }
 
     /// ladder.png.
-    #[cfg(not(target_arch = "wasm32"))]
     fn plots(&self) -> Result<Vec<ReportFile>> {
         let panels = [
             BarPanel {

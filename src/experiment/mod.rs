@@ -8,8 +8,6 @@ pub mod inputs;
 pub mod lab;
 pub mod ladder;
 pub mod ladder_report;
-// (plotters draws text into a bitmap only natively: a page's reports have no PNG plots)
-#[cfg(not(target_arch = "wasm32"))]
 pub mod plots;
 pub mod report;
 pub mod round_robin;
@@ -23,8 +21,6 @@ pub use inputs::Inputs;
 
 use crate::Result;
 use serde::Serialize;
-#[cfg(not(target_arch = "wasm32"))]
-use std::time::SystemTime;
 
 /// When, where and by what command a report was made, and how long its experiment took: the
 /// first fields of every report's JSON and the line under every report's title.
@@ -63,14 +59,12 @@ impl Header {
 }
 
 /// Now in UTC, RFC 3339 to the second (`2026-11-28T09:30:00Z`), natively and in a page.
+/// (web_time reads the clock in a page too; std's `SystemTime` only holds the instant there)
 fn now_rfc3339() -> String {
-    #[cfg(not(target_arch = "wasm32"))]
-    return humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    #[cfg(target_arch = "wasm32")]
-    {
-        let iso = String::from(js_sys::Date::new_0().to_iso_string()); // ...T09:30:00.000Z
-        format!("{}Z", &iso[..19])
-    }
+    let since_1970 = web_time::SystemTime::now()
+        .duration_since(web_time::UNIX_EPOCH)
+        .unwrap_or_default();
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + since_1970).to_string()
 }
 
 /// One file of a report: its name in the report's folder and its bytes.
@@ -85,9 +79,7 @@ pub trait ExperimentReport {
     /// (schedule files).
     fn files(&self) -> Result<Vec<ReportFile>>;
 
-    /// The report's PNG plots (native: plotters draws text into a bitmap only there; a page
-    /// shows the plots live).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// The report's PNG plots (the same bytes natively and in a page).
     fn plots(&self) -> Result<Vec<ReportFile>>;
 }
 
@@ -110,12 +102,17 @@ pub trait ExperimentPlan: Sized {
     }
 }
 
-/// Writes `report`'s files and plots into `out`, all or none (a full disk half-way leaves the
-/// earlier report whole); returns them, names and bytes, its text files first.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn write_report(report: &dyn ExperimentReport, out: &std::path::Path) -> Result<Vec<ReportFile>> {
+/// `report`'s files and plots, names and bytes, its text files first.
+pub fn report_files(report: &dyn ExperimentReport) -> Result<Vec<ReportFile>> {
     let mut files = report.files()?;
     files.extend(report.plots()?);
+    Ok(files)
+}
+
+/// Writes `report`'s files and plots into `out`, all or none (a full disk half-way leaves the
+/// earlier report whole); returns them, names and bytes, its text files first.
+pub fn write_report(report: &dyn ExperimentReport, out: &std::path::Path) -> Result<Vec<ReportFile>> {
+    let files = report_files(report)?;
     crate::fsio::write_all_or_none(out, |staging| {
         for (name, bytes) in &files {
             crate::fsio::write_atomic(&staging.join(name), bytes)?;

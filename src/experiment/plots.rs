@@ -1,8 +1,9 @@
-//! PNG plots of the experiments as bytes (plotters, with the font embedded from assets/fonts so
-//! no system fonts are needed): labelled curves (FID against speed-up or time), k(t), bars.
+//! PNG plots of the experiments as bytes, the same natively and in a page (plotters, text in the
+//! font embedded from assets/fonts: src/plot_font.rs): labelled curves (FID against speed-up or
+//! time), k(t), bars.
 
 use crate::diffusion::skip_levels;
-use crate::plot_font::{plot_error, png_bytes, FONT};
+use crate::plot_font::{draw_legend, plot_error, png_bytes, Corner, LegendEntry, Mark, FONT};
 use crate::Result;
 use plotters::prelude::*;
 use std::path::Path;
@@ -92,18 +93,20 @@ fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: boo
             .label_style((FONT, 14))
             .draw()
             .map_err(|e| err(&e))?;
+        let mut legend = Vec::new();
         for (i, &(s, lines)) in series.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()];
-            let line: Vec<(f64, f64)> = if lines {
-                s.points.iter().map(|p| (p.0, p.1)).collect()
-            } else {
-                Vec::new()
-            };
-            chart
-                .draw_series(LineSeries::new(line, colour.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+            if lines {
+                let line = s.points.iter().map(|p| (p.0, p.1));
+                chart
+                    .draw_series(LineSeries::new(line, colour.stroke_width(2)))
+                    .map_err(|e| err(&e))?;
+            }
+            legend.push(LegendEntry {
+                name: s.name.clone(),
+                colour: colour.to_rgba(),
+                mark: if lines { Mark::Line(2) } else { Mark::Dot(4) },
+            });
             chart
                 .draw_series(s.points.iter().map(|(x, y, text)| {
                     EmptyElement::at((*x, *y))
@@ -112,19 +115,19 @@ fn labelled_points(path: &Path, axes: Axes, series: &[(&Series, bool)], fit: boo
                 }))
                 .map_err(|e| err(&e))?;
         }
-        chart
-            .configure_series_labels()
-            // fitted axes of a time-vs-quality trade-off leave the upper right empty
-            .position(match fit {
-                true => SeriesLabelPosition::UpperRight,
-                false => SeriesLabelPosition::MiddleRight,
-            })
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| err(&e))?;
-        Ok(())
+        // fitted axes of a time-vs-quality trade-off leave the upper right empty
+        let corner = if fit {
+            Corner::UpperRight
+        } else {
+            Corner::MiddleRight
+        };
+        draw_legend(
+            path,
+            &chart.plotting_area().strip_coord_spec(),
+            &legend,
+            corner,
+            14,
+        )
     })
 }
 
@@ -152,6 +155,7 @@ pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<V
             .label_style((FONT, 14))
             .draw()
             .map_err(|e| err(&e))?;
+        let mut legend = Vec::new();
         for (i, &c) in exponents.iter().enumerate() {
             let colour = COLOURS[(i + 1) % COLOURS.len()];
             // a small vertical offset per curve keeps overlapping steps apart
@@ -164,19 +168,20 @@ pub fn skip_schedules(path: &Path, levels: usize, exponents: &[f32]) -> Result<V
                 .collect();
             chart
                 .draw_series(LineSeries::new(curve, colour.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(format!("c = {c}"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+                .map_err(|e| err(&e))?;
+            legend.push(LegendEntry {
+                name: format!("c = {c}"),
+                colour: colour.to_rgba(),
+                mark: Mark::Line(2),
+            });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| err(&e))?;
-        Ok(())
+        draw_legend(
+            path,
+            &chart.plotting_area().strip_coord_spec(),
+            &legend,
+            Corner::UpperLeft,
+            14,
+        )
     })
 }
 

@@ -4,14 +4,12 @@
 //! and the verdict on its claims.
 
 use super::adaptive_skip::{ArmResult, Plan, SkipModel, ETAS, EXPONENTS, TABLE3_EXPONENT};
-#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Series};
 use super::{ExperimentReport, Header, ReportFile};
 use crate::train::SkipTraining;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// Label of the untrained-for-skips baseline row (the paper's "DDPM" row).
@@ -112,7 +110,6 @@ impl ExperimentReport for Report {
 
     /// skip-schedules.png (for a U-Net of the first model's levels) and fid-vs-speedup.png
     /// (when the arms were scored).
-    #[cfg(not(target_arch = "wasm32"))]
     fn plots(&self) -> Result<Vec<ReportFile>> {
         let levels = self.models.first().map_or(0, |m| m.levels);
         let nonzero: Vec<f32> = EXPONENTS.into_iter().filter(|&c| c > 0.0).collect();
@@ -236,7 +233,6 @@ impl Report {
     }
 
     /// fid-vs-speedup.png: each model's score against its speed-up at every exponent.
-    #[cfg(not(target_arch = "wasm32"))]
     fn plot_fid_vs_speedup(&self) -> Result<Vec<u8>> {
         let series: Vec<Series> = self
             .models

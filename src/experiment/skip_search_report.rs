@@ -2,7 +2,6 @@
 //! every arm's time and FID from one interleaved run, which arm wins within each budget, the
 //! time-vs-FID plot and one schedule file per budget.
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::skip_search::{schedule_file, ArmResult, Family, Origin, Plan, Proxy, Searched};
 use super::{ExperimentReport, Header, ReportFile};
@@ -10,7 +9,6 @@ use crate::diffusion::join_depths;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// Everything the experiment measured.
@@ -233,7 +231,6 @@ impl ExperimentReport for Report {
     }
 
     /// time-vs-fid.png.
-    #[cfg(not(target_arch = "wasm32"))]
     fn plots(&self) -> Result<Vec<ReportFile>> {
         let series = |family: Family, name: &str, line: bool| {
             let points = self
@@ -283,7 +280,6 @@ fn family_name(family: Family) -> &'static str {
 }
 
 /// A point's label on the plot: "c = 2" -> "c=2", "cache m = 2, d = 2" -> "m=2,d=2".
-#[cfg(not(target_arch = "wasm32"))]
 fn short_label(label: &str) -> String {
     label
         .replace("searched, ", "")

@@ -1,7 +1,6 @@
 //! The speed-run search behind `wgdiff train`'s default: candidate recipes trained side by side
 //! in interleaved time slices, each scored by MNIST-FID at fixed points of its training time.
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::{ExperimentPlan, ExperimentReport, Header, ReportFile};
 use crate::classifier::mnist_fid_label;
@@ -11,7 +10,6 @@ use crate::train::{FidTracker, TrainConfig, Trainer};
 use crate::{Error, Gpu, Result};
 use serde::Serialize;
 use std::fmt::Write;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// One candidate: its key (`--recipes`), a name, why it is in the race, and the run's settings.
@@ -400,7 +398,6 @@ impl ExperimentReport for Report {
     }
 
     /// fid-vs-time.png.
-    #[cfg(not(target_arch = "wasm32"))]
     fn plots(&self) -> Result<Vec<ReportFile>> {
         let series: Vec<Series> = self
             .curves

@@ -2,7 +2,6 @@
 //! every spacing's time and MNIST-FID from one interleaved run beside the DDPM bar, the verdict
 //! per step count, the time-vs-FID plot and one schedule file per step count.
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::plots::{self, Axes, Series};
 use super::step_search::{schedule_file, ArmResult, Plan, Searched};
 use super::{ExperimentReport, Header, ReportFile};
@@ -10,7 +9,6 @@ use crate::diffusion::StepSearchRecord;
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// How far above the bar's MNIST-FID a few-step schedule may score and still count as "at
@@ -218,7 +216,6 @@ impl ExperimentReport for Report {
     }
 
     /// time-vs-fid.png.
-    #[cfg(not(target_arch = "wasm32"))]
     fn plots(&self) -> Result<Vec<ReportFile>> {
         let series = |schedule: &str, name: &str| {
             let points = self

@@ -11,11 +11,12 @@ mod native;
 #[cfg(not(target_arch = "wasm32"))]
 mod shipped;
 
-#[cfg(not(target_arch = "wasm32"))]
-pub use native::{check_writable_dir, write_all_or_none};
+pub use native::{
+    check_writable_dir, head, list_dir, open, read, read_if_exists, read_io, same_file, write_all_or_none,
+    write_atomic,
+};
 #[cfg(target_arch = "wasm32")]
 pub use native::{exists, locate};
-pub use native::{head, list_dir, open, read, read_if_exists, read_io, same_file, write_atomic};
 #[cfg(not(target_arch = "wasm32"))]
 pub use shipped::{exists, locate, shipped_roots};
 

@@ -67,3 +67,16 @@ pub fn locate(path: &Path) -> std::path::PathBuf {
 pub fn exists(_path: &Path) -> bool {
     false
 }
+
+/// Always an error: a page has no folders to write into.
+pub fn check_writable_dir(dir: &Path) -> Result<()> {
+    Err(no_file_system("writing into", dir))
+}
+
+/// Always an error: a page has no folders to write into.
+pub fn write_all_or_none(
+    dir: &Path,
+    _write: impl FnOnce(&Path) -> Result<Vec<String>>,
+) -> Result<Vec<String>> {
+    Err(no_file_system("writing into", dir))
+}

@@ -136,13 +136,11 @@ pub fn roofline_points(profile: &Profile) -> Vec<RooflinePoint> {
         .collect()
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 pub use plot::plot_png;
 
-#[cfg(not(target_arch = "wasm32"))]
 mod plot {
     use super::{Ceilings, RooflinePoint};
-    use crate::plot_font::{plot_error, render_png, FONT};
+    use crate::plot_font::{draw_legend, plot_error, png_bytes, Corner, LegendEntry, Mark, FONT};
     use crate::Result;
     use plotters::prelude::*;
     use std::path::Path;
@@ -168,8 +166,13 @@ mod plot {
     /// The roofline as a PNG: log-log axes (FLOP/byte, GFLOP/s), the roof
     /// min(compute ceiling, intensity x bandwidth) with its ridge point, every op a circle
     /// whose area is its share of the device time, the largest ones named, and the ceilings
-    /// in the legend. Written atomically.
-    pub fn plot_png(path: &Path, title: &str, points: &[RooflinePoint], ceilings: &Ceilings) -> Result<()> {
+    /// in the legend, as PNG bytes (`path` names it in errors).
+    pub fn plot_png(
+        path: &Path,
+        title: &str,
+        points: &[RooflinePoint],
+        ceilings: &Ceilings,
+    ) -> Result<Vec<u8>> {
         let err = |e: &dyn std::fmt::Display| plot_error(path, e);
         let good = |v: f64| v.is_finite() && v > 0.0;
         if !good(ceilings.gflops) || !good(ceilings.gbytes_per_s) {
@@ -189,7 +192,7 @@ mod plot {
             .fold(ceilings.roof(x_lo), f64::min)
             / 3.0;
 
-        render_png(path, SIZE, |root| {
+        png_bytes(path, SIZE, |root| {
             let mut chart = ChartBuilder::on(root)
                 .caption(title, (FONT, 20))
                 .margin(15)
@@ -219,25 +222,13 @@ mod plot {
                 .collect();
             chart
                 .draw_series(LineSeries::new(slope, MEMORY.stroke_width(3)))
-                .map_err(|e| err(&e))?
-                .label(format!(
-                    "bandwidth {} GB/s ({})",
-                    short(ceilings.gbytes_per_s),
-                    ceilings.bandwidth
-                ))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MEMORY.stroke_width(3)));
+                .map_err(|e| err(&e))?;
             chart
                 .draw_series(LineSeries::new(
                     [(ridge, ceilings.gflops), (x_hi, ceilings.gflops)],
                     COMPUTE.stroke_width(3),
                 ))
-                .map_err(|e| err(&e))?
-                .label(format!(
-                    "compute {} GFLOP/s ({})",
-                    short(ceilings.gflops),
-                    ceilings.compute
-                ))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COMPUTE.stroke_width(3)));
+                .map_err(|e| err(&e))?;
             chart
                 .draw_series(std::iter::once(
                     EmptyElement::at((ridge, ceilings.gflops))
@@ -258,9 +249,7 @@ mod plot {
                         Circle::new((p.intensity, p.gflops), radius(p.share), OPS.mix(0.45).filled())
                     }),
                 )
-                .map_err(|e| err(&e))?
-                .label("ops (area ~ share of device time)")
-                .legend(|(x, y)| Circle::new((x + 10, y), 5, OPS.mix(0.45).filled()));
+                .map_err(|e| err(&e))?;
             chart
                 .draw_series(
                     points
@@ -284,15 +273,33 @@ mod plot {
                 }))
                 .map_err(|e| err(&e))?;
 
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .label_font((FONT, 13))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| err(&e))?;
-            Ok(())
+            let legend = [
+                LegendEntry {
+                    name: format!(
+                        "bandwidth {} GB/s ({})",
+                        short(ceilings.gbytes_per_s),
+                        ceilings.bandwidth
+                    ),
+                    colour: MEMORY.to_rgba(),
+                    mark: Mark::Line(3),
+                },
+                LegendEntry {
+                    name: format!(
+                        "compute {} GFLOP/s ({})",
+                        short(ceilings.gflops),
+                        ceilings.compute
+                    ),
+                    colour: COMPUTE.to_rgba(),
+                    mark: Mark::Line(3),
+                },
+                LegendEntry {
+                    name: "ops (area ~ share of device time)".into(),
+                    colour: OPS.mix(0.45),
+                    mark: Mark::Dot(5),
+                },
+            ];
+            let area = chart.plotting_area().strip_coord_spec();
+            draw_legend(path, &area, &legend, Corner::LowerRight, 13)
         })
     }
 }

@@ -256,6 +256,44 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
     }
 }
 
+/// A plot's text is drawn by the library from its embedded font (as in a page, where plotters
+/// draws none): the caption, the rotated y title and the legend leave dark pixels where they
+/// stand, and the same plot is the same bytes.
+#[test]
+fn plot_text_is_drawn_from_the_embedded_font() {
+    let series = vec![
+        Series {
+            name: "first series".into(),
+            points: vec![(0.0, 10.0, "a".into()), (40.0, 12.0, "b".into())],
+        },
+        Series {
+            name: "second".into(),
+            points: vec![(10.0, 3.0, "c".into())],
+        },
+    ];
+    let axes = || Axes {
+        caption: "MNIST-FID against time",
+        x: "seconds",
+        y: "MNIST-FID",
+    };
+    let png = curves(Path::new("t.png"), axes(), &series).unwrap();
+    assert_eq!(
+        png,
+        curves(Path::new("t.png"), axes(), &series).unwrap(),
+        "not the same bytes"
+    );
+    let image = image::load_from_memory(&png).unwrap().to_rgb8();
+    let dark = |xs: std::ops::Range<u32>, ys: std::ops::Range<u32>| {
+        ys.flat_map(|y| xs.clone().map(move |x| (x, y)))
+            .filter(|&(x, y)| image.get_pixel(x, y).0.iter().all(|&c| c < 128))
+            .count()
+    };
+    assert!(dark(300..600, 0..40) > 100, "no caption");
+    assert!(dark(0..30, 200..400) > 40, "no y title");
+    // the legend sits in the middle of the plotting area's right edge
+    assert!(dark(650..890, 250..380) > 100, "no legend");
+}
+
 #[test]
 fn the_speedrun_interleaves_its_recipes_and_scores_each_at_its_training_times() {
     let gpu = gpu();

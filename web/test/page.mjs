@@ -286,25 +286,37 @@ try {
   figures.compare = rows;
 
   // 4. An experiment in the page: the step search on the shipped model (a tiny plan), its
-  // inputs fetched from the site, its table filled, its report's files kept for download.
+  // inputs fetched from the site, its table filled, its report's files kept for download, its
+  // plot drawn by the native code with its text (the embedded font) and downloaded.
   // (PAGE_CHECKS=ci: 2 timesteps against a 4-step run, 2 images per row: half the time)
   const searched = CI ? 2 : 3;
   const experiment = new URLSearchParams({ view: "experiments", autorun: "1", experiment: "step-search",
     steps: `${searched}`, "reference-steps": `${4 * (searched - 1)}`, "probe-images": `${searched - 1}`,
-    sweeps: "1", "baseline-steps": `${searched}`, samples: `${2 * (searched - 1)}`, batch: `${2 * (searched - 1)}` });
+    sweeps: "1", "baseline-steps": `${searched}`, samples: `${2 * (searched - 1)}`, batch: `${2 * (searched - 1)}`,
+    download: "time-vs-fid.png" });
+  const plotDownload = nextDownload(page);
   await page.goto(site + "?" + experiment);
   const ran = await announcement(page, "experiment", `it.status === "done"`, 15 * MINUTES);
   await page.waitForTimeout(1500); // the table drawn
   await page.screenshot({ path: path.join(SHOTS, "web-experiments.png") });
   const arms = ran.tables.find((t) => t.title.startsWith("Every schedule"))?.rows ?? [];
   log(`experiment step-search: ${ran.seconds.toFixed(0)} s; ${arms.map((r) => `${r[0]}: MNIST-FID ${r[1]}, ${r[2]} ms per image`).join("; ")}; kept ${ran.files.join(", ")}`);
-  const files = ["step-search.md", "step-search.json", `schedule-dpm-solver++-${searched}-searched.json`];
+  const files = ["step-search.md", "step-search.json", `schedule-dpm-solver++-${searched}-searched.json`, "time-vs-fid.png"];
   if (JSON.stringify(ran.files) !== JSON.stringify(files))
     fail(`the page's step search kept ${JSON.stringify(ran.files)}, not ${JSON.stringify(files)}`);
   if (arms.length !== 6 || !arms.every((r) => Number.isFinite(Number(r[1])) && Number(r[2]) > 0))
     fail(`the step search's table is incomplete: ${JSON.stringify(arms)}`);
   if (!ran.markdown.includes("# ") || !ran.markdown.includes("from wgdiff gui"))
     fail(`the step search's report does not name its command: ${ran.markdown.slice(0, 400)}`);
+  const plotPng = path.join(SHOTS, "web-time-vs-fid.png");
+  await (await plotDownload).saveAs(plotPng);
+  const [plot] = await pixels(page, plotPng);
+  // the caption's band (its text, centred) and the plot below it: dark pixels in both
+  const dark = (y0, y1) => plot.grey.filter((g, i) => g < 0.5 && Math.floor(i / plot.width) >= y0 && Math.floor(i / plot.width) < y1).length;
+  const caption = dark(0, 40), body = dark(40, plot.height);
+  log(`the step search's plot: ${plot.width}x${plot.height}, ${caption} dark pixels in the caption's band, ${body} below`);
+  if (plot.width !== 900 || plot.height !== 600 || caption < 100 || body < 1000)
+    fail(`the page's time-vs-fid.png is not the drawn plot: ${plot.width}x${plot.height}, ${caption} dark caption pixels, ${body} below`);
   figures.experiment = { seconds: ran.seconds, arms };
 
   // 5. Training in the page: the loss falls, the checkpoint downloads and samples natively.

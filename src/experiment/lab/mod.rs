@@ -39,8 +39,8 @@ impl Finished {
     }
 }
 
-/// Runs `setup` on `gpu` with its files from `inputs`, telling `on_event` what happens; natively
-/// then writes its report files into `setup.out` (the report's header names `command` and the
+/// Runs `setup` on `gpu` with its files from `inputs`, telling `on_event` what happens; with
+/// inputs from disk then writes its report files into `setup.out` (a page keeps them) (the report's header names `command` and the
 /// device). The same run for `wgdiff experiment`, the app and the page.
 pub async fn run(
     gpu: &Gpu,
@@ -50,8 +50,10 @@ pub async fn run(
     on_event: &mut Sink<'_>,
 ) -> Result<Finished> {
     setup.validate()?;
-    #[cfg(not(target_arch = "wasm32"))]
-    crate::fsio::check_writable_dir(&setup.out)?;
+    let on_disk = matches!(inputs, Inputs::Disk);
+    if on_disk {
+        crate::fsio::check_writable_dir(&setup.out)?;
+    }
     let started = Instant::now();
     let header = || Header::new(crate::gpu::describe(&gpu.info), command.to_string(), started);
     let report: Box<dyn ExperimentReport> = match &setup.plan {
@@ -70,10 +72,10 @@ pub async fn run(
             Box::new(step_search::step_search_run(gpu, s, inputs, header, on_event).await?)
         }
     };
-    #[cfg(not(target_arch = "wasm32"))]
-    let files = super::write_report(report.as_ref(), &setup.out)?;
-    #[cfg(target_arch = "wasm32")]
-    let files = report.files()?;
+    let files = match on_disk {
+        true => super::write_report(report.as_ref(), &setup.out)?,
+        false => super::report_files(report.as_ref())?,
+    };
     Ok(Finished {
         markdown: report.markdown(),
         files,
