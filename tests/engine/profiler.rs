@@ -5,6 +5,7 @@
 
 use crate::common::{gpu, rng};
 use rand::Rng;
+use std::path::Path;
 use wgdiff::gpu::{KernelSpec, Profile, Record, Roof, Timing};
 use wgdiff::models::preset;
 use wgdiff::profile::{profile_sampling_step, profile_training_step, ModelSetup, Workload};
@@ -392,10 +393,14 @@ fn roofline_points_and_measured_ceilings() {
         "{ceilings:?}"
     );
 
-    let path = std::env::temp_dir().join(format!("wgdiff-roofline-{}.png", std::process::id()));
-    plot_png(&path, "tiny U-Net", &roofline_points(&unet), &ceilings).unwrap();
-    let decoded = image::open(&path).unwrap();
-    std::fs::remove_file(&path).unwrap();
+    let png = plot_png(
+        Path::new("roofline.png"),
+        "tiny U-Net",
+        &roofline_points(&unet),
+        &ceilings,
+    )
+    .unwrap();
+    let decoded = image::load_from_memory(&png).unwrap();
     assert!(decoded.width() > 100 && decoded.height() > 100);
 }
 
