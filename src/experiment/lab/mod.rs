@@ -40,8 +40,9 @@ impl Finished {
 }
 
 /// Runs `setup` on `gpu` with its files from `inputs`, telling `on_event` what happens; with
-/// inputs from disk then writes its report files into `setup.out` (a page keeps them) (the report's header names `command` and the
-/// device). The same run for `wgdiff experiment`, the app and the page.
+/// inputs from disk then writes its report files into `setup.out` (a page keeps them; the
+/// report's header names `command` and the device). The same run for `wgdiff experiment`, the
+/// app and the page.
 pub async fn run(
     gpu: &Gpu,
     setup: &Setup,
