@@ -8,8 +8,9 @@ diffusers' samples of an export score as wgdiff's own do (same scheduler, same c
     /tmp/pyenv/bin/python scripts/diffusers_sample.py EXPORT --pipeline ddim --steps 50 --out DIR
     wgdiff eval --images DIR                       # against: wgdiff eval --checkpoint CKPT --sampler ddim --spacing trailing
 
-`--pipeline ddpm`: `DDPMPipeline` with the export's `DDPMScheduler` (ancestral steps; its default
-`leading` spacing takes every T/steps-th timestep from 0, as wgdiff's `ddpm` sampler does).
+`--pipeline ddpm`: `DDPMPipeline` with the export's `DDPMScheduler` (ancestral steps) and
+`--spacing` (default `linspace`: T-1 down to 0 evenly, rounded, the nearest to wgdiff's `uniform`
+spacing, which keeps the fractional timesteps; diffusers' own default `leading` starts at T - T/steps).
 `--pipeline ddim`: `DDIMPipeline`, eta 0, with a `DDIMScheduler` made from the export's
 scheduler config and `--spacing` (default `trailing`, wgdiff's `--sampler ddim --spacing
 trailing`), the predicted x0 clipped and eps recomputed from it as wgdiff's samplers do
@@ -32,7 +33,7 @@ def pipeline(export, kind, spacing):
     unet = UNet2DModel.from_pretrained(export).eval()
     ddpm = DDPMScheduler.from_pretrained(export)
     if kind == "ddpm":
-        scheduler = DDPMScheduler.from_config(ddpm.config, timestep_spacing=spacing or "leading")
+        scheduler = DDPMScheduler.from_config(ddpm.config, timestep_spacing=spacing or "linspace")
         pipe = DDPMPipeline(unet=unet, scheduler=scheduler)
     else:
         scheduler = DDIMScheduler.from_config(ddpm.config, timestep_spacing=spacing or "trailing")
@@ -46,7 +47,7 @@ def main():
     parser.add_argument("export", type=pathlib.Path, help="a diffusers-layout folder (config.json, weights, scheduler_config.json)")
     parser.add_argument("--pipeline", choices=["ddpm", "ddim"], default="ddpm", help="DDPMPipeline or DDIMPipeline (eta 0) [ddpm]")
     parser.add_argument("--steps", type=int, default=50, help="denoising steps [50]")
-    parser.add_argument("--spacing", choices=["leading", "trailing", "linspace"], help="timestep spacing [ddpm: leading, ddim: trailing]")
+    parser.add_argument("--spacing", choices=["leading", "trailing", "linspace"], help="timestep spacing [ddpm: linspace, ddim: trailing]")
     parser.add_argument("--count", type=int, default=1000, help="images to write [1000]")
     parser.add_argument("--batch", type=int, default=100, help="images per pipeline call [100]")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first batch's noise [0]")
