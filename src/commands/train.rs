@@ -142,8 +142,8 @@ pub struct TrainArgs {
     /// the ScoreNet's convs, as the umass report's "depthwise" rows [default: the preset's, 1]
     #[arg(long, value_name = "G|max")]
     conv_groups: Option<ConvGroups>,
-    /// Stop after this many minutes of training (checkpoints and FID evaluations not counted)
-    /// even if steps remain; 0 = no limit [default: 4.5]
+    /// Stop after this many minutes of training (checkpoints, FID evaluations and a fresh
+    /// device's kernel measuring not counted) even if steps remain; 0 = no limit [default: 4.5]
     #[arg(long)]
     max_minutes: Option<f32>,
     /// Precision of the network's forward and backward: f32 or f16 (mixed precision) [default: f32]

@@ -285,7 +285,8 @@ pub fn skip_model_path(dir: &Path, baseline: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Fine-tunes `baseline` for `skip_type` with `scheme` for `steps` steps (batch 32, 20 warm-up
-/// steps) and saves the checkpoint to `path`; `progress(step, loss)` after each step.
+/// steps, no live MNIST-FID) and saves its sampling-only export (`wgdiff export`, as the shipped
+/// `mnist-small-skip-*` files are) to `path`; `progress(step, loss)` after each step.
 pub async fn fine_tune(
     gpu: &Gpu,
     baseline: &Path,
@@ -305,6 +306,7 @@ pub async fn fine_tune(
         ema_decay: 0.999,
         checkpoint_every: 0,
         max_minutes: 0.0,
+        fid_share: 0.0,
         out: path.with_extension("run"),
         ..TrainConfig::default()
     };
@@ -313,5 +315,6 @@ pub async fn fine_tune(
         let loss = trainer.step().await?;
         progress(trainer.state.step, loss)?;
     }
-    trainer.save(path).await
+    let origin = path.display().to_string();
+    crate::run_state::sampling_export(&trainer.capture().await?, &origin)?.save(path)
 }

@@ -79,7 +79,7 @@ pub fn recipes() -> Vec<Recipe> {
         Recipe {
             key: "unet-small",
             name: "U-Net small, fast",
-            idea: "the 553k-parameter U-Net with the MLP's short EMA and higher lr, batch 32",
+            idea: "the 541k-parameter U-Net with the MLP's short EMA and higher lr, batch 32",
             config: TrainConfig {
                 preset: "mnist-small".into(),
                 batch: 32,

@@ -25,6 +25,8 @@ pub struct Autotuner {
     cache_file: Mutex<Option<PathBuf>>,
     deterministic: AtomicBool,
     on_measure: Mutex<Option<MeasureHook>>,
+    /// Seconds spent timing candidates so far ([`Autotuner::seconds_measuring`]).
+    measuring: Mutex<f64>,
 }
 
 /// Told the key of every measurement before it starts (see [`Autotuner::on_measure`]).
@@ -102,6 +104,13 @@ impl Autotuner {
         *self.on_measure.lock().unwrap() = Some(Box::new(hook));
     }
 
+    /// Seconds this tuner has spent timing candidates: a training run keeps them out of its
+    /// training time and `max_minutes` budget (a fresh CPU adapter measures for minutes at
+    /// its first steps, once per machine).
+    pub fn seconds_measuring(&self) -> f64 {
+        *self.measuring.lock().unwrap()
+    }
+
     /// Loads earlier choices from `path` (a missing or unreadable file starts empty) and
     /// saves every new measured choice there (written to a temporary file, then renamed).
     /// In deterministic mode the loaded choices are not used and nothing is saved.
@@ -156,7 +165,10 @@ impl Autotuner {
             if let Some(hook) = self.on_measure.lock().unwrap().as_ref() {
                 hook(key);
             }
-            super::host::measure(gpu, labels.len(), run)?.unwrap_or(fallback)
+            let started = web_time::Instant::now();
+            let measured = super::host::measure(gpu, labels.len(), run);
+            *self.measuring.lock().unwrap() += started.elapsed().as_secs_f64();
+            measured?.unwrap_or(fallback)
         };
         self.choices
             .lock()

@@ -147,10 +147,9 @@ impl UNetConfig {
         }
     }
 
-    /// A small MNIST U-Net for fast experiments: base 16, 2 ResBlocks per level, attention
-    /// only in the middle block, a 16-feature sinusoid (541,185 parameters; the shipped model
-    /// was trained with the earlier 64-feature sinusoid, 553,473 parameters, which its
-    /// checkpoint carries).
+    /// A small MNIST U-Net for fast experiments and the shipped model: base 16, 2 ResBlocks
+    /// per level, attention only in the middle block, a 16-feature sinusoid (541,185
+    /// parameters).
     pub fn mnist_small() -> UNetConfig {
         UNetConfig {
             base_channels: 16,

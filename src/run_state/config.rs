@@ -116,8 +116,10 @@ pub struct TrainConfig {
     pub min_snr_gamma: Option<f32>,
     /// Train the adaptive U-Net for level skipping (the adaptive U-Net paper); None: never skip.
     pub skip_training: Option<SkipTraining>,
-    /// Stop training after this many minutes of this run even if steps remain (then the
-    /// checkpoint and grid are written as usual; `--resume` continues); 0 = no limit.
+    /// Stop training after this many minutes of this run's training (`train_seconds`: not
+    /// checkpoints, MNIST-FID or the autotuner's measuring of a fresh device) even if steps
+    /// remain (then the checkpoint and grid are written as usual; `--resume` continues); 0 =
+    /// no limit.
     pub max_minutes: f32,
     /// Precision of the network's forward and backward (weights, Adam and EMA stay f32).
     pub precision: Precision,
@@ -389,7 +391,10 @@ impl TrainConfig {
                 return bad(format!("skip_training exponent must be > 0, got {exponent}"));
             }
         }
-        self.model_config()?;
+        if self.init.is_none() {
+            // (with `init` the model, and what `skip_type` applies to, is the checkpoint's)
+            self.model_config()?;
+        }
         if let Some(process) = &self.process {
             process.marginals()?;
         }

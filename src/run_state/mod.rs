@@ -27,7 +27,7 @@ pub struct TrainState {
     pub batcher: BatcherState,
     /// Loss of every step so far.
     pub losses: Vec<f32>,
-    /// Training seconds so far (summed over resumed runs).
+    /// Training seconds so far (summed over resumed runs; the autotuner's measuring not counted).
     pub train_seconds: f64,
     /// The loss scale of an f16 run (None in f32).
     #[serde(default)]

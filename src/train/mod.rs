@@ -530,6 +530,7 @@ impl Trainer {
     /// blocking (native callers block on it with `pollster`).
     pub async fn step(&mut self) -> Result<f32> {
         let started = web_time::Instant::now();
+        let measuring_before = self.seconds_measuring();
         let lr = self.lr();
         for r in &mut self.replicas {
             r.adam.config.lr = lr;
@@ -609,8 +610,21 @@ impl Trainer {
         self.state.step += 1;
         self.state.losses.push(value);
         self.state.batcher = self.batcher.state().clone();
-        self.state.train_seconds += started.elapsed().as_secs_f64();
+        // kernel measuring (a fresh device's first steps) is neither training nor its budget
+        let measuring = self.seconds_measuring() - measuring_before;
+        self.state.train_seconds += (started.elapsed().as_secs_f64() - measuring).max(0.0);
         Ok(value)
+    }
+
+    /// Seconds the autotuners of this run's devices have spent timing kernel candidates.
+    fn seconds_measuring(&self) -> f64 {
+        let mut tuners: Vec<&crate::gpu::Autotuner> = Vec::new();
+        for r in &self.replicas {
+            if !tuners.iter().any(|t| std::ptr::eq(*t, r.gpu.tuner())) {
+                tuners.push(r.gpu.tuner());
+            }
+        }
+        tuners.iter().map(|t| t.seconds_measuring()).sum()
     }
 
     /// Backward on every replica, the gradient all-reduce, and the same optimiser step on every

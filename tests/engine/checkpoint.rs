@@ -162,7 +162,7 @@ fn checkpoints_with_nan_or_infinite_weights_are_refused_at_load() {
     }
 }
 
-/// A 2.3 MB checkpoint whose metadata was edited to say `base_channels: 128` (a 64x larger
+/// A 2.4 MB checkpoint whose metadata was edited to say `base_channels: 128` (a 64x larger
 /// U-Net): refused from its size before the model is built (it used to allocate gigabytes first).
 #[test]
 fn metadata_describing_a_larger_model_than_the_tensors_is_refused_before_allocating() {

@@ -181,6 +181,7 @@ fn autotune_choices_persist_in_the_cache_file() {
         })
         .unwrap();
     assert_eq!(chosen, 1);
+    assert!(first.seconds_measuring() > 0.0);
     let saved = std::fs::read_to_string(&path).unwrap();
     assert!(saved.contains("test:key") && saved.contains("fast"), "{saved}");
     let second = wgdiff::gpu::Autotuner::default();
@@ -190,7 +191,7 @@ fn autotune_choices_persist_in_the_cache_file() {
             panic!("must not measure again")
         })
         .unwrap();
-    assert_eq!(reused, 1);
+    assert_eq!((reused, second.seconds_measuring()), (1, 0.0));
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -357,14 +357,10 @@ fn an_imported_model_exports_to_the_diffusers_files_it_came_from() {
     }
 }
 
-/// Exports a random-weight U-Net of `unet`, checks that the export imports back to the same
-/// outputs (and says `note` when given), and writes it with wgdiff's output on a fixed batch to
-/// target/tmp/diffusers-export-`name` for `scripts/diffusers_fixtures.py --check-exports`
-/// (diffusers' `UNet2DModel.from_pretrained` on it must give the same).
-fn export_and_check(unet: UNetConfig, name: &str, labels: Option<[u32; 2]>, note: Option<&str>) {
-    let gpu = gpu();
+/// A freshly built U-Net (seed 7) as a checkpoint holding its weights as the EMA's.
+fn fresh_unet(unet: UNetConfig) -> (Box<dyn DiffusionNet>, Checkpoint) {
     let config = ModelConfig::UNet(unet);
-    let net = config.build(gpu, 7).unwrap();
+    let net = config.build(gpu(), 7).unwrap();
     let named: Vec<(String, Tensor)> = net
         .named_params()
         .into_iter()
@@ -372,6 +368,16 @@ fn export_and_check(unet: UNetConfig, name: &str, labels: Option<[u32; 2]>, note
         .collect();
     let meta = serde_json::to_value(TrainState::imported(config, Process::ddpm())).unwrap();
     let ckpt = pollster::block_on(Checkpoint::capture(&named, meta)).unwrap();
+    (net, ckpt)
+}
+
+/// Exports a random-weight U-Net of `unet`, checks that the export imports back to the same
+/// outputs (and says `note` when given), and writes it with wgdiff's output on a fixed batch to
+/// target/tmp/diffusers-export-`name` for `scripts/diffusers_fixtures.py --check-exports`
+/// (diffusers' `UNet2DModel.from_pretrained` on it must give the same).
+fn export_and_check(unet: UNetConfig, name: &str, labels: Option<[u32; 2]>, note: Option<&str>) {
+    let gpu = gpu();
+    let (net, ckpt) = fresh_unet(unet);
     let model = export(&ckpt, name).unwrap_or_else(|e| panic!("{name}: {e}"));
     if let Some(note) = note {
         assert!(
@@ -458,6 +464,16 @@ fn a_wgdiff_unet_exports_as_the_mnist_and_mnist_small_presets_build_it() {
     export_and_check(UNetConfig::mnist_small(), "mnist-small", None, None);
 }
 
+/// The shipped `mnist-small` U-Net exports (re-trained for it on 2026-12-06: its sinusoid is
+/// as wide as its first level).
+#[test]
+fn the_shipped_unet_exports() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/models/mnist-small.safetensors");
+    let model = export(&Checkpoint::load(&path).unwrap(), "the shipped model").unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&model.config).unwrap();
+    assert_eq!(config["block_out_channels"][0], 16, "{config}");
+}
+
 #[test]
 fn what_diffusers_cannot_hold_is_refused_by_name() {
     let shipped = |file: &str| {
@@ -472,7 +488,12 @@ fn what_diffusers_cannot_hold_is_refused_by_name() {
         Ok(_) => panic!("exported"),
         Err(e) => e.to_string(),
     };
-    let sinusoid = refusal(&shipped("mnist-small.safetensors"));
+    // mnist-small as it was until 2026-12-01: a 64-feature sinusoid before a 16-channel level
+    let (_, wide_sinusoid) = fresh_unet(UNetConfig {
+        time_sinusoid_dim: 64,
+        ..UNetConfig::mnist_small()
+    });
+    let sinusoid = refusal(&wide_sinusoid);
     assert!(
         sinusoid.contains("sinusoid has 64 features") && sinusoid.contains("block_out_channels[0]"),
         "{sinusoid}"

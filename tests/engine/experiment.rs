@@ -5,9 +5,10 @@
 use crate::common::gpu;
 use crate::eval::{pooled_pixel_tracker, PooledPixels};
 use std::path::Path;
+use wgdiff::checkpoint::Checkpoint;
 use wgdiff::data::{mnist, Split, DEFAULT_MNIST_DIR};
 use wgdiff::eval::{Reference, ReferenceImages};
-use wgdiff::experiment::adaptive_skip::{arms, run, Plan, SkipModel, EXPONENTS};
+use wgdiff::experiment::adaptive_skip::{arms, fine_tune, run, Plan, SkipModel, EXPONENTS};
 use wgdiff::experiment::plots::{curves, skip_schedules, Axes, Series};
 use wgdiff::experiment::report::{ModelInfo, Report, BASELINE_LABEL};
 use wgdiff::experiment::speedrun::{self, Recipe};
@@ -16,6 +17,7 @@ use wgdiff::median::median;
 use wgdiff::models::SkipType;
 use wgdiff::models::{MlpNetConfig, ModelConfig};
 use wgdiff::pipeline::TrainedModel;
+use wgdiff::run_state::is_sampling_export;
 use wgdiff::train::{SkipTraining, TrainConfig, Trainer};
 
 #[test]
@@ -108,16 +110,24 @@ fn the_adaptive_skip_experiment_fills_every_table_and_plot() {
         batch: 4,
         ..TrainConfig::default()
     };
-    let baseline = tiny_checkpoint("baseline", base.clone());
-    let zero = tiny_checkpoint(
-        "zero",
-        TrainConfig {
-            init: Some(baseline.clone()),
-            skip_type: Some(SkipType::Zero),
-            skip_training: Some(SkipTraining::Consistent { exponent: 2.0 }),
-            ..base
+    let baseline = tiny_checkpoint("baseline", base);
+    // the skip-trained model as the experiment makes a missing one: its sampling-only export
+    let zero = baseline.with_file_name("zero.safetensors");
+    let mut steps = Vec::new();
+    pollster::block_on(fine_tune(
+        gpu,
+        &baseline,
+        (SkipType::Zero, SkipTraining::Consistent { exponent: 2.0 }),
+        2,
+        &zero,
+        |step, _| {
+            steps.push(step);
+            Ok(())
         },
-    );
+    ))
+    .unwrap();
+    assert_eq!(steps, [1, 2]);
+    assert!(is_sampling_export(&Checkpoint::load(&zero).unwrap()));
     let load = |label: &str, path: &std::path::Path| SkipModel {
         label: label.into(),
         path: path.display().to_string(),

@@ -166,6 +166,30 @@ fn a_late_lr_decay_ends_with_the_run_s_steps_or_its_time_budget() {
     assert!(e.contains("lr_decay must be in [0, 1]"), "{e}");
 }
 
+/// On a device whose autotuner has measured nothing yet, the first step times kernel
+/// candidates; that measuring counts neither as training time nor against `max_minutes` (it
+/// took a resumed 34-minute piece's first 12 minutes on a fresh machine).
+#[test]
+fn a_fresh_device_s_kernel_measuring_is_not_training_time() {
+    let fresh = wgdiff::Gpu::new_blocking(wgdiff::AdapterChoice::default()).unwrap();
+    let config = TrainConfig {
+        preset: "mnist-mlp".into(),
+        ..tiny_config("measuring", 2)
+    };
+    let mut trainer = Trainer::new(&fresh, config).unwrap();
+    let before = fresh.tuner().seconds_measuring();
+    let started = std::time::Instant::now();
+    block_on(trainer.step()).unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    let measuring = fresh.tuner().seconds_measuring() - before;
+    assert!(measuring > 0.0, "a fresh device's first step measured nothing");
+    assert!(
+        trainer.state.train_seconds + measuring <= wall,
+        "training {:.3} s + measuring {measuring:.3} s > the step's {wall:.3} s",
+        trainer.state.train_seconds
+    );
+}
+
 #[test]
 fn resume_repeats_the_next_step_exactly() {
     resume_repeats(Precision::F32, Optimizer::Adam);
