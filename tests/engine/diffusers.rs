@@ -468,7 +468,7 @@ fn a_wgdiff_unet_exports_as_the_mnist_and_mnist_small_presets_build_it() {
 /// as wide as its first level).
 #[test]
 fn the_shipped_unet_exports() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/models/mnist-small.safetensors");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(wgdiff::pipeline::DEFAULT_CHECKPOINT);
     let model = export(&Checkpoint::load(&path).unwrap(), "the shipped model").unwrap();
     let config: serde_json::Value = serde_json::from_slice(&model.config).unwrap();
     assert_eq!(config["block_out_channels"][0], 16, "{config}");
