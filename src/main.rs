@@ -96,6 +96,10 @@ enum Command {
         /// Images per step of the unet and sample workloads [default: 64 for unet, 16 for sample]
         #[arg(long)]
         batch: Option<usize>,
+        /// The sample workload calls this checkpoint's model instead of the preset's (a wgdiff
+        /// checkpoint, a `wgdiff compress` one in its int8/int4 kernels, or a diffusers folder)
+        #[arg(long, value_name = "PATH")]
+        checkpoint: Option<PathBuf>,
         /// Profiled steps in the table (after a first step, profiled apart: what each kernel's
         /// first use cost, where a driver compiles it)
         #[arg(long, default_value_t = 3, value_parser = commands::at_least_one)]
@@ -155,6 +159,7 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
             workload,
             preset,
             batch,
+            checkpoint,
             steps,
             json,
             trace,
@@ -162,10 +167,17 @@ fn run(command: Command, choice: AdapterChoice) -> Result<()> {
         } => {
             let workload = workload.unwrap_or(Workload::DEFAULT);
             let batch = batch.unwrap_or(workload.default_batch());
+            if checkpoint.is_some() && workload != Workload::Sample {
+                anyhow::bail!("--checkpoint is for the sample workload (`wgdiff profile sample --checkpoint PATH`); {} builds its preset's model", workload.name());
+            }
             commands::profile::run(
                 choice,
                 workload,
-                &ModelSetup { preset, batch },
+                &ModelSetup {
+                    preset,
+                    batch,
+                    checkpoint,
+                },
                 steps,
                 json,
                 trace.as_deref(),

@@ -121,8 +121,16 @@ impl Workload {
             }
             Workload::UNet => training_step(gpu, &crate::models::preset(&model.preset)?, model.batch),
             Workload::Sample => {
-                let config = crate::models::preset(&model.preset)?;
-                let net = config.build(gpu, 0)?;
+                let (net, config) = match &model.checkpoint {
+                    Some(path) => {
+                        let trained = crate::pipeline::TrainedModel::load(gpu, path)?;
+                        (trained.net, trained.state.model)
+                    }
+                    None => {
+                        let config = crate::models::preset(&model.preset)?;
+                        (config.build(gpu, 0)?, config)
+                    }
+                };
                 let forward = move |x: &Tensor, t: &[f32]| net.forward(x, t, None, 0);
                 sampling_step(gpu, forward, &config, model.batch)
             }
@@ -149,6 +157,9 @@ pub struct ModelSetup {
     pub preset: String,
     /// Images per step.
     pub batch: usize,
+    /// The `sample` workload calls this checkpoint's model (a compressed one in its packed
+    /// kernels) instead of the preset's, built from seed 0.
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 impl std::str::FromStr for Workload {

@@ -40,12 +40,11 @@ pub fn run(
         "workload: {} ({}), a first step and {} more, each profiled",
         workload.name(),
         if workload.uses_model() {
-            format!(
-                "{}: preset {}, batch {}",
-                workload.describe(),
-                model.preset,
-                model.batch
-            )
+            let model_name = match &model.checkpoint {
+                Some(path) => format!("checkpoint {}", path.display()),
+                None => format!("preset {}", model.preset),
+            };
+            format!("{}: {model_name}, batch {}", workload.describe(), model.batch)
         } else {
             workload.describe().to_string()
         },

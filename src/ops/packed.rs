@@ -4,9 +4,7 @@
 //! The forwards that dequantise them in registers are `Tensor::conv2d_packed` (ops/conv) and
 //! `Tensor::matmul_packed` (ops/matmul); this file imports neither.
 
-use super::{kernel_for, FLAT_WG};
-use crate::gpu::Cost;
-use crate::{shader, DType, Error, Gpu, Result, Tensor};
+use crate::{DType, Error, Gpu, Result, Tensor};
 
 pub use crate::checkpoint::compressed::WeightBits;
 
@@ -190,39 +188,6 @@ impl PackedWeights {
     /// Bytes on the device (words and scales).
     pub fn byte_len(&self) -> u64 {
         self.words.byte_len()
-    }
-
-    /// A conv weight back as floats ([Cout, Cin/groups, KH, KW], value x scale), for a kernel
-    /// that needs float weights: a transient tensor, not kept beside the packed words.
-    pub fn dequantized_conv(&self) -> Result<Tensor> {
-        let Layout::Conv { shape } = self.layout else {
-            return Err(Error::shape(
-                "dequantized_conv",
-                "these packed weights are a matmul's, not a conv's",
-            ));
-        };
-        let gpu = self.words.gpu();
-        let (cout, k) = (shape[0], shape[1] * shape[2] * shape[3]);
-        let operand = WeightOperand::Packed(self);
-        let w = Tensor::empty(gpu, &shape, DType::F32)?;
-        let kernel = kernel_for(
-            gpu,
-            shader!("dequantize_weights"),
-            "dequantize_weights",
-            DType::F32,
-            &operand.defines(1),
-            1,
-            1,
-        );
-        gpu.dispatch_named(
-            &kernel,
-            &[cout as u32, k as u32, operand.padded_k(k) as u32],
-            &[self.words.buffer()],
-            &[w.buffer()],
-            gpu.grid(((cout * k) as u32).div_ceil(FLAT_WG)),
-            Cost::memory("dequantize_weights", self.byte_len() + w.byte_len()),
-        );
-        Ok(w)
     }
 
     /// The float weight's shape: [Cout, Cin/groups, KH, KW] or [K, N].

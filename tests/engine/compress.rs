@@ -18,6 +18,7 @@ use wgdiff::compress::{
 use wgdiff::data::Split;
 use wgdiff::ops::WeightBits;
 use wgdiff::pipeline::{SampleRequest, TrainedModel};
+use wgdiff::profile::{ModelSetup, Workload};
 use wgdiff::train::{TrainConfig, Trainer};
 use wgdiff::{DType, Tensor};
 
@@ -193,6 +194,25 @@ fn pruning_a_checkpoint_zeroes_exactly_the_fraction_of_its_scope() {
         }
     }
     let _ = std::fs::remove_dir_all(config.out);
+}
+
+#[test]
+fn profile_sample_calls_a_compressed_checkpoints_packed_model() {
+    let (_, ckpt) = tiny_checkpoint();
+    let (compressed, _) =
+        compress_checkpoint(gpu(), &ckpt, "test", &plan(None, Some((WeightBits::Int8, false)))).unwrap();
+    let path = std::env::temp_dir().join(format!("wgdiff-profile-int8-{}.safetensors", std::process::id()));
+    std::fs::write(&path, compressed.to_bytes().unwrap()).unwrap();
+    let setup = ModelSetup {
+        preset: "no such preset: the checkpoint's model is called".into(),
+        batch: 1,
+        checkpoint: Some(path.clone()),
+    };
+    let profiled = block_on(wgdiff::profile::run(gpu(), Workload::Sample, &setup, 1));
+    std::fs::remove_file(&path).unwrap();
+    let records = &profiled.unwrap().steps[0].records;
+    assert!(records.iter().any(|r| r.name == "conv2d"), "{records:?}");
+    assert!(records.iter().all(|r| r.duration_ns >= 0.0));
 }
 
 #[test]

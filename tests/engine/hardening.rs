@@ -258,6 +258,19 @@ fn counts_of_zero_are_refused_instead_of_printing_figures_of_nothing() {
 }
 
 #[test]
+fn a_checkpoint_for_a_workload_that_builds_its_preset_is_refused() {
+    refused(
+        &[
+            "profile",
+            "unet",
+            "--checkpoint",
+            "assets/models/mnist-small.safetensors",
+        ],
+        "--checkpoint is for the sample workload",
+    );
+}
+
+#[test]
 fn a_machine_without_a_display_prints_no_error_line() {
     let out = wgdiff()
         .arg("info")

@@ -365,6 +365,7 @@ fn roofline_points_and_measured_ceilings() {
     let setup = ModelSetup {
         preset: "tiny".into(),
         batch: 1,
+        checkpoint: None,
     };
     let profiled = pollster::block_on(wgdiff::profile::run(&gpu, Workload::Matmul, &setup, 1)).unwrap();
     assert_eq!(profiled.steps.len(), 1);

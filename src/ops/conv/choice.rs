@@ -129,8 +129,8 @@ pub fn untimed_conv_impl(geo: &ConvGeometry) -> ConvImpl {
 }
 
 /// conv(x, w) + `add` with `w` packed: the tiled kernel dequantising in registers, or, where
-/// [`winograd_applies`], Winograd on the weights dequantised for the call (a transient float
-/// copy), whichever measures faster for the rounded shape (a [`use_conv_impl`] guard of
+/// [`winograd_applies`], Winograd, its weight transform dequantising the integers as it reads
+/// them (no float copy of the weights), whichever measures faster for the rounded shape (a [`use_conv_impl`] guard of
 /// `tiled` or `winograd` decides instead; the tiled kernel when nothing is timed). On lavapipe
 /// Winograd ran the 3x3 convs of `bench conv` 1.3-1.4x faster (BENCHMARKS.md).
 pub(super) fn packed_forward(
@@ -141,7 +141,7 @@ pub(super) fn packed_forward(
 ) -> Result<Tensor> {
     let gpu = x.gpu();
     let run = |winograd: bool, add: ConvAddends| match winograd {
-        true => conv_forward_winograd(x, &w.dequantized_conv()?, add, geo),
+        true => conv_forward_winograd(x, WeightOperand::Packed(w), add, geo),
         false => tiled_forward(x, WeightOperand::Packed(w), add, geo),
     };
     if !winograd_applies(gpu, geo) {
@@ -212,7 +212,9 @@ pub(crate) fn conv_forward(
     imp: ConvImpl,
 ) -> Result<Tensor> {
     match imp {
-        ConvImpl::Winograd if winograd_applies(x.gpu(), geo) => return conv_forward_winograd(x, w, add, geo),
+        ConvImpl::Winograd if winograd_applies(x.gpu(), geo) => {
+            return conv_forward_winograd(x, WeightOperand::Float(w), add, geo)
+        }
         ConvImpl::Tiled | ConvImpl::Winograd => return conv_forward_tiled(x, w, add, geo),
         ConvImpl::Depthwise7 if geo.is_depthwise7() => {
             let y = depthwise7_conv(x, w, add.bias, add.residual, false)?;

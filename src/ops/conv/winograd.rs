@@ -7,10 +7,11 @@
 //! (shaders/conv_winograd_wgrad.wgsl), measured the same way.
 
 use super::epilogue::{ConvAddends, Epilogue};
-use super::geometry::{flat_groups, ConvGeometry};
+use super::geometry::{flat_groups, ConvGeometry, K4_PARAM};
 use super::options::ConvOptions;
 use crate::gpu::{Cost, SplitAxis};
 use crate::ops::kernel_for;
+use crate::ops::packed::WeightOperand;
 use crate::{shader, DType, Gpu, Result, Tensor};
 
 /// Whether `ConvImpl::Winograd` computes this conv with its own kernel (3x3, stride 1,
@@ -83,21 +84,34 @@ impl std::fmt::Display for WinogradTile {
     }
 }
 
-/// U = G w G^T of a 3x3 weight `w` (shaders/conv_weights.wgsl), f32: for the register kernel
-/// `[Cin/g, quads of Cout, 6x6, 4]`, or (`gemm`, ungrouped) the batched GEMM's A operand
-/// `[36, Cout padded to 4, Cin]`.
-fn winograd_weights(w: &Tensor, geo: &ConvGeometry, gemm: bool) -> Result<Tensor> {
-    let gpu = w.gpu();
+/// U = G w G^T of a 3x3 weight `w` (shaders/winograd_weights.wgsl; packed integers
+/// dequantised as they are read), f32: for the register kernel `[Cin/g, quads of Cout, 6x6,
+/// 4]`, or (`gemm`, ungrouped) the batched GEMM's A operand `[36, Cout padded to 4, Cin]`.
+fn winograd_weights(gpu: &Gpu, w: WeightOperand, geo: &ConvGeometry, gemm: bool) -> Result<Tensor> {
     let quads = geo.opts.groups * geo.cout_g().div_ceil(4);
     let (shape, entry) = match gemm {
         false => (vec![geo.cin_g(), quads, 36, 4], "winograd_weights"),
         true => (vec![36, 4 * quads, geo.cin_g()], "winograd_weights_gemm"),
     };
     let u = Tensor::empty(gpu, &shape, DType::F32)?;
-    let kernel = kernel_for(gpu, shader!("conv_weights"), entry, w.dtype(), &[], 1, 1);
+    let (dtype, row) = match w {
+        WeightOperand::Float(t) => (t.dtype(), geo.k()),
+        WeightOperand::Packed(_) => (DType::F32, w.padded_k(geo.k())),
+    };
+    let kernel = kernel_for(
+        gpu,
+        shader!("winograd_weights"),
+        entry,
+        dtype,
+        &w.defines(1),
+        1,
+        1,
+    );
+    let mut params = geo.params();
+    params[K4_PARAM] = row as u32;
     gpu.dispatch_named(
         &kernel,
-        &geo.params(),
+        &params,
         &[w.buffer()],
         &[u.buffer()],
         flat_groups(gpu, geo.cin_g() * quads * 4),
@@ -107,11 +121,12 @@ fn winograd_weights(w: &Tensor, geo: &ConvGeometry, gemm: bool) -> Result<Tensor
 }
 
 /// The Winograd F(4x4, 3x3) forward (shaders/conv_winograd.wgsl), padding as it reads the
-/// input: the weights transformed once per call in the chosen form's layout, the register
-/// tile or the batched GEMM autotuned per shape, the epilogue's terms added by the kernel.
+/// input: the weights (float or packed) transformed once per call in the chosen form's
+/// layout, the register tile or the batched GEMM autotuned per shape, the epilogue's terms
+/// added by the kernel.
 pub(super) fn conv_forward_winograd(
     x: &Tensor,
-    w: &Tensor,
+    w: WeightOperand,
     add: ConvAddends,
     geo: &ConvGeometry,
 ) -> Result<Tensor> {
@@ -129,10 +144,10 @@ pub(super) fn conv_forward_winograd(
     let key = format!("{}:winograd", geo.tuning_key(dt));
     let run = |c: usize, y: &Tensor| match shapes.get(c) {
         Some(&shape) => {
-            dispatch_winograd(x, &winograd_weights(w, geo, false)?, epilogue, y, geo, shape);
+            dispatch_winograd(x, &winograd_weights(gpu, w, geo, false)?, epilogue, y, geo, shape);
             Ok(())
         }
-        None => winograd_gemm(x, &winograd_weights(w, geo, true)?, epilogue, y, geo),
+        None => winograd_gemm(x, &winograd_weights(gpu, w, geo, true)?, epilogue, y, geo),
     };
     let choice = gpu.tuner().choose(gpu, &key, &labels, 0, |c| {
         run(c, &Tensor::empty(gpu, &geo.output_shape(), dt)?)
