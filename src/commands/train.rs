@@ -20,8 +20,8 @@ use wgdiff::run_state::{best_fid, FidRecord};
 use wgdiff::train::run::FINAL_GRID_FILE;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::{
-    default_process, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, StepLog, TrainConfig,
-    TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
+    default_process, distill_round, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, StepLog,
+    TrainConfig, TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
 };
 use wgdiff::AdapterChoice;
 
@@ -175,6 +175,19 @@ pub struct TrainArgs {
     /// runs/qat/checkpoint.safetensors --quantize int4 --per-channel --out qat-int4.safetensors`
     #[arg(long, value_name = "BITS")]
     qat: Option<WeightBits>,
+    /// Progressive distillation (Salimans & Ho 2022): train a student, starting from this
+    /// teacher's weights, to take in one deterministic DDIM step what the teacher takes in two,
+    /// on the trailing grid; the student predicts v (unless --objective says otherwise) and its
+    /// checkpoint samples with DDIM at its own steps by default. Each round halves the steps,
+    /// the last round's student teaching the next: `wgdiff train --distill
+    /// assets/models/mnist-small.safetensors --distill-steps 8 --steps 2000 --out runs/pd8`, then
+    /// `wgdiff train --distill runs/pd8/checkpoint.safetensors --steps 2000 --out runs/pd4`
+    #[arg(long, value_name = "TEACHER")]
+    distill: Option<PathBuf>,
+    /// The student's sampling steps [default: half a distilled teacher's, else 32: the
+    /// teacher's DDIM on 64 steps teaches]
+    #[arg(long, value_name = "N", requires = "distill")]
+    distill_steps: Option<usize>,
     /// Devices of this process, one replica of the network each: 1, a count N (several logical
     /// devices on one GPU when it has fewer than N), all (every GPU), or comma-separated parts
     /// of adapter names (`wgdiff info` lists them). Each replica trains on its share of every
@@ -240,6 +253,8 @@ impl TrainArgs {
             ("--precision", self.precision.is_some()),
             ("--optimizer", self.optimizer.is_some()),
             ("--qat", self.qat.is_some()),
+            ("--distill", self.distill.is_some()),
+            ("--distill-steps", self.distill_steps.is_some()),
             ("--fid-every", self.fid_every.is_some()),
             ("--fid-share", self.fid_share.is_some()),
             ("--fid-samples", self.fid_samples.is_some()),
@@ -316,6 +331,9 @@ impl TrainArgs {
         }
         if self.qat.is_some() {
             c.qat = self.qat;
+        }
+        if let Some(teacher) = &self.distill {
+            c.distill = Some(distill_round(teacher, self.distill_steps)?);
         }
         if let Some(groups) = self.conv_groups {
             if c.init.is_some() {
@@ -572,21 +590,23 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
                 record.step,
                 record.fid,
                 c.fid_samples,
-                c.fid_steps,
+                c.sampling_steps(c.fid_steps),
                 file.map(|file| format!(", the best so far: {file}"))
                     .unwrap_or_default()
             ))
         }
         TrainEvent::Grid { file, seconds, .. } if file.ends_with(FINAL_GRID_FILE) => eprintln!(
             "sample grid: {file} ({} images, {} sampler steps, {seconds:.1} s)",
-            c.grid_images, c.grid_steps
+            c.grid_images,
+            c.sampling_steps(c.grid_steps)
         ),
         TrainEvent::Checkpoint { last: true, .. } => {
             LAST_CHECKPOINT_WRITTEN.store(true, Ordering::SeqCst);
             if c.grid_images > 0 && STOP_REQUESTED_AT.load(Ordering::SeqCst) == 0 {
                 line(format!(
                     "sampling the final grid ({} images, {} sampler steps; the checkpoint is written, Ctrl-C skips the grid)",
-                    c.grid_images, c.grid_steps
+                    c.grid_images,
+                    c.sampling_steps(c.grid_steps)
                 ));
             }
         }

@@ -4,6 +4,7 @@
 
 pub mod deep_cache;
 pub mod denoiser;
+pub mod distill;
 pub mod loss;
 pub mod process;
 pub mod sampler;
@@ -13,6 +14,7 @@ pub mod skip_schedule;
 
 pub use deep_cache::{CacheCounts, FeatureCache};
 pub use denoiser::{guide, Denoiser, Guided, NetDenoiser};
+pub use distill::{distill_loss, DistillGrid, Role};
 pub use loss::{Network, Weighting};
 pub use process::{Level, Marginals, Objective, Output, Process, Sde};
 pub use sampler::{

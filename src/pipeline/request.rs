@@ -48,13 +48,23 @@ impl SampleRequest {
             guidance: 1.0,
             precision: DType::F32,
             timesteps: None,
+            default_sampler: None,
         }
     }
 
     /// [`SampleRequest::builder`] for the model a training state describes, at the guidance it
-    /// was trained for ([`TrainState::default_guidance`]).
+    /// was trained for ([`TrainState::default_guidance`]); a distilled student's default
+    /// sampler is deterministic DDIM on the trailing grid of the steps it learned.
     pub fn for_state(state: &TrainState) -> SampleRequestBuilder<'_> {
-        Self::builder(&state.model, &state.process).guidance(state.default_guidance())
+        let mut builder = Self::builder(&state.model, &state.process).guidance(state.default_guidance());
+        if let Some(d) = &state.config.distill {
+            let ddim = Sampler::Ddim {
+                eta: 0.0,
+                spacing: Spacing::Trailing,
+            };
+            builder.default_sampler = Some((ddim, d.steps));
+        }
+        builder
     }
 
     pub fn sampler(&self) -> &Sampler {
@@ -192,6 +202,9 @@ pub struct SampleRequestBuilder<'a> {
     guidance: f32,
     precision: DType,
     timesteps: Option<Vec<f64>>,
+    /// The sampler and steps when none is named (None: the process's default sampler at
+    /// [`DEFAULT_SAMPLER_STEPS`]).
+    default_sampler: Option<(Sampler, usize)>,
 }
 
 impl<'a> SampleRequestBuilder<'a> {
@@ -209,8 +222,13 @@ impl<'a> SampleRequestBuilder<'a> {
         spacing: Option<Spacing>,
     ) -> Result<Self> {
         let Some(name) = name else {
-            return match (eta, spacing) {
-                (None, None) => Ok(self),
+            return match (eta, spacing, self.default_sampler) {
+                (None, None, _) => Ok(self),
+                // (a distilled student's default is DDIM)
+                (_, _, Some((sampler, steps))) => {
+                    self.default_sampler = Some((with_ddim_settings(sampler, eta, spacing)?, steps));
+                    Ok(self)
+                }
                 _ => Err(eta_needs_ddim(&default_sampler(self.process))),
             };
         };
@@ -292,7 +310,9 @@ impl<'a> SampleRequestBuilder<'a> {
                 let steps = sampler.default_steps(self.process);
                 (sampler, steps)
             }
-            None => (default_sampler(self.process), DEFAULT_SAMPLER_STEPS),
+            None => self
+                .default_sampler
+                .unwrap_or((default_sampler(self.process), DEFAULT_SAMPLER_STEPS)),
         };
         let given = self.timesteps.as_ref().map(Vec::len);
         let steps = self.steps.or(given).unwrap_or(default_steps);

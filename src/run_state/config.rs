@@ -141,6 +141,24 @@ pub struct TrainConfig {
     /// rounded to these integers as `wgdiff compress --per-channel` stores them, and the
     /// gradient updates the float weights (see [`crate::compress::qat`]); None: plain floats.
     pub qat: Option<WeightBits>,
+    /// Progressive distillation: train a student that takes in one DDIM step what this
+    /// teacher takes in two (see [`Distill`]); None: ordinary training.
+    pub distill: Option<Distill>,
+}
+
+/// A progressive-distillation round (Salimans & Ho 2022): the student starts from the teacher's
+/// weights (unless `init` says otherwise) and learns to match two of the teacher's deterministic
+/// DDIM steps with one, on the trailing grid of `steps` steps (`crate::diffusion::DistillGrid`).
+/// The student's checkpoint samples with DDIM on that grid by default, and can teach the next
+/// round (`steps` halved again).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Distill {
+    /// The teacher's checkpoint (a `wgdiff train` or `export` file of an unconditional VP model,
+    /// or an earlier round's student).
+    pub teacher: PathBuf,
+    /// The student's sampling steps: the teacher walks twice as many.
+    pub steps: usize,
 }
 
 /// The optimizer of a training run (AdamW either way; they differ in how the moments are kept).
@@ -283,6 +301,7 @@ impl Default for TrainConfig {
             fid_samples: 256,
             fid_steps: 20,
             qat: None,
+            distill: None,
         }
     }
 }
@@ -398,6 +417,23 @@ impl TrainConfig {
         if let Some(process) = &self.process {
             process.marginals()?;
         }
+        if let Some(d) = &self.distill {
+            if d.steps == 0 {
+                return bad("distill steps (the student's sampling steps) must be at least 1".into());
+            }
+            if self.skip_training.is_some() || self.min_snr_gamma.is_some() {
+                return bad(
+                    "distillation has its own loss: leave skip_training and min_snr_gamma out of a --distill run"
+                        .into(),
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// The steps a sample grid or live MNIST-FID of this run samples with: a distilled
+    /// student's own (on its DDIM grid), else `requested`.
+    pub fn sampling_steps(&self, requested: usize) -> usize {
+        self.distill.as_ref().map_or(requested, |d| d.steps)
     }
 }

@@ -4,7 +4,7 @@
 pub mod config;
 
 pub use config::{
-    check_finite_nonnegative, Optimizer, Precision, SkipTraining, TrainConfig, CFG_GUIDANCE,
+    check_finite_nonnegative, Distill, Optimizer, Precision, SkipTraining, TrainConfig, CFG_GUIDANCE,
     DEFAULT_CLASS_DROPOUT, DEFAULT_FID_SHARE, MAX_FID_SHARE,
 };
 

@@ -46,7 +46,7 @@ impl FidTracker {
     pub async fn score(&self, trainer: &Trainer, samples: usize, steps: usize) -> Result<f64> {
         let c = &trainer.state.config;
         let request = SampleRequest::for_state(&trainer.state)
-            .steps(Some(steps))
+            .steps(Some(c.sampling_steps(steps)))
             .count(samples)
             .seed(c.seed)
             .build()?;

@@ -1,6 +1,7 @@
 //! Training a diffusion network: batches -> loss -> Adam -> EMA, sample grids from the EMA
 //! weights, and atomic checkpoints that resume exactly (same next batch, noise and loss).
 
+mod distill;
 pub mod fid;
 mod replica;
 pub mod resume;
@@ -9,8 +10,8 @@ pub mod run_dir;
 pub mod step_log;
 
 pub use crate::run_state::{
-    default_process, divergence, sampling_export, FidRecord, Optimizer, Precision, SkipTraining, TrainConfig,
-    TrainState, CFG_GUIDANCE, DIVERGED_WEIGHT, MAX_FID_SHARE,
+    default_process, divergence, sampling_export, Distill, FidRecord, Optimizer, Precision, SkipTraining,
+    TrainConfig, TrainState, CFG_GUIDANCE, DIVERGED_WEIGHT, MAX_FID_SHARE,
 };
 pub use fid::FidTracker;
 pub use resume::{ResumeChanges, KEPT_ON_RESUME};
@@ -20,7 +21,7 @@ pub use step_log::{StepLog, StepRow};
 use crate::checkpoint::{Checkpoint, Source, TensorData};
 use crate::compress::qat::QatWeights;
 use crate::data::{Batcher, Dataset};
-use crate::diffusion::{skip_intervals, skip_levels, Process, Weighting};
+use crate::diffusion::{distill_loss, skip_intervals, skip_levels, Objective, Process, Role, Weighting};
 use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, ReplicaGradients};
 use crate::fsio::FileStore;
 use crate::models::DiffusionNet;
@@ -29,6 +30,8 @@ use crate::optim::{backward_scaled, late_decay, update, Adam, AdamConfig, Ema, L
 use crate::pipeline::{sample_net, SampleRequest};
 use crate::run_state::{is_sampling_export, saved_state, tensor_divergence};
 use crate::{Error, Gpu, Result, Tensor};
+use distill::Teacher;
+pub use distill::{distill_round, FIRST_ROUND_STEPS};
 use rand::{Rng as _, SeedableRng};
 use replica::Replica;
 use std::sync::Arc;
@@ -78,6 +81,8 @@ pub struct Trainer {
     resumed_from: Option<(String, usize)>,
     /// The weights a quantisation-aware run rounds at every step (`qat`).
     qat: Option<QatWeights>,
+    /// The teacher of a distillation run (`distill`).
+    teacher: Option<Teacher>,
 }
 
 /// A training batch's network times and skipped levels: every level and times over the
@@ -120,6 +125,11 @@ impl Trainer {
     /// the model and its starting weights come from that checkpoint (see [`Trainer::init_from`]).
     pub fn new(gpu: &Gpu, config: TrainConfig) -> Result<Trainer> {
         config.validate()?;
+        let mut config = config;
+        if let (Some(d), None) = (&config.distill, &config.init) {
+            // a student starts from its teacher's weights
+            config.init = Some(d.teacher.clone());
+        }
         let init = match &config.init {
             Some(path) => Some(Checkpoint::load(path)?),
             None => None,
@@ -141,7 +151,7 @@ impl Trainer {
         let init = match (init, &config.init) {
             (Some(ckpt), Some(path)) => {
                 let saved = saved_state(ckpt, &path.display().to_string())?;
-                Some((ckpt, config.apply_skip_type(saved.model)?))
+                Some((ckpt, config.apply_skip_type(saved.model)?, saved.process))
             }
             (None, Some(path)) => {
                 return Err(Error::Config(format!(
@@ -152,10 +162,16 @@ impl Trainer {
             (_, None) => None,
         };
         let model = match &init {
-            Some((_, model)) => model.clone(),
+            Some((_, model, _)) => model.clone(),
             None => config.model_config()?,
         };
-        let process = config.process.clone().unwrap_or_else(|| default_process(&model));
+        let process = match (&config.process, &config.distill, &init) {
+            (Some(process), _, _) => process.clone(),
+            // a student predicts v (the paper's choice: eps cannot give x0 where the first
+            // step's SNR is ~0) on its starting weights' noise schedule
+            (None, Some(_), Some((_, _, started))) => started.with_vp(None, Some(Objective::V))?,
+            _ => default_process(&model),
+        };
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
         let mut config = config;
         if let Some(epochs) = config.epochs {
@@ -168,7 +184,7 @@ impl Trainer {
         }
         let state = TrainState::fresh(config, model, process, batcher.state().clone());
         let mut trainer = Trainer::build(gpu, state, batcher)?;
-        if let Some((ckpt, _)) = init {
+        if let Some((ckpt, _, _)) = init {
             trainer.init_from(ckpt)?;
         }
         Ok(trainer)
@@ -341,6 +357,10 @@ impl Trainer {
             },
         )?;
         let ema = Ema::new(&tensors, c.ema_decay)?;
+        let teacher = match &c.distill {
+            Some(d) => Some(Teacher::load(gpu, d, &state.process)?),
+            None => None,
+        };
         let main = Replica {
             gpu: gpu.clone(),
             net,
@@ -362,6 +382,7 @@ impl Trainer {
             resume_changes: Vec::new(),
             resumed_from: None,
             qat,
+            teacher,
         })
     }
 
@@ -424,10 +445,10 @@ impl Trainer {
         devices: &[Gpu],
         collective: Option<Arc<dyn Collective>>,
     ) -> Result<()> {
-        if self.qat.is_some() {
+        if self.qat.is_some() || self.teacher.is_some() {
             return Err(Error::Config(
-                "quantisation-aware training (qat) runs on one device in one process; drop --devices and \
-                 the MPI launch, or train without --qat"
+                "quantisation-aware training (qat) and distillation run on one device in one process; drop \
+                 --devices and the MPI launch, or train without --qat and --distill"
                     .into(),
             ));
         }
@@ -553,13 +574,23 @@ impl Trainer {
                 .collect()
         });
         let process = &self.state.process;
-        let (times, skip) = skip_batch(
-            process,
-            c.skip_training,
-            self.replicas[0].net.levels(),
-            batch.shape[0],
-            &mut cpu_rng,
-        )?;
+        let (times, skip) = match &self.teacher {
+            // (the student's steps, drawn below)
+            Some(_) => (Vec::new(), 0),
+            None => skip_batch(
+                process,
+                c.skip_training,
+                self.replicas[0].net.levels(),
+                batch.shape[0],
+                &mut cpu_rng,
+            )?,
+        };
+        let picks: Vec<usize> = match &self.teacher {
+            Some(teacher) => (0..batch.shape[0])
+                .map(|_| cpu_rng.random_range(0..teacher.grid.steps()))
+                .collect(),
+            None => Vec::new(),
+        };
         let weighting = match c.min_snr_gamma {
             Some(gamma) => Weighting::MinSnr { gamma },
             None => Weighting::Uniform,
@@ -580,7 +611,24 @@ impl Trainer {
                 .reseed_dropout(Rng::new(step_seed(c.seed, step, 3)).from_row(rows.start));
             let mut noise = Rng::new(step_seed(c.seed, step, 2)).from_row(rows.start);
             let model = |x: &Tensor, t: &[f32]| r.net.forward_in(dtype, x, t, labels, skip);
-            losses.push(process.loss_at(&model, &x0, &times[rows], weighting, &mut noise)?);
+            losses.push(match &self.teacher {
+                Some(teacher) => {
+                    let teacher_net = |x: &Tensor, t: &[f32]| teacher.net.forward(x, t, None, 0);
+                    let marginals = process.marginals()?;
+                    let roles = (
+                        Role {
+                            net: &teacher_net,
+                            marginals: &teacher.marginals,
+                        },
+                        Role {
+                            net: &model,
+                            marginals: &marginals,
+                        },
+                    );
+                    distill_loss(roles.0, roles.1, &teacher.grid, &x0, &picks[rows], &mut noise)?.0
+                }
+                None => process.loss_at(&model, &x0, &times[rows], weighting, &mut noise)?,
+            });
         }
         let (value, applied) = if self.replicas.len() == 1 && self.collective.is_none() {
             let value = losses[0].to_vec_async().await?[0];
@@ -710,7 +758,7 @@ impl Trainer {
     pub async fn sample_grid_images(&self) -> Result<Tensor> {
         let c = &self.state.config;
         let request = SampleRequest::for_state(&self.state)
-            .steps(Some(c.grid_steps))
+            .steps(Some(c.sampling_steps(c.grid_steps)))
             .count(c.grid_images)
             .seed(c.seed)
             .build()?;

@@ -18,6 +18,7 @@ mod determinism;
 mod device;
 mod diffusers;
 mod diffusion;
+mod distill;
 mod elementwise;
 mod eval;
 mod exact;
