@@ -183,6 +183,10 @@ impl DenoiseView {
             match event {
                 Event::Message(DenoiseMessage::Loaded(info)) => {
                     let info = *info;
+                    if let Some(steps) = info.distilled_steps {
+                        self.settings.sampler = "ddim".into();
+                        self.settings.steps = steps;
+                    }
                     let fits = |name: &str| name.parse::<Sampler>().is_ok_and(|s| s.fits(&info.process));
                     if !fits(&self.settings.sampler) {
                         self.settings.sampler = crate::diffusion::default_sampler(&info.process)

@@ -24,6 +24,9 @@ pub struct ModelInfo {
     pub guidance: f32,
     pub parameters: usize,
     pub trained_steps: usize,
+    /// A distilled student's sampling steps (`wgdiff train --distill`): the view then samples
+    /// with DDIM on its grid.
+    pub distilled_steps: Option<usize>,
 }
 
 impl ModelInfo {
@@ -35,6 +38,7 @@ impl ModelInfo {
             guidance: loaded.state.default_guidance(),
             parameters: loaded.net.named_params().iter().map(|(_, t)| t.numel()).sum(),
             trained_steps: loaded.state.step,
+            distilled_steps: loaded.state.config.distill.as_ref().map(|d| d.steps),
             model: loaded.state.model.clone(),
             process: loaded.state.process.clone(),
         }
@@ -89,13 +93,16 @@ impl DenoiseSettings {
     /// The library's request for these settings on `model`, following `schedule` (the
     /// settings' schedule file, read) when given: its sampler, steps, timesteps and depths.
     pub fn request(&self, model: &TrainedModel, schedule: Option<&SkipSchedule>) -> Result<SampleRequest> {
-        let (sampler, steps) = match schedule {
-            Some(s) => (s.sampler, s.steps()),
-            None => (self.sampler.parse()?, self.steps),
+        let builder = SampleRequest::for_state(&model.state);
+        let builder = match schedule {
+            Some(s) => builder.sampler(s.sampler).steps(Some(s.steps())),
+            // a distilled student's DDIM is its own: on the trailing grid it learned
+            None if self.sampler == "ddim" && model.state.config.distill.is_some() => {
+                builder.steps(Some(self.steps))
+            }
+            None => builder.sampler(self.sampler.parse()?).steps(Some(self.steps)),
         };
-        let mut builder = SampleRequest::for_state(&model.state)
-            .sampler(sampler)
-            .steps(Some(steps))
+        let mut builder = builder
             .count(self.count)
             .seed(self.seed)
             .skip(SkipPlan::Exponent(self.skip_exponent))

@@ -1,14 +1,16 @@
 //! Progressive distillation: the grids, the student's target and loss against a plain-Rust
 //! reference of the teacher's two DDIM steps, an exact teacher teaching the data itself, and
-//! `Trainer` runs of two rounds whose students sample with DDIM at their own steps.
+//! `Trainer` runs of two rounds whose students sample with DDIM at their own steps (in `sample`,
+//! `eval` and the app's denoise view alike).
 
 use crate::common::{assert_close, gpu, normal_vec, rng, upload};
 use pollster::block_on;
+use wgdiff::app::DenoiseSettings;
 use wgdiff::diffusion::{
     distill_loss, vp_times, DistillGrid, Marginals, Objective, Process, Role, Sampler, Spacing,
 };
 use wgdiff::ops::random::Rng;
-use wgdiff::pipeline::SampleRequest;
+use wgdiff::pipeline::{SampleRequest, TrainedModel};
 use wgdiff::train::{distill_round, Distill, TrainConfig, Trainer};
 use wgdiff::{DType, Result, Tensor};
 
@@ -279,6 +281,29 @@ fn students_of_two_rounds_sample_with_ddim_at_their_own_steps() {
         spacing: Spacing::Trailing,
     };
     assert_eq!((request.sampler(), request.steps()), (&ddim, 4));
+    // the app's denoise view samples a student's "ddim" on its grid, any other sampler as named
+    let loaded = TrainedModel::load(gpu(), &first_path).unwrap();
+    let settings = |sampler: &str| DenoiseSettings {
+        checkpoint: first_path.display().to_string(),
+        sampler: sampler.into(),
+        steps: 4,
+        seed: 0,
+        count: 2,
+        class: None,
+        guidance: None,
+        skip_type: None,
+        skip_exponent: 0.0,
+        cache_interval: 1,
+        cache_depth: None,
+        pause_after: None,
+        precision: DType::F32,
+        schedule: None,
+        repeat: 1,
+    };
+    let request = settings("ddim").request(&loaded, None).unwrap();
+    assert_eq!((request.sampler(), request.steps()), (&ddim, 4));
+    let request = settings("ddpm").request(&loaded, None).unwrap();
+    assert_eq!(request.sampler(), &Sampler::Ddpm);
     // the next round halves the steps unless asked; another count is refused by name
     let second = round(&first_path, None);
     assert_eq!(second.steps, 2);
