@@ -7,7 +7,7 @@ use crate::common::{assert_close, gpu, normal_vec, rng, upload};
 use pollster::block_on;
 use wgdiff::app::DenoiseSettings;
 use wgdiff::diffusion::{
-    distill_loss, vp_times, DistillGrid, Marginals, Objective, Process, Role, Sampler, Spacing,
+    distill_loss, vp_times, DistillGrid, Marginals, Network, Objective, Process, Role, Sampler, Spacing,
 };
 use wgdiff::ops::random::Rng;
 use wgdiff::pipeline::{SampleRequest, TrainedModel};
@@ -35,6 +35,27 @@ fn level(m: &Marginals, t: Option<f64>) -> (f64, f64) {
         let l = m.level(t as f32);
         (l.alpha, l.std)
     })
+}
+
+/// `distill_loss` of `student` (on `sm`) taught by `teacher` (on `tm`) at `picks`, its noise from
+/// `Rng::new(seed)`.
+fn distilled(
+    (teacher, tm): (&Network, &Marginals),
+    (student, sm): (&Network, &Marginals),
+    grid: &DistillGrid,
+    x0: &Tensor,
+    picks: &[usize],
+    seed: u64,
+) -> Result<(Tensor, Tensor)> {
+    let teacher = Role {
+        net: teacher,
+        marginals: tm,
+    };
+    let student = Role {
+        net: student,
+        marginals: sm,
+    };
+    distill_loss(teacher, student, grid, x0, picks, &mut Rng::new(seed))
 }
 
 #[test]
@@ -87,21 +108,9 @@ fn the_target_is_one_ddim_step_landing_where_the_teachers_two_land() {
         .collect::<Vec<_>>();
     let picks = [0, 1, 2, 2, 1, 0];
     let seed = 7;
-    let (loss, target) = distill_loss(
-        Role {
-            net: &teacher,
-            marginals: &tm,
-        },
-        Role {
-            net: &student,
-            marginals: &sm,
-        },
-        &grid,
-        &upload(&SHAPE, &x0, DType::F32),
-        &picks,
-        &mut Rng::new(seed),
-    )
-    .unwrap();
+    let x0_tensor = upload(&SHAPE, &x0, DType::F32);
+    let (loss, target) =
+        distilled((&teacher, &tm), (&student, &sm), &grid, &x0_tensor, &picks, seed).unwrap();
     // the same noise: the loss draws it first from its Rng
     let z: Vec<f64> = Rng::new(seed)
         .normal(gpu(), &SHAPE, 0.0, 1.0, DType::F32)
@@ -192,21 +201,7 @@ fn an_exact_teacher_teaches_the_data_itself() {
     let picks = [0, 1, 2, 3, 0, 3];
     for (offset, want) in [(0.0, 0.0), (0.1, 0.01)] {
         let student = exact(offset, Objective::V);
-        let (loss, target) = distill_loss(
-            Role {
-                net: &teacher,
-                marginals: &tm,
-            },
-            Role {
-                net: &student,
-                marginals: &sm,
-            },
-            &grid,
-            &x0,
-            &picks,
-            &mut Rng::new(3),
-        )
-        .unwrap();
+        let (loss, target) = distilled((&teacher, &tm), (&student, &sm), &grid, &x0, &picks, 3).unwrap();
         assert_close(
             "exact teacher's target",
             &crate::common::download(&target),
@@ -216,19 +211,13 @@ fn an_exact_teacher_teaches_the_data_itself() {
         let loss = loss.to_vec().unwrap()[0] as f64;
         assert!((loss - want).abs() < 1e-4, "loss {loss}, want {want}");
     }
-    let err = distill_loss(
-        Role {
-            net: &teacher,
-            marginals: &tm,
-        },
-        Role {
-            net: &teacher,
-            marginals: &tm,
-        },
+    let err = distilled(
+        (&teacher, &tm),
+        (&teacher, &tm),
         &grid,
         &x0,
         &[0, 1, 4, 0, 0, 0],
-        &mut Rng::new(3),
+        3,
     )
     .map(drop)
     .unwrap_err()
