@@ -57,6 +57,19 @@ impl BetaSchedule {
         tau: 1.0,
     };
 
+    /// The name `--schedule` takes for this schedule, where it is one of the named ones.
+    pub fn flag_name(&self) -> Option<&'static str> {
+        [
+            ("linear", BetaSchedule::LINEAR),
+            ("scaled-linear", BetaSchedule::SCALED_LINEAR),
+            ("cosine", BetaSchedule::COSINE),
+            ("sigmoid", BetaSchedule::SIGMOID),
+        ]
+        .into_iter()
+        .find(|(_, s)| s == self)
+        .map(|(name, _)| name)
+    }
+
     /// The `steps` betas (each in (0, 0.999]).
     pub fn betas(&self, steps: usize) -> Result<Vec<f64>> {
         if steps < 2 {

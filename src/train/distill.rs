@@ -54,9 +54,17 @@ impl Teacher {
             _ => false,
         };
         if !same_schedule {
+            let teacher_schedule = match &model.state.process {
+                Process::Vp { schedule, .. } => schedule.flag_name(),
+                _ => None,
+            };
+            let keep = match teacher_schedule {
+                Some(name) => format!("--schedule {name}, or leave --schedule and --objective out"),
+                None => "leave --schedule and --objective out".into(),
+            };
             return Err(bad(format!(
                 "runs the {} process on another noise schedule than the student's {}; a student learns its \
-                 teacher's timesteps: keep the teacher's schedule (leave --schedule out)",
+                 teacher's timesteps: keep the teacher's schedule ({keep})",
                 model.state.process.name(),
                 student.name()
             )));

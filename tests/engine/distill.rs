@@ -7,7 +7,8 @@ use crate::common::{assert_close, gpu, normal_vec, rng, upload};
 use pollster::block_on;
 use wgdiff::app::DenoiseSettings;
 use wgdiff::diffusion::{
-    distill_loss, vp_times, DistillGrid, Marginals, Network, Objective, Process, Role, Sampler, Spacing,
+    distill_loss, vp_times, BetaSchedule, DistillGrid, Marginals, Network, Objective, Process, Role, Sampler,
+    Spacing,
 };
 use wgdiff::ops::random::Rng;
 use wgdiff::pipeline::{SampleRequest, TrainedModel};
@@ -307,6 +308,23 @@ fn students_of_two_rounds_sample_with_ddim_at_their_own_steps() {
     let err = Trainer::new(gpu(), config).map(drop).unwrap_err().to_string();
     assert!(
         err.contains("student of 4 steps") && err.contains("--distill-steps 2"),
+        "{err}"
+    );
+    // a student on another schedule (`--objective eps` alone fills in the preset's) is told
+    // which to name
+    let config = TrainConfig {
+        preset: "tiny".into(),
+        distill: Some(round(&teacher, Some(4))),
+        process: Some(
+            Process::ddpm()
+                .with_vp(Some(BetaSchedule::COSINE), Some(Objective::Eps))
+                .unwrap(),
+        ),
+        ..TrainConfig::default()
+    };
+    let err = Trainer::new(gpu(), config).map(drop).unwrap_err().to_string();
+    assert!(
+        err.contains("another noise schedule") && err.contains("--schedule linear"),
         "{err}"
     );
     for path in [teacher, first_path, second_path] {
