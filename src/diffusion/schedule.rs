@@ -25,15 +25,15 @@ impl std::str::FromStr for BetaSchedule {
 
     /// `linear`, `scaled-linear`, `cosine` or `sigmoid`, with their usual constants.
     fn from_str(name: &str) -> Result<BetaSchedule> {
-        match name {
-            "linear" => Ok(BetaSchedule::LINEAR),
-            "scaled-linear" => Ok(BetaSchedule::SCALED_LINEAR),
-            "cosine" => Ok(BetaSchedule::COSINE),
-            "sigmoid" => Ok(BetaSchedule::SIGMOID),
-            _ => Err(Error::Config(format!(
-                "unknown noise schedule `{name}`; choose linear, scaled-linear, cosine or sigmoid"
-            ))),
-        }
+        BetaSchedule::NAMED
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, schedule)| schedule)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "unknown noise schedule `{name}`; choose linear, scaled-linear, cosine or sigmoid"
+                ))
+            })
     }
 }
 
@@ -57,17 +57,20 @@ impl BetaSchedule {
         tau: 1.0,
     };
 
+    /// The schedules `--schedule` names, with their names.
+    const NAMED: [(&'static str, BetaSchedule); 4] = [
+        ("linear", BetaSchedule::LINEAR),
+        ("scaled-linear", BetaSchedule::SCALED_LINEAR),
+        ("cosine", BetaSchedule::COSINE),
+        ("sigmoid", BetaSchedule::SIGMOID),
+    ];
+
     /// The name `--schedule` takes for this schedule, where it is one of the named ones.
     pub fn flag_name(&self) -> Option<&'static str> {
-        [
-            ("linear", BetaSchedule::LINEAR),
-            ("scaled-linear", BetaSchedule::SCALED_LINEAR),
-            ("cosine", BetaSchedule::COSINE),
-            ("sigmoid", BetaSchedule::SIGMOID),
-        ]
-        .into_iter()
-        .find(|(_, s)| s == self)
-        .map(|(name, _)| name)
+        BetaSchedule::NAMED
+            .into_iter()
+            .find(|(_, s)| s == self)
+            .map(|(name, _)| name)
     }
 
     /// The `steps` betas (each in (0, 0.999]).
