@@ -20,8 +20,8 @@ use wgdiff::run_state::{best_fid, FidRecord};
 use wgdiff::train::run::FINAL_GRID_FILE;
 use wgdiff::train::run_dir::{run_folder, OutRequest};
 use wgdiff::train::{
-    default_process, distill_round, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, StepLog,
-    TrainConfig, TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
+    distill_round, Optimizer, Precision, ResumeChanges, RunEnd, SkipTraining, StepLog, TrainConfig,
+    TrainEvent, Trainer, TrainingRun, KEPT_ON_RESUME,
 };
 use wgdiff::AdapterChoice;
 
@@ -44,11 +44,12 @@ pub struct TrainArgs {
     #[arg(long)]
     preset: Option<String>,
     /// What the network predicts: eps, x0 or v (U-Nets and MLPs) [default: the model's: v for
-    /// mnist-mlp, eps for U-Nets]
+    /// mnist-mlp, eps for U-Nets; with --init the checkpoint's; with --distill v]
     #[arg(long)]
     objective: Option<Objective>,
     /// Noise schedule: linear (DDPM's 1e-4..0.02), cosine or sigmoid (U-Nets and MLPs)
-    /// [default: the model's: cosine for mnist-mlp, linear for U-Nets]
+    /// [default: the model's: cosine for mnist-mlp, linear for U-Nets; with --init or --distill
+    /// the checkpoint's]
     #[arg(long)]
     schedule: Option<BetaSchedule>,
     /// Data: mnist (assets/mnist), mnist:DIR, fashion:DIR, cifar10:DIR or folder:DIR
@@ -304,12 +305,11 @@ impl TrainArgs {
         if self.epochs.is_some() {
             c.epochs = self.epochs;
         }
-        if self.objective.is_some() || self.schedule.is_some() {
-            let process = match &c.process {
-                Some(p) => p.clone(),
-                None => default_process(&c.model_config()?),
-            };
-            c.process = Some(process.with_vp(self.schedule, self.objective)?);
+        if self.objective.is_some() {
+            c.objective = self.objective;
+        }
+        if self.schedule.is_some() {
+            c.schedule = self.schedule;
         }
         if self.flip {
             c.flip = true;

@@ -2,7 +2,7 @@
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
 use crate::checkpoint::compressed::WeightBits;
-use crate::diffusion::{Process, DEFAULT_SAMPLER_STEPS};
+use crate::diffusion::{BetaSchedule, Objective, Process, DEFAULT_SAMPLER_STEPS};
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::optim::MomentStorage;
 use crate::{DType, Error, Gpu, Result};
@@ -71,8 +71,14 @@ pub struct TrainConfig {
     /// The noising process and objective (TOML `[process]`, e.g. `kind = "vp"`,
     /// `schedule = { kind = "cosine", s = 0.008 }`, `steps = 1000`, `objective = "v"`); None: the
     /// model's default ([`super::default_process`]: DDPM for U-Nets, v on the cosine schedule for
-    /// the MLP, the VE SDE for the ScoreNet).
+    /// the MLP, the VE SDE for the ScoreNet); with `init` or `distill`, that checkpoint's own
+    /// (a distillation student's with its objective set to v).
     pub process: Option<Process>,
+    /// Replace the noise schedule of that process (`process`'s, the starting checkpoint's or
+    /// the model's default); None: keep it. The VP process only.
+    pub schedule: Option<BetaSchedule>,
+    /// Replace what the network predicts in that process, likewise; None: keep it.
+    pub objective: Option<Objective>,
     /// Set the adaptive U-Net's skip type (zero, duplicate, interpolate) of the model.
     pub skip_type: Option<SkipType>,
     /// Dataset: `mnist`, `mnist:DIR`, `fashion:DIR`, `cifar10:DIR` or `folder:DIR`.
@@ -273,6 +279,8 @@ impl Default for TrainConfig {
             model: None,
             init: None,
             process: None,
+            schedule: None,
+            objective: None,
             skip_type: None,
             data: "mnist".into(),
             steps: 10_000,

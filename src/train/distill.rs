@@ -59,8 +59,8 @@ impl Teacher {
                 _ => None,
             };
             let keep = match teacher_schedule {
-                Some(name) => format!("--schedule {name}, or leave --schedule and --objective out"),
-                None => "leave --schedule and --objective out".into(),
+                Some(name) => format!("--schedule {name}, or leave --schedule out"),
+                None => "leave --schedule out".into(),
             };
             return Err(bad(format!(
                 "runs the {} process on another noise schedule than the student's {}; a student learns its \

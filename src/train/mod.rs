@@ -170,7 +170,13 @@ impl Trainer {
             // a student predicts v (the paper's choice: eps cannot give x0 where the first
             // step's SNR is ~0) on its starting weights' noise schedule
             (None, Some(_), Some((_, _, started))) => started.with_vp(None, Some(Objective::V))?,
-            _ => default_process(&model),
+            // fine-tuning keeps the process its weights learnt
+            (None, None, Some((_, _, started))) => started.clone(),
+            (None, _, None) => default_process(&model),
+        };
+        let process = match (config.schedule, config.objective) {
+            (None, None) => process,
+            (schedule, objective) => process.with_vp(schedule, objective)?,
         };
         let batcher = Batcher::new(data, config.batch, config.seed, config.flip)?;
         let mut config = config;

@@ -310,19 +310,20 @@ fn students_of_two_rounds_sample_with_ddim_at_their_own_steps() {
         err.contains("student of 4 steps") && err.contains("--distill-steps 2"),
         "{err}"
     );
-    // a student on another schedule (`--objective eps` alone fills in the preset's) is told
-    // which to name
-    let config = TrainConfig {
-        preset: "tiny".into(),
-        distill: Some(round(&teacher, Some(4))),
-        process: Some(
-            Process::ddpm()
-                .with_vp(Some(BetaSchedule::COSINE), Some(Objective::Eps))
-                .unwrap(),
-        ),
-        ..TrainConfig::default()
+    // `--objective eps` alone keeps the teacher's schedule (not the preset's)
+    let student = |schedule, objective| {
+        let config = TrainConfig {
+            preset: "mnist-mlp".into(),
+            distill: Some(round(&teacher, Some(4))),
+            schedule,
+            objective,
+            ..TrainConfig::default()
+        };
+        Trainer::new(gpu(), config).map(|t| t.state.process)
     };
-    let err = Trainer::new(gpu(), config).map(drop).unwrap_err().to_string();
+    assert_eq!(student(None, Some(Objective::Eps)).unwrap(), Process::ddpm());
+    // a student on another schedule is told which to name
+    let err = student(Some(BetaSchedule::COSINE), None).unwrap_err().to_string();
     assert!(
         err.contains("another noise schedule") && err.contains("--schedule linear"),
         "{err}"

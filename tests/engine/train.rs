@@ -518,7 +518,11 @@ fn a_skip_trained_unet_learns() {
 
 #[test]
 fn init_fine_tunes_from_the_ema_weights_with_a_new_skip_path() {
-    let config = tiny_config("init-source", 2);
+    let config = TrainConfig {
+        schedule: Some(BetaSchedule::COSINE),
+        objective: Some(Objective::V),
+        ..tiny_config("init-source", 2)
+    };
     let checkpoint = config.out.join("checkpoint.safetensors");
     let mut source = Trainer::new(gpu(), config).unwrap();
     while !source.finished() {
@@ -567,6 +571,17 @@ fn init_fine_tunes_from_the_ema_weights_with_a_new_skip_path() {
     // the source's skip type (zero) is kept when none is given
     let same = Trainer::new(gpu(), fine_tune(None)).unwrap();
     assert_eq!(same.state.model, source.state.model);
+    // and so is its process (not the preset's), unless an objective or schedule replaces it
+    assert_ne!(source.state.process, Process::ddpm());
+    assert_eq!(same.state.process, source.state.process);
+    let eps = TrainConfig {
+        objective: Some(Objective::Eps),
+        ..fine_tune(None)
+    };
+    assert_eq!(
+        Trainer::new(gpu(), eps).unwrap().state.process,
+        source.state.process.with_vp(None, Some(Objective::Eps)).unwrap()
+    );
 
     let missing = std::env::temp_dir().join("wgdiff-no-such-checkpoint.safetensors");
     let err = Trainer::new(
