@@ -53,16 +53,23 @@ impl SampleRequest {
     }
 
     /// [`SampleRequest::builder`] for the model a training state describes, at the guidance it
-    /// was trained for ([`TrainState::default_guidance`]); a distilled student's default
-    /// sampler is deterministic DDIM on the trailing grid of the steps it learned.
+    /// was trained for ([`TrainState::default_guidance`]) and with the sampler its run chose
+    /// (`TrainConfig::sampler` and `sampler_steps`); a distilled student's default sampler is
+    /// deterministic DDIM on the trailing grid of the steps it learned.
     pub fn for_state(state: &TrainState) -> SampleRequestBuilder<'_> {
         let mut builder = Self::builder(&state.model, &state.process).guidance(state.default_guidance());
-        if let Some(d) = &state.config.distill {
+        let c = &state.config;
+        if let Some(d) = &c.distill {
             let ddim = Sampler::Ddim {
                 eta: 0.0,
                 spacing: Spacing::Trailing,
             };
             builder.default_sampler = Some((ddim, d.steps));
+        } else if let Some(sampler) = c.sampler {
+            let steps = c
+                .sampler_steps
+                .unwrap_or_else(|| sampler.default_steps(&state.process));
+            builder.default_sampler = Some((sampler, steps));
         }
         builder
     }

@@ -2,7 +2,7 @@
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
 use crate::checkpoint::compressed::WeightBits;
-use crate::diffusion::{BetaSchedule, Objective, Process, DEFAULT_SAMPLER_STEPS};
+use crate::diffusion::{BetaSchedule, Objective, Process, Sampler, DEFAULT_SAMPLER_STEPS};
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::optim::MomentStorage;
 use crate::{DType, Error, Gpu, Result};
@@ -150,6 +150,19 @@ pub struct TrainConfig {
     /// Progressive distillation: train a student that takes in one DDIM step what this
     /// teacher takes in two (see [`Distill`]); None: ordinary training.
     pub distill: Option<Distill>,
+    /// The sampler of the run's grids and live MNIST-FID, which `wgdiff sample`/`eval` and the
+    /// app then default to for its checkpoints (TOML `sampler = { name = "dpm-solver++",
+    /// spacing = "log-snr" }`); None: the model's default ([`super::default_sampling`]:
+    /// DPM-Solver++ for the MLP, the process's default sampler for the others). A distilled
+    /// student samples with DDIM on its own grid instead.
+    pub sampler: Option<Sampler>,
+    /// The steps `wgdiff sample`/`eval` take with `sampler` when none are asked (the grids and
+    /// live MNIST-FID take `grid_steps` and `fid_steps`); None: the sampler's own default.
+    pub sampler_steps: Option<usize>,
+    /// The classifier-free guidance scale of a class-conditional model trained with labels
+    /// dropped, for its grids, live MNIST-FID and `wgdiff sample`/`eval`; None: the model's
+    /// default ([`super::default_sampling`], else [`CFG_GUIDANCE`]).
+    pub guidance: Option<f32>,
 }
 
 /// A progressive-distillation round (Salimans & Ho 2022): the student starts from the teacher's
@@ -270,10 +283,11 @@ impl std::fmt::Display for Precision {
 impl Default for TrainConfig {
     fn default() -> Self {
         // The speed-run recipe (`wgdiff experiment speedrun`): the class-conditional residual MLP
-        // (labels dropped 10% of the time, sampled with guidance 2), v on the cosine schedule (its
-        // default process), a high lr and a short EMA; the time budget ends it on a CPU device
-        // (10,000 steps: on Mesa 25's lavapipe the texel matmuls ran 2,000 in under 2 minutes,
-        // and the 4.5 minutes' ~4,900 scored 4-5 lower; docs/training.md).
+        // (labels dropped 10% of the time, sampled by DPM-Solver++ at guidance 1.5: its
+        // `default_sampling`), v on the cosine schedule (its default process), a high lr and a
+        // short EMA; the time budget ends it on a CPU device (10,000 steps: on Mesa 25's lavapipe
+        // the texel matmuls ran 2,000 in under 2 minutes, and more steps kept scoring lower), 7
+        // minutes of it so that a fresh clone's build and the main job fit 15 (docs/training.md).
         TrainConfig {
             preset: "mnist-mlp".into(),
             model: None,
@@ -301,7 +315,7 @@ impl Default for TrainConfig {
             class_dropout: None,
             min_snr_gamma: None,
             skip_training: None,
-            max_minutes: 4.5,
+            max_minutes: 7.0,
             precision: Precision::F32,
             optimizer: Optimizer::Adam,
             fid_every: 0,
@@ -310,6 +324,9 @@ impl Default for TrainConfig {
             fid_steps: 20,
             qat: None,
             distill: None,
+            sampler: None,
+            sampler_steps: None,
+            guidance: None,
         }
     }
 }
@@ -394,6 +411,16 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.ema_decay) {
             return bad(format!("ema_decay must be in [0, 1), got {}", self.ema_decay));
         }
+        if let Some(w) = self.guidance {
+            if !(w >= 0.0 && w.is_finite()) {
+                return bad(format!(
+                    "guidance must be a finite number >= 0 (1 = plain conditional sampling), got {w}"
+                ));
+            }
+        }
+        if self.sampler_steps == Some(0) {
+            return bad("sampler_steps must be at least 1 (or leave it out for the sampler's own)".into());
+        }
         if let Some(p) = self.class_dropout {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("class_dropout must be in [0, 1], got {p}"));
@@ -437,6 +464,40 @@ impl TrainConfig {
             }
         }
         Ok(())
+    }
+
+    /// Fills in `sampler`, `sampler_steps` and `guidance` where unset from the model's defaults
+    /// ([`super::default_sampling`]; not for a distillation student, which samples with DDIM on
+    /// its grid), and checks them: a sampler that fits `process`, steps only with a sampler,
+    /// guidance only for a model trained for it.
+    pub fn resolve_sampling(&mut self, model: &ModelConfig, process: &Process) -> Result<()> {
+        let guided = matches!(self.label_dropout(model)?, Some(p) if p > 0.0);
+        if self.guidance.is_some() && !guided {
+            return Err(Error::Config(
+                "guidance applies to a class-conditional model trained with labels dropped (class_dropout > 0); \
+                 this run's model is not: leave guidance out"
+                    .into(),
+            ));
+        }
+        if let (None, None, Some(d)) = (&self.distill, self.sampler, super::default_sampling(model)) {
+            self.sampler = Some(d.sampler);
+            self.sampler_steps = self.sampler_steps.or(Some(d.steps));
+            if guided {
+                self.guidance = self.guidance.or(Some(d.guidance));
+            }
+        }
+        match self.sampler {
+            Some(sampler) if !sampler.fits(process) => Err(Error::Config(format!(
+                "sampler {sampler} does not sample the {} process this run trains; leave sampler out for its \
+                 default ({})",
+                process.name(),
+                crate::diffusion::default_sampler(process)
+            ))),
+            None if self.sampler_steps.is_some() => Err(Error::Config(
+                "sampler_steps needs a sampler (the steps `wgdiff sample` and `eval` take with it)".into(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The steps a sample grid or live MNIST-FID of this run samples with: a distilled

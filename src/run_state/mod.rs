@@ -10,7 +10,7 @@ pub use config::{
 
 use crate::checkpoint::{Checkpoint, Stored};
 use crate::data::BatcherState;
-use crate::diffusion::Process;
+use crate::diffusion::{Process, Sampler};
 use crate::models::ModelConfig;
 use crate::optim::LossScaler;
 use crate::{Error, Result};
@@ -80,7 +80,7 @@ impl TrainState {
     /// else 1.
     pub fn default_guidance(&self) -> f32 {
         match self.config.label_dropout(&self.model) {
-            Ok(Some(p)) if p > 0.0 => CFG_GUIDANCE,
+            Ok(Some(p)) if p > 0.0 => self.config.guidance.unwrap_or(CFG_GUIDANCE),
             _ => 1.0,
         }
     }
@@ -139,6 +139,31 @@ pub fn default_process(model: &ModelConfig) -> Process {
         ModelConfig::UNet(_) => Process::ddpm(),
         ModelConfig::Mlp(_) => Process::vp_cosine_v(),
         ModelConfig::ScoreNet(_) => Process::ve(),
+    }
+}
+
+/// How a fresh run of a model samples unless its config says otherwise: the sampler, its steps
+/// for `wgdiff sample`/`eval`, and the guidance of a model trained for classifier-free guidance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DefaultSampling {
+    pub sampler: Sampler,
+    pub steps: usize,
+    pub guidance: f32,
+}
+
+/// The MLP's ([`DefaultSampling`]): DPM-Solver++ at 10 steps and guidance 1.5, against DDPM's
+/// ancestral sampler at 50 steps and guidance 2 before (MNIST-FID at 1,000 samples of the main
+/// job, docs/training.md, "The main job's sampler"); None for the other models, which keep the
+/// process's default sampler at [`crate::diffusion::DEFAULT_SAMPLER_STEPS`] and
+/// [`CFG_GUIDANCE`] (the U-Net measured better with DDPM).
+pub fn default_sampling(model: &ModelConfig) -> Option<DefaultSampling> {
+    match model {
+        ModelConfig::Mlp(_) => Some(DefaultSampling {
+            sampler: "dpm-solver++".parse().expect("a sampler name"),
+            steps: 10,
+            guidance: 1.5,
+        }),
+        ModelConfig::UNet(_) | ModelConfig::ScoreNet(_) => None,
     }
 }
 

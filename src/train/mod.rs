@@ -188,6 +188,7 @@ impl Trainer {
                 ))
             })?;
         }
+        config.resolve_sampling(&model, &process)?;
         let state = TrainState::fresh(config, model, process, batcher.state().clone());
         let mut trainer = Trainer::build(gpu, state, batcher)?;
         if let Some((ckpt, _, _)) = init {

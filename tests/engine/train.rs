@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{idx_from_bytes, DataSource, Split};
-use wgdiff::diffusion::{BetaSchedule, Objective, Process, SkipPlan, SkipSchedule};
+use wgdiff::diffusion::{BetaSchedule, Objective, Process, Sampler, SkipPlan, SkipSchedule};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
 use wgdiff::pipeline::{SampleRequest, SampleRequestBuilder, TrainedModel};
@@ -267,6 +267,96 @@ fn the_configured_process_trains_is_saved_and_defaults_by_model() {
         bad.validate().is_err(),
         "a one-step process is refused before training"
     );
+}
+
+#[test]
+fn a_run_samples_with_its_models_default_sampler_and_guidance_unless_told() {
+    let dpm: Sampler = "dpm-solver++".parse().unwrap();
+    // the MLP: DPM-Solver++ at 10 steps and guidance 1.5, recorded in the run's config
+    let mlp = |out: &str| TrainConfig {
+        preset: "mnist-mlp".into(),
+        ..tiny_config(out, 1)
+    };
+    let trainer = Trainer::new(gpu(), mlp("sampling-mlp")).unwrap();
+    let c = &trainer.state.config;
+    assert_eq!(
+        (c.sampler, c.sampler_steps, c.guidance),
+        (Some(dpm), Some(10), Some(1.5))
+    );
+    let request = SampleRequest::for_state(&trainer.state).build().unwrap();
+    assert_eq!(
+        (request.sampler(), request.steps(), request.guidance()),
+        (&dpm, 10, 1.5)
+    );
+    // asked steps and sampler still win
+    let request = SampleRequest::for_state(&trainer.state)
+        .steps(Some(20))
+        .build()
+        .unwrap();
+    assert_eq!((request.sampler(), request.steps()), (&dpm, 20));
+    let request = SampleRequest::for_state(&trainer.state)
+        .sampler_named(Some("ddpm"), None, None)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!((request.sampler(), request.steps()), (&Sampler::Ddpm, 1000));
+    // a config's own choice is kept; its guidance alone leaves the model's sampler
+    let chosen = TrainConfig {
+        sampler: Some(Sampler::Ddpm),
+        guidance: Some(3.0),
+        ..mlp("sampling-chosen")
+    };
+    let trainer = Trainer::new(gpu(), chosen).unwrap();
+    let c = &trainer.state.config;
+    assert_eq!(
+        (c.sampler, c.sampler_steps, c.guidance),
+        (Some(Sampler::Ddpm), None, Some(3.0))
+    );
+    assert_eq!(trainer.state.default_guidance(), 3.0);
+    // the U-Net keeps the process's default (DDPM, 50 steps; unconditional: guidance 1)
+    let trainer = Trainer::new(gpu(), tiny_config("sampling-unet", 1)).unwrap();
+    let c = &trainer.state.config;
+    assert_eq!((c.sampler, c.sampler_steps, c.guidance), (None, None, None));
+    let request = SampleRequest::for_state(&trainer.state).build().unwrap();
+    assert_eq!(
+        (request.sampler(), request.steps(), request.guidance()),
+        (&Sampler::Ddpm, 50, 1.0)
+    );
+    // refused with the fix named: guidance without a guided model, a sampler of another process,
+    // steps without a sampler, a negative guidance
+    for (config, want) in [
+        (
+            TrainConfig {
+                guidance: Some(2.0),
+                ..tiny_config("sampling-bad", 1)
+            },
+            "leave guidance out",
+        ),
+        (
+            TrainConfig {
+                sampler: Some("ald".parse().unwrap()),
+                ..tiny_config("sampling-bad", 1)
+            },
+            "leave sampler out",
+        ),
+        (
+            TrainConfig {
+                sampler_steps: Some(5),
+                ..tiny_config("sampling-bad", 1)
+            },
+            "needs a sampler",
+        ),
+        (
+            TrainConfig {
+                guidance: Some(-1.0),
+                ..mlp("sampling-bad")
+            },
+            "finite number >= 0",
+        ),
+    ] {
+        let err = Trainer::new(gpu(), config).map(drop).unwrap_err().to_string();
+        assert!(err.contains(want), "{err}");
+    }
 }
 
 #[test]
