@@ -71,7 +71,7 @@ pub struct TrainArgs {
     #[arg(long)]
     warmup: Option<u32>,
     /// Decay the learning rate linearly to 0 over this share of the run at its end (its
-    /// --steps or --max-minutes, whichever ends it first), e.g. 0.3 [default: 0 = no decay]
+    /// --steps or --max-minutes, whichever ends it first); 0 = no decay [default: 0.3]
     #[arg(long, value_name = "SHARE")]
     lr_decay: Option<f32>,
     /// Clip the global gradient norm (0 = off) [default: 1]
@@ -144,7 +144,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "G|max")]
     conv_groups: Option<ConvGroups>,
     /// Stop after this many minutes of training (checkpoints, FID evaluations and a fresh
-    /// device's kernel measuring not counted) even if steps remain; 0 = no limit [default: 7]
+    /// device's kernel measuring not counted) even if steps remain; 0 = no limit [default: 6]
     #[arg(long)]
     max_minutes: Option<f32>,
     /// Precision of the network's forward and backward: f32 or f16 (mixed precision) [default: f32]

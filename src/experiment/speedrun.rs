@@ -193,7 +193,8 @@ pub struct Plan {
     pub slice_seconds: f64,
     /// MNIST-FID evaluations per recipe, evenly spaced over its budget.
     pub evals: usize,
-    /// Samples and sampler steps of each evaluation (DDPM ancestral sampler).
+    /// Samples and sampler steps of each evaluation (each recipe's own sampler and guidance:
+    /// `TrainConfig::sampler`, else its model's default).
     pub fid_samples: usize,
     pub fid_steps: usize,
 }
@@ -354,8 +355,9 @@ impl ExperimentReport for Report {
         let mut md = format!(
             "# Speed-run: MNIST-FID against training time\n\n{} Every recipe trained {:.0} s \
              (time inside the training step, after one untimed warm-up step), round-robin in \
-             {:.0} s slices; MNIST-FID of the EMA weights from {} samples, DDPM ancestral sampler \
-             with {} steps, at {} points.\n\n",
+             {:.0} s slices; MNIST-FID of the EMA weights from {} samples, each recipe's own sampler \
+             (DPM-Solver++ for the MLP, DDPM's ancestral sampler for the U-Nets) with {} steps, at {} \
+             points.\n\n",
             self.header.markdown(),
             p.budget_seconds,
             p.slice_seconds,

@@ -285,9 +285,10 @@ impl Default for TrainConfig {
         // The speed-run recipe (`wgdiff experiment speedrun`): the class-conditional residual MLP
         // (labels dropped 10% of the time, sampled by DPM-Solver++ at guidance 1.5: its
         // `default_sampling`), v on the cosine schedule (its default process), a high lr and a
-        // short EMA; the time budget ends it on a CPU device (10,000 steps: on Mesa 25's lavapipe
-        // the texel matmuls ran 2,000 in under 2 minutes, and more steps kept scoring lower), 7
-        // minutes of it so that a fresh clone's build and the main job fit 15 (docs/training.md).
+        // short EMA, the lr falling to 0 over the run's last 30%; the time budget ends it on a CPU
+        // device (10,000 steps: on Mesa 25's lavapipe the texel matmuls ran 2,000 in under 2
+        // minutes, and more steps kept scoring lower), 6 minutes of it so that a fresh clone's
+        // build and the main job fit 15 (docs/training.md).
         TrainConfig {
             preset: "mnist-mlp".into(),
             model: None,
@@ -302,7 +303,7 @@ impl Default for TrainConfig {
             batch: 128,
             lr: 4e-3,
             warmup: 50,
-            lr_decay: 0.0,
+            lr_decay: 0.3,
             max_grad_norm: 1.0,
             ema_decay: 0.99,
             seed: 0,
@@ -315,7 +316,7 @@ impl Default for TrainConfig {
             class_dropout: None,
             min_snr_gamma: None,
             skip_training: None,
-            max_minutes: 7.0,
+            max_minutes: 6.0,
             precision: Precision::F32,
             optimizer: Optimizer::Adam,
             fid_every: 0,
