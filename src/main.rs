@@ -30,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train a diffusion model (no flags: the class-conditional MLP on assets/mnist for 6 min);
+    /// Train a diffusion model (no flags: the class-conditional MLP on assets/mnist for 5 min);
     /// Ctrl-C or SIGTERM writes a checkpoint after the current step (exit status 130; another
     /// signal 2 s or more later quits at once, without it)
     Train(commands::train::TrainArgs),

@@ -144,7 +144,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "G|max")]
     conv_groups: Option<ConvGroups>,
     /// Stop after this many minutes of training (checkpoints, FID evaluations and a fresh
-    /// device's kernel measuring not counted) even if steps remain; 0 = no limit [default: 6]
+    /// device's kernel measuring not counted) even if steps remain; 0 = no limit [default: 5]
     #[arg(long)]
     max_minutes: Option<f32>,
     /// Precision of the network's forward and backward: f32 or f16 (mixed precision) [default: f32]

@@ -287,8 +287,8 @@ impl Default for TrainConfig {
         // `default_sampling`), v on the cosine schedule (its default process), a high lr and a
         // short EMA, the lr falling to 0 over the run's last 30%; the time budget ends it on a CPU
         // device (10,000 steps: on Mesa 25's lavapipe the texel matmuls ran 2,000 in under 2
-        // minutes, and more steps kept scoring lower), 6 minutes of it so that a fresh clone's
-        // build and the main job fit 15 (docs/training.md).
+        // minutes, and more steps kept scoring lower), 5 minutes of it so that a fresh clone's
+        // build, its first kernel measuring and the main job fit 15 (docs/training.md).
         TrainConfig {
             preset: "mnist-mlp".into(),
             model: None,
@@ -316,7 +316,7 @@ impl Default for TrainConfig {
             class_dropout: None,
             min_snr_gamma: None,
             skip_training: None,
-            max_minutes: 6.0,
+            max_minutes: 5.0,
             precision: Precision::F32,
             optimizer: Optimizer::Adam,
             fid_every: 0,
