@@ -16,12 +16,14 @@ pub struct SamplingArgs {
     #[arg(long, default_value = DEFAULT_CHECKPOINT)]
     checkpoint: PathBuf,
     /// ddpm, ddim, ald, euler-maruyama, pc, ode-heun, ode-rk45, dpm-solver++ or dpm-solver++-sde
-    /// (DPM-Solver++(2M) with fresh noise every step) [default: ddpm (ancestral) for DDPM models,
+    /// (DPM-Solver++(2M) with fresh noise every step) [default: the one the checkpoint's run
+    /// recorded (dpm-solver++ for the MLP since 2026-12-07), else ddpm (ancestral) for DDPM models,
     /// pc for the VE ScoreNet, ald for NCSN]
     #[arg(long)]
     sampler: Option<String>,
-    /// Sampler steps [default: 50 with the default sampler, else the sampler's own, e.g. 50 for
-    /// ddim]; ode-rk45 is adaptive: N only sizes its first step
+    /// Sampler steps [default: the run's recorded steps with its sampler (10 for the MLP), 50
+    /// with the default sampler, else the sampler's own, e.g. 50 for ddim]; ode-rk45 is adaptive:
+    /// N only sizes its first step
     #[arg(long)]
     steps: Option<usize>,
     /// DDIM's eta: 0 deterministic (the default), 1 as much noise as DDPM's ancestral steps
@@ -34,8 +36,8 @@ pub struct SamplingArgs {
     /// Class of every image (class-conditional models)
     #[arg(long)]
     class: Option<u32>,
-    /// Classifier-free guidance scale w (class-conditional models) [default: 2 for a model
-    /// trained with --class-dropout, else 1]
+    /// Classifier-free guidance scale w (class-conditional models) [default: for a model trained
+    /// with labels dropped the run's recorded guidance (1.5 for the MLP), else 2; else 1]
     #[arg(long)]
     guidance: Option<f32>,
     /// Skip-schedule exponent c of the adaptive U-Net: k(t) = min(N-1, floor(N - N(1-t)^c)) deepest

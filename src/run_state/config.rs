@@ -151,7 +151,8 @@ pub struct TrainConfig {
     /// teacher takes in two (see [`Distill`]); None: ordinary training.
     pub distill: Option<Distill>,
     /// The sampler of the run's grids and live MNIST-FID, which `wgdiff sample`/`eval` and the
-    /// app then default to for its checkpoints (TOML `sampler = { name = "dpm-solver++",
+    /// experiments then default to for its checkpoints (`SampleRequest::for_state`; the app's
+    /// denoise view keeps its own sampler menu) (TOML `sampler = { name = "dpm-solver++",
     /// spacing = "log-snr" }`); None: the model's default ([`super::default_sampling`]:
     /// DPM-Solver++ for the MLP, the process's default sampler for the others). A distilled
     /// student samples with DDIM on its own grid instead.
@@ -468,8 +469,8 @@ impl TrainConfig {
     }
 
     /// Fills in `sampler`, `sampler_steps` and `guidance` where unset from the model's defaults
-    /// ([`super::default_sampling`]; not for a distillation student, which samples with DDIM on
-    /// its grid), and checks them: a sampler that fits `process`, steps only with a sampler,
+    /// ([`super::default_sampling`], where its sampler fits `process`; not for a distillation
+    /// student, which samples with DDIM on its grid), and checks them: a sampler that fits `process`, steps only with a sampler,
     /// guidance only for a model trained for it.
     pub fn resolve_sampling(&mut self, model: &ModelConfig, process: &Process) -> Result<()> {
         let guided = matches!(self.label_dropout(model)?, Some(p) if p > 0.0);
@@ -480,7 +481,8 @@ impl TrainConfig {
                     .into(),
             ));
         }
-        if let (None, None, Some(d)) = (&self.distill, self.sampler, super::default_sampling(model)) {
+        let default = super::default_sampling(model).filter(|d| d.sampler.fits(process));
+        if let (None, None, Some(d)) = (&self.distill, self.sampler, default) {
             self.sampler = Some(d.sampler);
             self.sampler_steps = self.sampler_steps.or(Some(d.steps));
             if guided {

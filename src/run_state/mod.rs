@@ -153,7 +153,7 @@ pub struct DefaultSampling {
 
 /// The MLP's ([`DefaultSampling`]): DPM-Solver++ at 10 steps and guidance 1.5, against DDPM's
 /// ancestral sampler at 50 steps and guidance 2 before (MNIST-FID at 1,000 samples of the main
-/// job, docs/training.md, "The main job's sampler"); None for the other models, which keep the
+/// job, docs/training.md, "The main job's sampler and budget"); None for the other models, which keep the
 /// process's default sampler at [`crate::diffusion::DEFAULT_SAMPLER_STEPS`] and
 /// [`CFG_GUIDANCE`] (the U-Net measured better with DDPM).
 pub fn default_sampling(model: &ModelConfig) -> Option<DefaultSampling> {
