@@ -30,8 +30,11 @@ impl std::str::FromStr for BetaSchedule {
             .find(|(n, _)| *n == name)
             .map(|(_, schedule)| schedule)
             .ok_or_else(|| {
+                let names: Vec<&str> = BetaSchedule::NAMED.iter().map(|(n, _)| *n).collect();
+                let (last, rest) = names.split_last().expect("named schedules");
                 Error::Config(format!(
-                    "unknown noise schedule `{name}`; choose linear, scaled-linear, cosine or sigmoid"
+                    "unknown noise schedule `{name}`; choose {} or {last}",
+                    rest.join(", ")
                 ))
             })
     }

@@ -383,6 +383,12 @@ impl TrainConfig {
         }
     }
 
+    /// True when `model` learns the unconditional branch classifier-free guidance needs: it is
+    /// class-conditional and this run drops labels.
+    pub fn trains_for_guidance(&self, model: &ModelConfig) -> Result<bool> {
+        Ok(matches!(self.label_dropout(model)?, Some(p) if p > 0.0))
+    }
+
     /// Checks the values a run cannot start with, naming the setting and the fix.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(msg));
@@ -473,7 +479,7 @@ impl TrainConfig {
     /// student, which samples with DDIM on its grid), and checks them: a sampler that fits `process`, steps only with a sampler,
     /// guidance only for a model trained for it.
     pub fn resolve_sampling(&mut self, model: &ModelConfig, process: &Process) -> Result<()> {
-        let guided = matches!(self.label_dropout(model)?, Some(p) if p > 0.0);
+        let guided = self.trains_for_guidance(model)?;
         if self.guidance.is_some() && !guided {
             return Err(Error::Config(
                 "guidance applies to a class-conditional model trained with labels dropped (class_dropout > 0); \

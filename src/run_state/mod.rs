@@ -79,8 +79,8 @@ impl TrainState {
     /// trained with labels dropped (it learned the unconditional branch guidance needs),
     /// else 1.
     pub fn default_guidance(&self) -> f32 {
-        match self.config.label_dropout(&self.model) {
-            Ok(Some(p)) if p > 0.0 => self.config.guidance.unwrap_or(CFG_GUIDANCE),
+        match self.config.trains_for_guidance(&self.model) {
+            Ok(true) => self.config.guidance.unwrap_or(CFG_GUIDANCE),
             _ => 1.0,
         }
     }
