@@ -24,7 +24,9 @@ fn folder(name: &str) -> PathBuf {
     dir
 }
 
-/// `wgdiff train` of the tiny U-Net on the shipped MNIST, global batch 8, into `out`.
+/// `wgdiff train` of the tiny U-Net on the shipped MNIST, global batch 8, into `out`, at a constant
+/// lr: a decay over the run's last steps would make a 5-step run, resumed to 10, leave the
+/// trajectory of the 10-step run.
 fn train_args(out: &Path, steps: usize) -> Vec<String> {
     let data = format!(
         "mnist:{}",
@@ -43,6 +45,8 @@ fn train_args(out: &Path, steps: usize) -> Vec<String> {
         "--lr",
         "3e-3",
         "--warmup",
+        "0",
+        "--lr-decay",
         "0",
         "--grid-images",
         "4",
