@@ -5,10 +5,16 @@
 //! [`TrainingRun::advance`] until it returns false, passing whether the user asked to stop (a
 //! signal, a button) and showing the [`TrainEvent`]s it reports; it decides none of them. In a
 //! data-parallel job every process advances in lockstep and only rank 0 writes and scores.
+//!
+//! Scoring and grids measure no kernels ([`without_measuring_async`]): shapes new to the device
+//! (the sampler's batch, the classifier's convs) take their family's fixed rule, as a short
+//! `wgdiff sample` does. On a fresh machine timing them cost the main job ~100 s of wall time
+//! at its first live MNIST-FID, for scorings that take a tenth of the run.
 
 use super::{FidTracker, Stop, TrainConfig, Trainer};
 use crate::data::{grid_columns, grid_png, GridLayout};
 use crate::fsio::FileStore;
+use crate::gpu::without_measuring_async;
 use crate::optim::LossScaler;
 use crate::run_state::FidRecord;
 use crate::{Error, Result, Tensor};
@@ -230,7 +236,7 @@ impl<'f> TrainingRun<'f> {
         if self.leader {
             let scoring_start = self.seconds();
             if let Some(tracker) = self.fid.as_ref().filter(|_| score) {
-                let (record, is_best) = tracker.record(&mut self.trainer).await?;
+                let (record, is_best) = without_measuring_async(tracker.record(&mut self.trainer)).await?;
                 let best = match is_best {
                     true => {
                         self.save(BEST_FILE, on_event).await?;
@@ -346,7 +352,7 @@ impl<'f> TrainingRun<'f> {
     /// Samples the run's grid of the EMA weights and writes it as `name`.
     async fn grid(&mut self, name: &str, on_event: &mut dyn FnMut(TrainEvent)) -> Result<()> {
         let started = Instant::now();
-        let images = self.trainer.sample_grid_images().await?;
+        let images = without_measuring_async(self.trainer.sample_grid_images()).await?;
         let shape: [usize; 4] = images.shape().try_into().map_err(|_| {
             Error::shape(
                 "sample grid",

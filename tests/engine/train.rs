@@ -767,6 +767,68 @@ fn small_mnist_fid() -> FidTracker {
 }
 
 #[test]
+fn live_scoring_and_grids_time_no_kernel_candidates() {
+    // A device that measures (not the tests' deterministic one): the training steps time their
+    // new shapes, the scoring's and the grids' take the fixed rule, so the MNIST classifier's
+    // convs (the MLP has none) are never timed.
+    let gpu = wgdiff::Gpu::new_blocking(wgdiff::AdapterChoice::default()).unwrap();
+    assert!(!gpu.is_deterministic());
+    let measured = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = measured.clone();
+    gpu.tuner()
+        .on_measure(move |key| log.lock().unwrap().push(key.to_string()));
+    let classifier = Classifier::load(&gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
+    let data = "mnist".parse::<DataSource>().unwrap().load(Split::Test).unwrap();
+    let images = ReferenceImages {
+        data: &data,
+        split: Split::Test,
+        limit: Some(16),
+    };
+    let reference = wgdiff::gpu::without_measuring(|| {
+        block_on(Reference::compute(&gpu, &classifier, images, 16, |_| {}))
+    })
+    .unwrap();
+    let tracker = FidTracker {
+        features: Box::new(classifier),
+        reference,
+    };
+    let config = TrainConfig {
+        preset: "mnist-mlp".into(),
+        fid_every: 1,
+        fid_samples: 8,
+        fid_steps: 2,
+        sample_every: 1,
+        grid_images: 4,
+        grid_steps: 2,
+        checkpoint_every: 0,
+        ..tiny_config("unmeasured-scoring", 2)
+    };
+    std::fs::create_dir_all(&config.out).unwrap();
+    let trainer = Trainer::new(&gpu, config.clone()).unwrap();
+    let files = Box::new(wgdiff::fsio::Folder(config.out.clone()));
+    let mut run = TrainingRun::new(trainer, Some(tracker), files).unwrap();
+    let (mut scores, mut grids) = (0, 0);
+    let mut on_event = |event: TrainEvent| match event {
+        TrainEvent::Fid { .. } => scores += 1,
+        TrainEvent::Grid { .. } => grids += 1,
+        _ => {}
+    };
+    while block_on(run.advance(false, &mut on_event)).unwrap() {}
+    std::fs::remove_dir_all(&config.out).unwrap();
+    assert_eq!((scores, grids), (2, 2));
+    let measured = measured.lock().unwrap();
+    assert!(
+        measured.iter().any(|key| key.starts_with("matmul")),
+        "the training steps time their matmuls: {measured:?}"
+    );
+    let convs: Vec<&String> = measured.iter().filter(|key| key.starts_with("conv")).collect();
+    assert!(
+        convs.is_empty(),
+        "scoring timed the classifier's convs: {convs:?}"
+    );
+}
+
+#[test]
 fn live_fid_scores_on_its_clock_with_a_grid_beside_each_score_and_only_on_mnist() {
     let config = TrainConfig {
         fid_share: wgdiff::train::MAX_FID_SHARE,
