@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use wgdiff::classifier::SHIPPED_MNIST_CLASSIFIER;
 use wgdiff::data::{DataSource, Split};
+use wgdiff::diffusion::GuidanceInterval;
 use wgdiff::eval::{
     compare, real_image_features, FeatureNet, Reference, ReferenceImages, Scores, DEFAULT_STATS_CACHE,
 };
@@ -87,6 +88,9 @@ struct EvalReport {
     sampler_steps: usize,
     /// Classifier-free guidance scale (1: none).
     guidance: f32,
+    /// The noise levels (sigma = std / alpha) guidance applied at; absent: every step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    guidance_interval: Option<GuidanceInterval>,
     seed: u64,
     reference: String,
     network: String,
@@ -324,9 +328,10 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
     let steps = request.steps();
     let reference_note = reference_note(cached, &args);
     let is_text = inception_score.map_or(String::new(), |(m, s)| format!("  IS {m:.2} ± {s:.2}"));
-    let guidance = match request.guidance() {
-        1.0 => String::new(),
-        w => format!(", guidance {w}"),
+    let guidance = match (request.guidance(), request.guidance_interval()) {
+        (1.0, _) => String::new(),
+        (w, None) => format!(", guidance {w}"),
+        (w, Some(interval)) => format!(", guidance {w} at sigma {interval}"),
     };
     let kid_text = kid_text(&scores);
     println!(
@@ -348,6 +353,7 @@ pub fn run(gpu: &Gpu, args: EvalArgs) -> Result<()> {
             sampler: request.sampler().to_string(),
             sampler_steps: steps,
             guidance: request.guidance(),
+            guidance_interval: request.guidance_interval(),
             seed: request.seed(),
             reference: data.name.clone(),
             network: net.id(),

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
-use wgdiff::diffusion::{FeatureCache, SkipPlan, SkipSchedule, Spacing, Step};
+use wgdiff::diffusion::{FeatureCache, GuidanceInterval, SkipPlan, SkipSchedule, Spacing, Step};
 use wgdiff::pipeline::grids::{save_grid_of, save_step_frames};
 use wgdiff::pipeline::{SampleRequest, TrainedModel, DEFAULT_CHECKPOINT};
 use wgdiff::Gpu;
@@ -40,6 +40,11 @@ pub struct SamplingArgs {
     /// with labels dropped the run's recorded guidance (1.5 for the MLP), else 2; else 1]
     #[arg(long)]
     guidance: Option<f32>,
+    /// Noise levels LOW,HIGH (sigma = std / alpha) between which guidance applies, or `all`;
+    /// outside them the conditional output alone, at half the batch [default: the run's
+    /// recorded interval (0.28,5.42 for the MLP, as Kynkäänniemi et al. guide EDM2), else all]
+    #[arg(long, value_name = "LOW,HIGH|all")]
+    guidance_interval: Option<GuidanceInterval>,
     /// Skip-schedule exponent c of the adaptive U-Net: k(t) = min(N-1, floor(N - N(1-t)^c)) deepest
     /// levels skipped at normalised time t [default: 0 = no skipping]
     #[arg(long, conflicts_with = "skip_schedule")]
@@ -114,6 +119,9 @@ impl SamplingArgs {
         }
         if let Some(guidance) = self.guidance {
             builder = builder.guidance(guidance);
+        }
+        if let Some(interval) = self.guidance_interval {
+            builder = builder.guidance_interval(Some(interval));
         }
         Ok(builder.build()?)
     }

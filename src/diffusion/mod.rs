@@ -13,7 +13,7 @@ pub mod skip;
 pub mod skip_schedule;
 
 pub use deep_cache::{CacheCounts, FeatureCache};
-pub use denoiser::{guide, Denoiser, Guided, NetDenoiser};
+pub use denoiser::{guide, Denoiser, GuidanceInterval, Guided, NetDenoiser};
 pub use distill::{distill_loss, DistillGrid, Role};
 pub use loss::{Network, Weighting};
 pub use process::{Level, Marginals, Objective, Output, Process, Sde};

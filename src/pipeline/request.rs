@@ -2,8 +2,8 @@
 //! caching, class, guidance), built once by `SampleRequestBuilder`, which decides every default.
 
 use crate::diffusion::{
-    check_timesteps, default_sampler, FeatureCache, Process, Sampler, SkipPlan, SkipSchedule, Spacing,
-    DEFAULT_SAMPLER_STEPS,
+    check_timesteps, default_sampler, FeatureCache, GuidanceInterval, Process, Sampler, SkipPlan,
+    SkipSchedule, Spacing, DEFAULT_SAMPLER_STEPS,
 };
 use crate::models::ModelConfig;
 use crate::run_state::{check_finite_nonnegative, TrainState};
@@ -26,6 +26,9 @@ pub struct SampleRequest {
     cache: Option<FeatureCache>,
     class: Option<u32>,
     guidance: f32,
+    /// The noise levels guidance applies at (None: every call) and their network times.
+    guidance_interval: Option<GuidanceInterval>,
+    guided_times: Option<(f32, f32)>,
     precision: DType,
     timesteps: Option<Vec<f64>>,
 }
@@ -46,6 +49,7 @@ impl SampleRequest {
             cache: None,
             class: None,
             guidance: 1.0,
+            guidance_interval: None,
             precision: DType::F32,
             timesteps: None,
             default_sampler: None,
@@ -53,11 +57,14 @@ impl SampleRequest {
     }
 
     /// [`SampleRequest::builder`] for the model a training state describes, at the guidance it
-    /// was trained for ([`TrainState::default_guidance`]) and with the sampler its run chose
-    /// (`TrainConfig::sampler` and `sampler_steps`); a distilled student's default sampler is
-    /// deterministic DDIM on the trailing grid of the steps it learned.
+    /// was trained for ([`TrainState::default_guidance`], in the run's guidance interval) and
+    /// with the sampler its run chose (`TrainConfig::sampler` and `sampler_steps`); a distilled
+    /// student's default sampler is deterministic DDIM on the trailing grid of the steps it
+    /// learned.
     pub fn for_state(state: &TrainState) -> SampleRequestBuilder<'_> {
-        let mut builder = Self::builder(&state.model, &state.process).guidance(state.default_guidance());
+        let mut builder = Self::builder(&state.model, &state.process)
+            .guidance(state.default_guidance())
+            .guidance_interval(state.default_guidance_interval());
         let c = &state.config;
         if let Some(d) = &c.distill {
             let ddim = Sampler::Ddim {
@@ -110,6 +117,18 @@ impl SampleRequest {
     /// Classifier-free guidance scale w (1 = plain conditional).
     pub fn guidance(&self) -> f32 {
         self.guidance
+    }
+
+    /// The noise levels guidance applies at (None: every call).
+    pub fn guidance_interval(&self) -> Option<GuidanceInterval> {
+        self.guidance_interval
+    }
+
+    /// The network times guidance applies at (None: every call; [`NetDenoiser::guided_at`]).
+    ///
+    /// [`NetDenoiser::guided_at`]: crate::diffusion::NetDenoiser::guided_at
+    pub fn guided_times(&self) -> Option<(f32, f32)> {
+        self.guided_times
     }
 
     /// The dtype the network runs in (f16 needs the adapter's SHADER_F16).
@@ -207,6 +226,7 @@ pub struct SampleRequestBuilder<'a> {
     cache: Option<FeatureCache>,
     class: Option<u32>,
     guidance: f32,
+    guidance_interval: Option<GuidanceInterval>,
     precision: DType,
     timesteps: Option<Vec<f64>>,
     /// The sampler and steps when none is named (None: the process's default sampler at
@@ -299,6 +319,13 @@ impl<'a> SampleRequestBuilder<'a> {
         self
     }
 
+    /// Guide only at the noise levels of `interval` (None or [`GuidanceInterval::ALL`]: at
+    /// every call).
+    pub fn guidance_interval(mut self, interval: Option<GuidanceInterval>) -> Self {
+        self.guidance_interval = interval.filter(|i| *i != GuidanceInterval::ALL);
+        self
+    }
+
     /// Run the network in f16 (activations; float weights cast at use) or f32 (the default).
     pub fn precision(mut self, precision: DType) -> Self {
         self.precision = precision;
@@ -370,6 +397,15 @@ impl<'a> SampleRequestBuilder<'a> {
             }
             _ => {}
         }
+        let guided_times = match self.guidance_interval {
+            Some(_) if self.model.classes().is_none() => return bad(
+                "a guidance interval needs a class-conditional model; this one was trained without labels \
+                     (leave out --guidance-interval)"
+                    .into(),
+            ),
+            Some(interval) => interval.network_times(self.process)?,
+            None => None,
+        };
         Ok(SampleRequest {
             sampler,
             steps,
@@ -379,6 +415,8 @@ impl<'a> SampleRequestBuilder<'a> {
             cache: self.cache,
             class: self.class,
             guidance: self.guidance,
+            guidance_interval: self.guidance_interval,
+            guided_times,
             precision: self.precision,
             timesteps: self.timesteps,
         })

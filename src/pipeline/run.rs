@@ -26,8 +26,8 @@ pub async fn sample_net<'s>(
     Ok((out.samples, out.evaluations))
 }
 
-/// The denoiser `request` samples `net` with: its class labels and guidance (checked against
-/// the model when the request was built).
+/// The denoiser `request` samples `net` with: its class labels, guidance and guidance interval
+/// (checked against the model when the request was built).
 pub fn request_denoiser<'n>(
     net: &'n dyn DiffusionNet,
     model: &ModelConfig,
@@ -40,7 +40,7 @@ pub fn request_denoiser<'n>(
                 Some(class) => vec![class; n],
                 None => (0..n).map(|i| (i % k) as u32).collect(),
             };
-            NetDenoiser::guided(net, labels, request.guidance(), k as u32)
+            NetDenoiser::guided(net, labels, request.guidance(), k as u32).guided_at(request.guided_times())
         }
         None => NetDenoiser::new(net),
     };

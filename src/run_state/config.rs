@@ -2,7 +2,7 @@
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
 use crate::checkpoint::compressed::WeightBits;
-use crate::diffusion::{BetaSchedule, Objective, Process, Sampler, DEFAULT_SAMPLER_STEPS};
+use crate::diffusion::{BetaSchedule, GuidanceInterval, Objective, Process, Sampler, DEFAULT_SAMPLER_STEPS};
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::optim::MomentStorage;
 use crate::{DType, Error, Gpu, Result};
@@ -164,6 +164,10 @@ pub struct TrainConfig {
     /// dropped, for its grids, live MNIST-FID and `wgdiff sample`/`eval`; None: the model's
     /// default ([`super::default_sampling`], else [`CFG_GUIDANCE`]).
     pub guidance: Option<f32>,
+    /// The noise levels that guidance applies at (TOML `guidance_interval = { low = 0.28, high =
+    /// 5.42 }`); None: the model's default with its default guidance
+    /// ([`super::default_sampling`]: the paper's interval for the MLP), else every call.
+    pub guidance_interval: Option<GuidanceInterval>,
 }
 
 /// A progressive-distillation round (Salimans & Ho 2022): the student starts from the teacher's
@@ -329,6 +333,7 @@ impl Default for TrainConfig {
             sampler: None,
             sampler_steps: None,
             guidance: None,
+            guidance_interval: None,
         }
     }
 }
@@ -426,6 +431,9 @@ impl TrainConfig {
                 ));
             }
         }
+        if let Some(interval) = self.guidance_interval {
+            interval.check()?;
+        }
         if self.sampler_steps == Some(0) {
             return bad("sampler_steps must be at least 1 (or leave it out for the sampler's own)".into());
         }
@@ -474,16 +482,17 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// Fills in `sampler`, `sampler_steps` and `guidance` where unset from the model's defaults
-    /// ([`super::default_sampling`], where its sampler fits `process`; not for a distillation
-    /// student, which samples with DDIM on its grid), and checks them: a sampler that fits `process`, steps only with a sampler,
-    /// guidance only for a model trained for it.
+    /// Fills in `sampler`, `sampler_steps`, `guidance` and `guidance_interval` where unset from
+    /// the model's defaults ([`super::default_sampling`], where its sampler fits `process`; not
+    /// for a distillation student, which samples with DDIM on its grid), and checks them: a
+    /// sampler that fits `process`, steps only with a sampler, guidance and its interval only
+    /// for a model trained for it.
     pub fn resolve_sampling(&mut self, model: &ModelConfig, process: &Process) -> Result<()> {
         let guided = self.trains_for_guidance(model)?;
-        if self.guidance.is_some() && !guided {
+        if (self.guidance.is_some() || self.guidance_interval.is_some()) && !guided {
             return Err(Error::Config(
-                "guidance applies to a class-conditional model trained with labels dropped (class_dropout > 0); \
-                 this run's model is not: leave guidance out"
+                "guidance and its interval apply to a class-conditional model trained with labels dropped \
+                 (class_dropout > 0); this run's model is not: leave them out"
                     .into(),
             ));
         }
@@ -493,7 +502,11 @@ impl TrainConfig {
             self.sampler_steps = self.sampler_steps.or(Some(d.steps));
             if guided {
                 self.guidance = self.guidance.or(Some(d.guidance));
+                self.guidance_interval = self.guidance_interval.or(d.guidance_interval);
             }
+        }
+        if let Some(interval) = self.guidance_interval {
+            interval.network_times(process)?;
         }
         match self.sampler {
             Some(sampler) if !sampler.fits(process) => Err(Error::Config(format!(

@@ -10,7 +10,7 @@ pub use config::{
 
 use crate::checkpoint::{Checkpoint, Stored};
 use crate::data::BatcherState;
-use crate::diffusion::{Process, Sampler};
+use crate::diffusion::{GuidanceInterval, Process, Sampler};
 use crate::models::ModelConfig;
 use crate::optim::LossScaler;
 use crate::{Error, Result};
@@ -84,6 +84,16 @@ impl TrainState {
             _ => 1.0,
         }
     }
+
+    /// The noise levels [`TrainState::default_guidance`] applies at: the run's recorded
+    /// interval for a model trained for guidance (None: every call, as in runs before
+    /// 2026-12-07).
+    pub fn default_guidance_interval(&self) -> Option<GuidanceInterval> {
+        match self.config.trains_for_guidance(&self.model) {
+            Ok(true) => self.config.guidance_interval,
+            _ => None,
+        }
+    }
 }
 
 /// One evaluation: the step it followed and the Fréchet distance then.
@@ -149,11 +159,14 @@ pub struct DefaultSampling {
     pub sampler: Sampler,
     pub steps: usize,
     pub guidance: f32,
+    /// The noise levels guidance applies at (None: every call).
+    pub guidance_interval: Option<GuidanceInterval>,
 }
 
 /// The MLP's ([`DefaultSampling`]): DPM-Solver++ at 10 steps and guidance 1.5, against DDPM's
 /// ancestral sampler at 50 steps and guidance 2 before (MNIST-FID at 1,000 samples of the main
-/// job, docs/training.md, "The main job's sampler and budget"); None for the other models, which keep the
+/// job, docs/training.md, "The main job's sampler and budget"), guided in
+/// [`GuidanceInterval::PAPER`] (1.9-2.6 lower again: "Guidance in a limited interval"); None for the other models, which keep the
 /// process's default sampler at [`crate::diffusion::DEFAULT_SAMPLER_STEPS`] and
 /// [`CFG_GUIDANCE`] (the U-Net measured better with DDPM).
 pub fn default_sampling(model: &ModelConfig) -> Option<DefaultSampling> {
@@ -162,6 +175,7 @@ pub fn default_sampling(model: &ModelConfig) -> Option<DefaultSampling> {
             sampler: "dpm-solver++".parse().expect("a sampler name"),
             steps: 10,
             guidance: 1.5,
+            guidance_interval: Some(GuidanceInterval::PAPER),
         }),
         ModelConfig::UNet(_) | ModelConfig::ScoreNet(_) => None,
     }

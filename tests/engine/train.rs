@@ -11,7 +11,10 @@ use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{idx_from_bytes, DataSource, Split};
-use wgdiff::diffusion::{BetaSchedule, Objective, Process, Sampler, SkipPlan, SkipSchedule};
+use wgdiff::diffusion::{
+    BetaSchedule, Denoiser, GuidanceInterval, NetDenoiser, Objective, Process, Sampler, SkipPlan,
+    SkipSchedule,
+};
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
 use wgdiff::pipeline::{SampleRequest, SampleRequestBuilder, TrainedModel};
@@ -330,7 +333,7 @@ fn a_run_samples_with_its_models_default_sampler_and_guidance_unless_told() {
                 guidance: Some(2.0),
                 ..tiny_config("sampling-bad", 1)
             },
-            "leave guidance out",
+            "leave them out",
         ),
         (
             TrainConfig {
@@ -356,6 +359,98 @@ fn a_run_samples_with_its_models_default_sampler_and_guidance_unless_told() {
     ] {
         let err = Trainer::new(gpu(), config).map(drop).unwrap_err().to_string();
         assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn a_run_guides_in_its_models_interval_of_noise_levels_unless_told() {
+    let mlp = |out: &str| TrainConfig {
+        preset: "mnist-mlp".into(),
+        ..tiny_config(out, 1)
+    };
+    // the MLP records the paper's interval with its guidance; requests take it, or every step
+    let trainer = Trainer::new(gpu(), mlp("interval-mlp")).unwrap();
+    assert_eq!(
+        trainer.state.config.guidance_interval,
+        Some(GuidanceInterval::PAPER)
+    );
+    let request = SampleRequest::for_state(&trainer.state).build().unwrap();
+    assert_eq!(request.guidance_interval(), Some(GuidanceInterval::PAPER));
+    let (low, high) = request.guided_times().unwrap();
+    let marginals = trainer.state.process.marginals().unwrap();
+    for (t, sigma) in [(low, 0.28), (high, 5.42)] {
+        let level = marginals.level(t);
+        let at = level.std / level.alpha;
+        assert!((at / sigma - 1.0).abs() < 0.01, "t {t}: sigma {at}, not {sigma}");
+    }
+    let all = SampleRequest::for_state(&trainer.state)
+        .guidance_interval(Some(GuidanceInterval::ALL))
+        .build()
+        .unwrap();
+    assert_eq!((all.guidance_interval(), all.guided_times()), (None, None));
+    // a checkpoint from before (no interval recorded) guides at every step
+    let mut before = trainer.state.clone();
+    before.config.guidance_interval = None;
+    assert_eq!(
+        SampleRequest::for_state(&before).build().unwrap().guided_times(),
+        None
+    );
+    // refused with the fix named: an interval for a model without labels, or a reversed one
+    let unconditional = TrainConfig {
+        guidance_interval: Some(GuidanceInterval::PAPER),
+        ..tiny_config("interval-bad", 1)
+    };
+    let err = Trainer::new(gpu(), unconditional)
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("leave them out"), "{err}");
+    let reversed = TrainConfig {
+        guidance_interval: Some(GuidanceInterval { low: 5.0, high: 1.0 }),
+        ..mlp("interval-bad")
+    };
+    let err = Trainer::new(gpu(), reversed).map(drop).unwrap_err().to_string();
+    assert!(err.contains("0 <= low < high"), "{err}");
+    assert_eq!(
+        "0.28,5.42".parse::<GuidanceInterval>().unwrap(),
+        GuidanceInterval::PAPER
+    );
+    assert_eq!("all".parse::<GuidanceInterval>().unwrap(), GuidanceInterval::ALL);
+    for bad in ["5,1", "0.28", "x,1", "-1,2"] {
+        assert!(bad.parse::<GuidanceInterval>().is_err(), "{bad}");
+    }
+    assert!(GuidanceInterval::PAPER.network_times(&Process::ve()).is_err());
+}
+
+#[test]
+fn a_guided_denoiser_guides_only_at_the_network_times_of_its_interval() {
+    let _g = wgdiff::no_grad();
+    let net = wgdiff::models::preset("mnist-mlp")
+        .unwrap()
+        .build(gpu(), 3)
+        .unwrap();
+    let values: Vec<f32> = (0..2 * 784)
+        .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+        .collect();
+    let x = wgdiff::Tensor::from_f32(gpu(), &[2, 1, 28, 28], &values).unwrap();
+    let labels = vec![3u32, 7];
+    let conditional = NetDenoiser::conditional(net.as_ref(), labels.clone());
+    let guided = NetDenoiser::guided(net.as_ref(), labels.clone(), 2.0, 10);
+    let limited = NetDenoiser::guided(net.as_ref(), labels, 2.0, 10).guided_at(Some((100.0, 500.0)));
+    let out = |d: &NetDenoiser, t: f32| d.predict(&x, t, 0).unwrap().to_vec().unwrap();
+    for t in [50.0, 100.0, 300.0, 500.0, 900.0] {
+        let inside = (100.0..=500.0).contains(&t);
+        assert_ne!(
+            out(&guided, t),
+            out(&conditional, t),
+            "guidance changes the output"
+        );
+        let want = if inside {
+            out(&guided, t)
+        } else {
+            out(&conditional, t)
+        };
+        assert_eq!(out(&limited, t), want, "t {t}, inside {inside}");
     }
 }
 
