@@ -847,17 +847,45 @@ fn fid_every_records_mnist_fid_and_keeps_the_best_checkpoint() {
 
 /// The shipped classifier against 64 test images: MNIST-FID for short test runs.
 fn small_mnist_fid() -> FidTracker {
-    let classifier = Classifier::load(gpu(), Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
+    small_mnist_fid_on(gpu(), 64)
+}
+
+/// The shipped classifier on `gpu` against `images` test images, its reference computed
+/// without timing kernels.
+fn small_mnist_fid_on(gpu: &wgdiff::Gpu, images: usize) -> FidTracker {
+    let classifier = Classifier::load(gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
     let data = "mnist".parse::<DataSource>().unwrap().load(Split::Test).unwrap();
-    let images = ReferenceImages {
+    let reference_images = ReferenceImages {
         data: &data,
         split: Split::Test,
-        limit: Some(64),
+        limit: Some(images),
     };
-    let reference = pollster::block_on(Reference::compute(gpu(), &classifier, images, 64, |_| {})).unwrap();
+    let reference = wgdiff::gpu::without_measuring(|| {
+        block_on(Reference::compute(
+            gpu,
+            &classifier,
+            reference_images,
+            images,
+            |_| {},
+        ))
+    })
+    .unwrap();
     FidTracker {
         features: Box::new(classifier),
         reference,
+    }
+}
+
+/// `tiny_config` scoring 8 samples of 2 steps and drawing grids of 4 at 2 steps, without
+/// checkpoints between.
+fn scored_config(out: &str, steps: usize) -> TrainConfig {
+    TrainConfig {
+        fid_samples: 8,
+        fid_steps: 2,
+        grid_images: 4,
+        grid_steps: 2,
+        checkpoint_every: 0,
+        ..tiny_config(out, steps)
     }
 }
 
@@ -872,31 +900,12 @@ fn live_scoring_and_grids_time_no_kernel_candidates() {
     let log = measured.clone();
     gpu.tuner()
         .on_measure(move |key| log.lock().unwrap().push(key.to_string()));
-    let classifier = Classifier::load(&gpu, Path::new(SHIPPED_MNIST_CLASSIFIER)).unwrap();
-    let data = "mnist".parse::<DataSource>().unwrap().load(Split::Test).unwrap();
-    let images = ReferenceImages {
-        data: &data,
-        split: Split::Test,
-        limit: Some(16),
-    };
-    let reference = wgdiff::gpu::without_measuring(|| {
-        block_on(Reference::compute(&gpu, &classifier, images, 16, |_| {}))
-    })
-    .unwrap();
-    let tracker = FidTracker {
-        features: Box::new(classifier),
-        reference,
-    };
+    let tracker = small_mnist_fid_on(&gpu, 16);
     let config = TrainConfig {
         preset: "mnist-mlp".into(),
         fid_every: 1,
-        fid_samples: 8,
-        fid_steps: 2,
         sample_every: 1,
-        grid_images: 4,
-        grid_steps: 2,
-        checkpoint_every: 0,
-        ..tiny_config("unmeasured-scoring", 2)
+        ..scored_config("unmeasured-scoring", 2)
     };
     std::fs::create_dir_all(&config.out).unwrap();
     let trainer = Trainer::new(&gpu, config.clone()).unwrap();
@@ -927,12 +936,7 @@ fn live_scoring_and_grids_time_no_kernel_candidates() {
 fn live_fid_scores_on_its_clock_with_a_grid_beside_each_score_and_only_on_mnist() {
     let config = TrainConfig {
         fid_share: wgdiff::train::MAX_FID_SHARE,
-        fid_samples: 8,
-        fid_steps: 2,
-        grid_images: 4,
-        grid_steps: 2,
-        checkpoint_every: 0,
-        ..tiny_config("live-fid", 8)
+        ..scored_config("live-fid", 8)
     };
     std::fs::create_dir_all(&config.out).unwrap();
     let trainer = Trainer::new(gpu(), config.clone()).unwrap();
