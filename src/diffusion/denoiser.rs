@@ -205,7 +205,7 @@ impl GuidanceInterval {
         high: f64::MAX,
     };
 
-    /// Errors unless 0 <= low < high (finite low; high finite or [`f64::MAX`]).
+    /// Errors unless 0 <= low < high, both finite ([`GuidanceInterval::ALL`] passes).
     pub fn check(&self) -> Result<()> {
         if self.low.is_finite() && self.high.is_finite() && 0.0 <= self.low && self.low < self.high {
             Ok(())

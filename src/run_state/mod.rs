@@ -166,8 +166,8 @@ pub struct DefaultSampling {
 /// The MLP's ([`DefaultSampling`]): DPM-Solver++ at 10 steps and guidance 1.5, against DDPM's
 /// ancestral sampler at 50 steps and guidance 2 before (MNIST-FID at 1,000 samples of the main
 /// job, docs/training.md, "The main job's sampler and budget"), guided in
-/// [`GuidanceInterval::PAPER`] (1.9-2.6 lower again: "Guidance in a limited interval"); None for the other models, which keep the
-/// process's default sampler at [`crate::diffusion::DEFAULT_SAMPLER_STEPS`] and
+/// [`GuidanceInterval::PAPER`] (1.8-2.7 lower again: "Guidance in a limited interval"); None
+/// for the other models, which keep the process's default sampler at [`crate::diffusion::DEFAULT_SAMPLER_STEPS`] and
 /// [`CFG_GUIDANCE`] (the U-Net measured better with DDPM).
 pub fn default_sampling(model: &ModelConfig) -> Option<DefaultSampling> {
     match model {
