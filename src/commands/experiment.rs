@@ -243,13 +243,14 @@ pub struct LadderArgs {
     wgdiff experiment speedrun --quick --recipes default,min-snr,lr-decay --budget 270\n\n\
 Recipes (--recipes keys): previous (the MNIST U-Net, batch 64, EMA 0.999, the default before\n\
 the speed-run), default (today's: the class-conditional residual MLP, v on the cosine schedule,\n\
-guidance 2), the same MLP without classes (unconditional), with eps on linear betas\n\
-(eps-linear), at double width (mlp-1024), with min-SNR-5 loss weighting (min-snr), with the lr\n\
-decaying over the last 30% (lr-decay), with EMA 0.999 (ema-999), with a 3x3 conv head over\n\
-its output (conv-head), at batch 256 (batch-256), and the small U-Net with the new optimiser\n\
-settings (unet-small). Each first takes one untimed warm-up step (pipelines, kernel\n\
-autotuning). They train round-robin in time slices, so a machine that slows down slows every\n\
-recipe alike; only time inside the training step counts. Writes\n\
+logit-normal training times, the lr decaying over the last 30%, guidance 1.5), the same MLP\n\
+without classes (unconditional), with eps on linear betas (eps-linear), at double width\n\
+(mlp-1024), with min-SNR-5 loss weighting (min-snr), with the lr decaying over the last 30%\n\
+(lr-decay), with EMA 0.999 (ema-999), with a 3x3 conv head over its output (conv-head), at\n\
+batch 256 (batch-256), with uniform training times (uniform-times), and the small U-Net with\n\
+the new optimiser settings (unet-small). Each first takes one untimed warm-up step (pipelines,\n\
+kernel autotuning). They train round-robin in time slices, so a machine that slows down slows\n\
+every recipe alike; only time inside the training step counts. Writes\n\
 speedrun.md, speedrun.json and fid-vs-time.png to --out.")]
 pub struct SpeedrunArgs {
     /// Small run for lavapipe: 240 training seconds per recipe, 3 evaluations of 200 samples x 20 DDPM steps

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pollster::block_on;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use wgdiff::diffusion::{BetaSchedule, Objective};
+use wgdiff::diffusion::{BetaSchedule, Objective, TimeSampling};
 use wgdiff::fsio::Folder;
 use wgdiff::gpu::describe;
 use wgdiff::gpu::DeviceSet;
@@ -128,6 +128,12 @@ pub struct TrainArgs {
     /// Min-SNR-gamma loss weighting (e.g. 5)
     #[arg(long)]
     min_snr_gamma: Option<f32>,
+    /// How training draws its network times: `uniform`, `logit-normal` (mean 0, std 1) or
+    /// `logit-normal:MEAN,STD` (normalised time sigmoid(MEAN + STD n), n ~ N(0, 1): more steps
+    /// at the middle noise levels; VP processes) [default: logit-normal for the MLP, uniform for
+    /// the U-Nets and ScoreNet]
+    #[arg(long, value_parser = parse_time_sampling, value_name = "DIST")]
+    time_sampling: Option<TimeSampling>,
     /// Train the adaptive U-Net to skip its deepest levels: `uniform` (k uniform in 0..N-1 per
     /// batch) or `consistent:C` (each batch's timesteps share one k(t) of the schedule
     /// k(t) = min(N-1, floor(N - N(1-t)^C)) and skip it; sample with `--skip-exponent C`)
@@ -215,6 +221,10 @@ fn parse_skip_training(text: &str) -> std::result::Result<SkipTraining, String> 
     SkipTraining::parse(text).map_err(|e| e.to_string())
 }
 
+fn parse_time_sampling(text: &str) -> std::result::Result<TimeSampling, String> {
+    TimeSampling::parse(text).map_err(|e| e.to_string())
+}
+
 impl TrainArgs {
     /// What `--resume` changes: the flags a resumed run may take.
     fn resume_changes(&self) -> ResumeChanges {
@@ -248,6 +258,7 @@ impl TrainArgs {
             ("--flip", self.flip),
             ("--class-dropout", self.class_dropout.is_some()),
             ("--min-snr-gamma", self.min_snr_gamma.is_some()),
+            ("--time-sampling", self.time_sampling.is_some()),
             ("--skip-training", self.skip_training.is_some()),
             ("--skip-type", self.skip_type.is_some()),
             ("--conv-groups", self.conv_groups.is_some()),
@@ -319,6 +330,9 @@ impl TrainArgs {
         }
         if self.min_snr_gamma.is_some() {
             c.min_snr_gamma = self.min_snr_gamma;
+        }
+        if self.time_sampling.is_some() {
+            c.time_sampling = self.time_sampling;
         }
         if self.skip_training.is_some() {
             c.skip_training = self.skip_training;
@@ -478,9 +492,10 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         (None, None) => c.preset.clone(),
     };
     say!(
-        "model: {model_name} ({} parameters), process {}, data {} ({} images), batch {}, steps {}..{}, {}",
+        "model: {model_name} ({} parameters), process {} ({} times), data {} ({} images), batch {}, steps {}..{}, {}",
         super::model::thousands(params),
         trainer.state.process.name(),
+        c.time_sampling.unwrap_or_default(),
         trainer.dataset().name,
         trainer.dataset().len(),
         c.batch,

@@ -1,4 +1,4 @@
-//! Diffusion: noise processes (VP/DDPM, VE SDE, NCSN), training losses, the adaptive skip
+//! Diffusion: noise processes (VP/DDPM, VE SDE, NCSN), training losses and time sampling, the adaptive skip
 //! schedule (c-family or per step, and its file), deep-feature caching, denoisers with
 //! classifier-free guidance, and every sampler.
 
@@ -11,6 +11,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod skip;
 pub mod skip_schedule;
+pub mod time_sampling;
 
 pub use deep_cache::{CacheCounts, FeatureCache};
 pub use denoiser::{guide, Denoiser, GuidanceInterval, Guided, NetDenoiser};
@@ -24,3 +25,4 @@ pub use sampler::{
 pub use schedule::{AlphaBars, BetaSchedule};
 pub use skip::{join_depths, skip_intervals, skip_levels, SkipInterval, SkipPlan};
 pub use skip_schedule::{SkipSchedule, StepSearchRecord, SHIPPED_SCHEDULE};
+pub use time_sampling::TimeSampling;

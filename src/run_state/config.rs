@@ -2,7 +2,9 @@
 //! read from a TOML file and/or command-line flags, stored in every checkpoint.
 
 use crate::checkpoint::compressed::WeightBits;
-use crate::diffusion::{BetaSchedule, GuidanceInterval, Objective, Process, Sampler, DEFAULT_SAMPLER_STEPS};
+use crate::diffusion::{
+    BetaSchedule, GuidanceInterval, Objective, Process, Sampler, TimeSampling, DEFAULT_SAMPLER_STEPS,
+};
 use crate::models::{preset, ModelConfig, SkipType};
 use crate::optim::MomentStorage;
 use crate::{DType, Error, Gpu, Result};
@@ -120,6 +122,11 @@ pub struct TrainConfig {
     pub class_dropout: Option<f32>,
     /// Min-SNR-gamma loss weighting (e.g. 5); None: plain loss.
     pub min_snr_gamma: Option<f32>,
+    /// How the training batches' network times are drawn (TOML `time_sampling = { kind =
+    /// "logit_normal", mean = 0.0, std = 1.0 }` or `{ kind = "uniform" }`); None: uniform,
+    /// and a fresh run takes its model's default ([`super::default_time_sampling`]:
+    /// logit-normal (0, 1) for the MLP), which its checkpoints then record.
+    pub time_sampling: Option<TimeSampling>,
     /// Train the adaptive U-Net for level skipping (the adaptive U-Net paper); None: never skip.
     pub skip_training: Option<SkipTraining>,
     /// Stop training after this many minutes of this run's training (`train_seconds`: not
@@ -320,6 +327,7 @@ impl Default for TrainConfig {
             flip: false,
             class_dropout: None,
             min_snr_gamma: None,
+            time_sampling: None,
             skip_training: None,
             max_minutes: 5.0,
             precision: Precision::F32,
@@ -434,6 +442,9 @@ impl TrainConfig {
         if let Some(interval) = self.guidance_interval {
             interval.check()?;
         }
+        if let Some(sampling) = self.time_sampling {
+            sampling.check()?;
+        }
         if self.sampler_steps == Some(0) {
             return bad("sampler_steps must be at least 1 (or leave it out for the sampler's own)".into());
         }
@@ -520,6 +531,35 @@ impl TrainConfig {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Fills in `time_sampling` where unset from the model's default
+    /// ([`super::default_time_sampling`], on a VP process, without skip training or
+    /// distillation, which draw their own times), and refuses a non-uniform one where it cannot
+    /// apply.
+    pub fn resolve_time_sampling(&mut self, model: &ModelConfig, process: &Process) -> Result<()> {
+        let own_times = match (self.skip_training, &self.distill) {
+            (Some(_), _) => Some("skip training draws its times per skipped level"),
+            (_, Some(_)) => Some("distillation draws the student's steps from its grid"),
+            _ => None,
+        };
+        let vp = matches!(process, Process::Vp { .. });
+        match (self.time_sampling, own_times) {
+            (None, None) if vp => self.time_sampling = super::default_time_sampling(model),
+            (Some(s), Some(why)) if s != TimeSampling::Uniform => {
+                return Err(Error::Config(format!(
+                    "time_sampling {s} does not apply here: {why}; leave time_sampling out"
+                )))
+            }
+            (Some(s), None) if s != TimeSampling::Uniform && !vp => {
+                return Err(Error::Config(format!(
+                    "time_sampling {s} applies to VP processes, not {}; leave time_sampling out (uniform)",
+                    process.name()
+                )))
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The steps a sample grid or live MNIST-FID of this run samples with: a distilled

@@ -21,7 +21,9 @@ pub use step_log::{StepLog, StepRow};
 use crate::checkpoint::{Checkpoint, Source, TensorData};
 use crate::compress::qat::QatWeights;
 use crate::data::{Batcher, Dataset};
-use crate::diffusion::{distill_loss, skip_intervals, skip_levels, Objective, Process, Role, Weighting};
+use crate::diffusion::{
+    distill_loss, skip_intervals, skip_levels, Objective, Process, Role, TimeSampling, Weighting,
+};
 use crate::distributed::{backward_and_all_reduce, Collective, ReduceStats, ReplicaGradients};
 use crate::fsio::FileStore;
 use crate::models::DiffusionNet;
@@ -85,18 +87,19 @@ pub struct Trainer {
     teacher: Option<Teacher>,
 }
 
-/// A training batch's network times and skipped levels: every level and times over the
-/// whole process without skip training; else k by `scheme` (see [`SkipTraining`]) for a
-/// network with `levels` levels.
+/// A training batch's network times and skipped levels: every level and times drawn as `times`
+/// says without skip training; else k by `scheme` (see [`SkipTraining`]) for a network with
+/// `levels` levels, and times uniform over the process or the level's interval.
 pub fn skip_batch(
     process: &Process,
+    times: TimeSampling,
     scheme: Option<SkipTraining>,
     levels: usize,
     batch: usize,
     rng: &mut impl rand::Rng,
 ) -> Result<(Vec<f32>, usize)> {
     let Some(scheme) = scheme else {
-        return Ok((process.sample_times(rng, batch, 0.0..1.0)?, 0));
+        return Ok((times.draw(process, rng, batch)?, 0));
     };
     if levels <= 1 {
         return Err(Error::Config(
@@ -189,6 +192,7 @@ impl Trainer {
             })?;
         }
         config.resolve_sampling(&model, &process)?;
+        config.resolve_time_sampling(&model, &process)?;
         let state = TrainState::fresh(config, model, process, batcher.state().clone());
         let mut trainer = Trainer::build(gpu, state, batcher)?;
         if let Some((ckpt, _, _)) = init {
@@ -586,6 +590,7 @@ impl Trainer {
             Some(_) => (Vec::new(), 0),
             None => skip_batch(
                 process,
+                c.time_sampling.unwrap_or_default(),
                 c.skip_training,
                 self.replicas[0].net.levels(),
                 batch.shape[0],

@@ -26,7 +26,8 @@ pub struct ResumeChanges {
 
 /// The settings a resume takes from the checkpoint whatever the flags say, for messages.
 pub const KEPT_ON_RESUME: &str =
-    "model, process, data, batch, seed, precision, optimizer, EMA decay, class dropout, loss weighting, skip training, \
+    "model, process, data, batch, seed, precision, optimizer, EMA decay, class dropout, loss weighting, time sampling, \
+     skip training, \
      quantisation-aware training";
 
 impl ResumeChanges {

@@ -13,7 +13,7 @@ use wgdiff::classifier::{Classifier, SHIPPED_MNIST_CLASSIFIER};
 use wgdiff::data::{idx_from_bytes, DataSource, Split};
 use wgdiff::diffusion::{
     BetaSchedule, Denoiser, GuidanceInterval, NetDenoiser, Objective, Process, Sampler, SkipPlan,
-    SkipSchedule,
+    SkipSchedule, TimeSampling,
 };
 use wgdiff::eval::{Reference, ReferenceImages};
 use wgdiff::models::{ModelConfig, SkipType, UNetConfig};
@@ -423,6 +423,104 @@ fn a_run_guides_in_its_models_interval_of_noise_levels_unless_told() {
 }
 
 #[test]
+fn a_run_draws_its_training_times_as_its_models_time_sampling_says() {
+    use rand::SeedableRng;
+    let process = Process::vp_cosine_v();
+    let marginals = process.marginals().unwrap();
+    let rng = || rand::rngs::StdRng::seed_from_u64(3);
+    // uniform draws exactly as the process always did (old runs resume on the same times)
+    assert_eq!(
+        TimeSampling::Uniform.draw(&process, &mut rng(), 64).unwrap(),
+        process.sample_times(&mut rng(), 64, 0.0..1.0).unwrap()
+    );
+    // logit-normal (m, s): normalised time sigmoid(m + s n), so for (0, 1) 72.8% of the draws
+    // fall in [0.25, 0.75] (|n| < ln 3) against uniform's 50%, centred on 0.5
+    let shares = |sampling: TimeSampling| {
+        let u: Vec<f32> = sampling
+            .draw(&process, &mut rng(), 8000)
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                assert!(t.fract() == 0.0 && (0.0..1000.0).contains(&t), "not a step: {t}");
+                marginals.normalized_time(t)
+            })
+            .collect();
+        let middle = u.iter().filter(|&&x| (0.25..=0.75).contains(&x)).count() as f32 / u.len() as f32;
+        (middle, u.iter().sum::<f32>() / u.len() as f32)
+    };
+    let (middle, mean) = shares(TimeSampling::LOGIT_NORMAL);
+    assert!(
+        (middle - 0.728).abs() < 0.02 && (mean - 0.5).abs() < 0.01,
+        "{middle} {mean}"
+    );
+    let (middle, mean) = shares(TimeSampling::Uniform);
+    assert!(
+        (middle - 0.5).abs() < 0.02 && (mean - 0.5).abs() < 0.01,
+        "{middle} {mean}"
+    );
+    // mean 1: E[sigmoid(1 + n)] = 0.697
+    let (_, mean) = shares(TimeSampling::LogitNormal { mean: 1.0, std: 1.0 });
+    assert!((mean - 0.697).abs() < 0.012, "{mean}");
+
+    // a fresh MLP run records logit-normal and trains on it; the U-Net keeps uniform
+    let mlp = |out: &str| TrainConfig {
+        preset: "mnist-mlp".into(),
+        ..tiny_config(out, 1)
+    };
+    let mut trainer = Trainer::new(gpu(), mlp("times-mlp")).unwrap();
+    assert_eq!(
+        trainer.state.config.time_sampling,
+        Some(TimeSampling::LOGIT_NORMAL)
+    );
+    assert!(block_on(trainer.step()).unwrap().is_finite());
+    let unet = Trainer::new(gpu(), tiny_config("times-unet", 1)).unwrap();
+    assert_eq!(unet.state.config.time_sampling, None);
+    let told = TrainConfig {
+        time_sampling: Some(TimeSampling::Uniform),
+        ..mlp("times-told")
+    };
+    assert_eq!(
+        Trainer::new(gpu(), told).unwrap().state.config.time_sampling,
+        Some(TimeSampling::Uniform)
+    );
+    // a checkpoint's config from before the setting existed resumes on uniform times
+    let before: TrainConfig = serde_json::from_str(r#"{"preset": "mnist-mlp"}"#).unwrap();
+    assert_eq!(before.time_sampling, None);
+
+    // refused where it cannot apply, naming why
+    let skipping = TrainConfig {
+        time_sampling: Some(TimeSampling::LOGIT_NORMAL),
+        skip_training: Some(SkipTraining::Uniform),
+        ..tiny_config("times-skip", 1)
+    };
+    let err = Trainer::new(gpu(), skipping).map(drop).unwrap_err().to_string();
+    assert!(err.contains("skip training draws its times"), "{err}");
+    let err = TimeSampling::LOGIT_NORMAL
+        .draw(&Process::ve(), &mut rng(), 4)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("VP processes"), "{err}");
+    assert_eq!(
+        TimeSampling::parse("logit-normal").unwrap(),
+        TimeSampling::LOGIT_NORMAL
+    );
+    assert_eq!(
+        TimeSampling::parse("logit-normal:0.5,1.2").unwrap(),
+        TimeSampling::LogitNormal { mean: 0.5, std: 1.2 }
+    );
+    assert_eq!(TimeSampling::parse("uniform").unwrap(), TimeSampling::Uniform);
+    for bad in [
+        "logit-normal:0,0",
+        "logit-normal:0",
+        "logit-normal:x,1",
+        "normal",
+        "logit-normal:0,inf",
+    ] {
+        assert!(TimeSampling::parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn a_guided_denoiser_guides_only_at_the_network_times_of_its_interval() {
     let _g = wgdiff::no_grad();
     let net = wgdiff::models::preset("mnist-mlp")
@@ -652,7 +750,7 @@ fn skip_training_batches_share_one_skip_count() {
     let scheme = Some(SkipTraining::Consistent { exponent: 2.0 });
     let mut seen = [0usize; 3];
     for _ in 0..300 {
-        let (times, skip) = skip_batch(&process, scheme, 3, 16, &mut rng).unwrap();
+        let (times, skip) = skip_batch(&process, TimeSampling::Uniform, scheme, 3, 16, &mut rng).unwrap();
         assert_eq!(times.len(), 16);
         seen[skip] += 1;
         for &t in &times {
@@ -670,7 +768,15 @@ fn skip_training_batches_share_one_skip_count() {
     let mut counts = [0usize; 3];
     let mut mixed = 0;
     for _ in 0..300 {
-        let (times, skip) = skip_batch(&process, Some(SkipTraining::Uniform), 3, 8, &mut rng).unwrap();
+        let (times, skip) = skip_batch(
+            &process,
+            TimeSampling::Uniform,
+            Some(SkipTraining::Uniform),
+            3,
+            8,
+            &mut rng,
+        )
+        .unwrap();
         counts[skip] += 1;
         let ks: Vec<usize> = times
             .iter()
@@ -683,9 +789,9 @@ fn skip_training_batches_share_one_skip_count() {
         mixed > 250,
         "only {mixed} of 300 uniform-scheme batches mix schedule intervals"
     );
-    let (_, skip) = skip_batch(&process, None, 3, 8, &mut rng).unwrap();
+    let (_, skip) = skip_batch(&process, TimeSampling::Uniform, None, 3, 8, &mut rng).unwrap();
     assert_eq!(skip, 0);
-    let msg = skip_batch(&process, scheme, 1, 8, &mut rng)
+    let msg = skip_batch(&process, TimeSampling::Uniform, scheme, 1, 8, &mut rng)
         .unwrap_err()
         .to_string();
     assert!(msg.contains("more than one level"), "{msg}");
