@@ -240,7 +240,7 @@ pub struct LadderArgs {
 #[command(after_help = "Examples:\n  \
     wgdiff experiment speedrun --quick     # lavapipe: 4 training minutes per recipe (~1 h with the U-Nets' evaluations)\n  \
     wgdiff experiment speedrun             # 30 training minutes per recipe, 1,000 samples per evaluation\n  \
-    wgdiff experiment speedrun --quick --recipes default,min-snr,lr-decay --budget 270\n\n\
+    wgdiff experiment speedrun --quick --recipes default,uniform-times --budget 300 --samples 1000\n\n\
 Recipes (--recipes keys): previous (the MNIST U-Net, batch 64, EMA 0.999, the default before\n\
 the speed-run), default (today's: the class-conditional residual MLP, v on the cosine schedule,\n\
 logit-normal training times, the lr decaying over the last 30%, guidance 1.5), the same MLP\n\
@@ -253,12 +253,15 @@ kernel autotuning). They train round-robin in time slices, so a machine that slo
 every recipe alike; only time inside the training step counts. Writes\n\
 speedrun.md, speedrun.json and fid-vs-time.png to --out.")]
 pub struct SpeedrunArgs {
-    /// Small run for lavapipe: 240 training seconds per recipe, 3 evaluations of 200 samples x 20 DDPM steps
+    /// Small run for lavapipe: 240 training seconds per recipe, 3 evaluations of 200 samples (the MLP's sampler at its 10 steps, the U-Nets' DDPM at 20)
     #[arg(long)]
     quick: bool,
     /// Training seconds per recipe [default: 240 with --quick, else 1800]
     #[arg(long)]
     budget: Option<f64>,
+    /// Images sampled for each MNIST-FID evaluation [default: 200 with --quick, else 1000]
+    #[arg(long)]
+    samples: Option<usize>,
     /// Comma-separated recipe keys to race, in that order (see below) [default: all]
     #[arg(long, value_name = "KEY,KEY")]
     recipes: Option<String>,
@@ -338,6 +341,7 @@ pub fn run(gpu: &Gpu, command: ExperimentCommand) -> Result<()> {
             let mut setup = Setup::new(Kind::Speedrun, a.quick);
             set(&mut setup, "recipes", a.recipes.as_ref())?;
             set(&mut setup, "budget", a.budget)?;
+            set(&mut setup, "samples", a.samples)?;
             set(&mut setup, "out", Some(a.out.display()))?;
             setup
         }

@@ -230,7 +230,7 @@ impl Setup {
                 "cache",
                 "out",
             ],
-            Plan::Speedrun(_) => &["recipes", "budget", "out"],
+            Plan::Speedrun(_) => &["recipes", "budget", "samples", "out"],
             Plan::StepSearch(_) => &[
                 "samples",
                 "batch",
@@ -299,6 +299,10 @@ impl Setup {
                     .collect::<Result<_>>()?
             }
             (Plan::Speedrun(p), "budget") => p.budget_seconds = seconds()?,
+            (Plan::Speedrun(p), "samples") => match count()? {
+                n if n >= 2 => p.fid_samples = n,
+                _ => return Err(bad("a count of at least 2 images (MNIST-FID needs two)")),
+            },
             (Plan::Speedrun(p), "recipes") => {
                 // (empty: every recipe)
                 p.recipes = value
@@ -379,6 +383,7 @@ impl Setup {
                 .join(","),
             (Plan::Speedrun(p), "recipes") => p.recipes.join(","),
             (Plan::Speedrun(p), "budget") => p.budget_seconds.to_string(),
+            (Plan::Speedrun(p), "samples") => p.fid_samples.to_string(),
             (Plan::StepSearch(s), "samples") => s.plan.samples.to_string(),
             (Plan::StepSearch(s), "batch") => s.plan.batch.to_string(),
             (Plan::StepSearch(s), "steps") => s
