@@ -243,7 +243,7 @@ pub struct LadderArgs {
     wgdiff experiment speedrun --quick --recipes default,uniform-times --budget 300 --samples 1000\n\n\
 Recipes (--recipes keys): previous (the MNIST U-Net, batch 64, EMA 0.999, the default before\n\
 the speed-run), default (today's: the class-conditional residual MLP, v on the cosine schedule,\n\
-logit-normal training times, the lr decaying over the last 30%, guidance 1.5), the same MLP\n\
+logit-normal training times, the lr decaying over the last 30%, guidance 1.75), the same MLP\n\
 without classes (unconditional), with eps on linear betas (eps-linear), at double width\n\
 (mlp-1024), with min-SNR-5 loss weighting (min-snr), with the lr decaying over the last 30%\n\
 (lr-decay), with EMA 0.999 (ema-999), with a 3x3 conv head over its output (conv-head), at\n\

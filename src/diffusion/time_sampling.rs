@@ -16,7 +16,7 @@ pub enum TimeSampling {
     /// (VP: step floor(u T)). *Scaling Rectified Flow Transformers for High-Resolution Image
     /// Synthesis* (Patrick Esser, Sumith Kulal, Andreas Blattmann et al.) found (0, 1) best
     /// among their time distributions; on the main job's MLP it took MNIST-FID from 17.1 to
-    /// 11.2 at 1,000 samples (docs/training.md, "Time sampling").
+    /// 11.7 at 1,000 samples (docs/training.md, "Time sampling").
     LogitNormal { mean: f32, std: f32 },
 }
 

@@ -52,7 +52,7 @@ pub fn recipes() -> Vec<Recipe> {
             idea: "the residual MLP on pixels, 512 wide (all matmuls: ~40x the U-Net's images per \
                    second on a CPU), predicting v on the cosine schedule at logit-normal times, \
                    class-conditional (10% of labels dropped) and sampled with classifier-free \
-                   guidance 1.5, lr 4e-3 falling to 0 over the last 30%",
+                   guidance 1.75, lr 4e-3 falling to 0 over the last 30%",
             config: mlp.clone(),
         },
         Recipe {

@@ -295,8 +295,9 @@ impl std::fmt::Display for Precision {
 impl Default for TrainConfig {
     fn default() -> Self {
         // The speed-run recipe (`wgdiff experiment speedrun`): the class-conditional residual MLP
-        // (labels dropped 10% of the time, sampled by DPM-Solver++ at guidance 1.5: its
-        // `default_sampling`), v on the cosine schedule (its default process), a high lr and a
+        // (labels dropped 10% of the time, sampled by DPM-Solver++ at guidance 1.75: its
+        // `default_sampling`), v on the cosine schedule (its default process) at logit-normal
+        // times (its `default_time_sampling`), a high lr and a
         // short EMA, the lr falling to 0 over the run's last 30%; the time budget ends it on a CPU
         // device (10,000 steps: on Mesa 25's lavapipe the texel matmuls ran 2,000 in under 2
         // minutes, and more steps kept scoring lower), 5 minutes of it so that a fresh clone's

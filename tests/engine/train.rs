@@ -275,7 +275,7 @@ fn the_configured_process_trains_is_saved_and_defaults_by_model() {
 #[test]
 fn a_run_samples_with_its_models_default_sampler_and_guidance_unless_told() {
     let dpm: Sampler = "dpm-solver++".parse().unwrap();
-    // the MLP: DPM-Solver++ at 10 steps and guidance 1.5, recorded in the run's config
+    // the MLP: DPM-Solver++ at 10 steps and guidance 1.75, recorded in the run's config
     let mlp = |out: &str| TrainConfig {
         preset: "mnist-mlp".into(),
         ..tiny_config(out, 1)
@@ -284,12 +284,12 @@ fn a_run_samples_with_its_models_default_sampler_and_guidance_unless_told() {
     let c = &trainer.state.config;
     assert_eq!(
         (c.sampler, c.sampler_steps, c.guidance),
-        (Some(dpm), Some(10), Some(1.5))
+        (Some(dpm), Some(10), Some(1.75))
     );
     let request = SampleRequest::for_state(&trainer.state).build().unwrap();
     assert_eq!(
         (request.sampler(), request.steps(), request.guidance()),
-        (&dpm, 10, 1.5)
+        (&dpm, 10, 1.75)
     );
     // asked steps and sampler still win
     let request = SampleRequest::for_state(&trainer.state)
