@@ -60,6 +60,20 @@ impl TimeSampling {
         }
     }
 
+    /// An error naming the process unless this sampling applies to it (logit-normal: VP
+    /// processes, whose discrete steps it draws).
+    pub fn check_process(&self, process: &Process) -> Result<()> {
+        match (self, process) {
+            (TimeSampling::LogitNormal { .. }, Process::Ve { .. } | Process::Ncsn { .. }) => {
+                Err(Error::Config(format!(
+                    "{self} time sampling applies to VP processes, not {}: leave time_sampling out (uniform)",
+                    process.name()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Network time inputs for `batch` examples of `process`, drawn on the CPU from `rng` (so
     /// training is reproducible). Uniform draws as [`Process::sample_times`] over the whole
     /// process; logit-normal needs a VP process (its discrete steps).
@@ -68,12 +82,8 @@ impl TimeSampling {
             return process.sample_times(rng, batch, 0.0..1.0);
         };
         self.check()?;
-        let Process::Vp { steps, .. } = *process else {
-            return Err(Error::Config(format!(
-                "{self} time sampling applies to VP processes, not {}: leave time_sampling out (uniform)",
-                process.name()
-            )));
-        };
+        self.check_process(process)?;
+        let steps = process.marginals()?.discrete_times();
         let (mean, std) = (mean as f64, std as f64);
         Ok((0..batch)
             .map(|_| {

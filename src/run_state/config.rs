@@ -544,20 +544,17 @@ impl TrainConfig {
             (_, Some(_)) => Some("distillation draws the student's steps from its grid"),
             _ => None,
         };
-        let vp = matches!(process, Process::Vp { .. });
         match (self.time_sampling, own_times) {
-            (None, None) if vp => self.time_sampling = super::default_time_sampling(model),
+            (None, None) => {
+                self.time_sampling = super::default_time_sampling(model)
+                    .filter(|default| default.check_process(process).is_ok())
+            }
             (Some(s), Some(why)) if s != TimeSampling::Uniform => {
                 return Err(Error::Config(format!(
                     "time_sampling {s} does not apply here: {why}; leave time_sampling out"
                 )))
             }
-            (Some(s), None) if s != TimeSampling::Uniform && !vp => {
-                return Err(Error::Config(format!(
-                    "time_sampling {s} applies to VP processes, not {}; leave time_sampling out (uniform)",
-                    process.name()
-                )))
-            }
+            (Some(s), None) => s.check_process(process)?,
             _ => {}
         }
         Ok(())
