@@ -492,10 +492,10 @@ fn train(choice: AdapterChoice, args: TrainArgs, job: &Job) -> Result<()> {
         (None, None) => c.preset.clone(),
     };
     say!(
-        "model: {model_name} ({} parameters), process {} ({} times), data {} ({} images), batch {}, steps {}..{}, {}",
+        "model: {model_name} ({} parameters), process {} ({}), data {} ({} images), batch {}, steps {}..{}, {}",
         super::model::thousands(params),
         trainer.state.process.name(),
-        c.time_sampling.unwrap_or_default(),
+        c.times_description(),
         trainer.dataset().name,
         trainer.dataset().len(),
         c.batch,

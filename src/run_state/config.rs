@@ -539,12 +539,7 @@ impl TrainConfig {
     /// distillation, which draw their own times), and refuses a non-uniform one where it cannot
     /// apply.
     pub fn resolve_time_sampling(&mut self, model: &ModelConfig, process: &Process) -> Result<()> {
-        let own_times = match (self.skip_training, &self.distill) {
-            (Some(_), _) => Some("skip training draws its times per skipped level"),
-            (_, Some(_)) => Some("distillation draws the student's steps from its grid"),
-            _ => None,
-        };
-        match (self.time_sampling, own_times) {
+        match (self.time_sampling, self.own_times().map(|(_, why)| why)) {
             (None, None) => {
                 self.time_sampling = super::default_time_sampling(model)
                     .filter(|default| default.check_process(process).is_ok())
@@ -558,6 +553,31 @@ impl TrainConfig {
             _ => {}
         }
         Ok(())
+    }
+
+    /// What this run draws its training times from where it draws them itself (skip training
+    /// and distillation, in place of `time_sampling`), and why.
+    fn own_times(&self) -> Option<(&'static str, &'static str)> {
+        match (self.skip_training, &self.distill) {
+            (Some(_), _) => Some((
+                "times per skipped level",
+                "skip training draws its times per skipped level",
+            )),
+            (_, Some(_)) => Some((
+                "times on the student's grid",
+                "distillation draws the student's steps from its grid",
+            )),
+            _ => None,
+        }
+    }
+
+    /// How this run draws its training times, as its startup line says it: its time sampling,
+    /// or what skip training or distillation draw in its place.
+    pub fn times_description(&self) -> String {
+        match self.own_times() {
+            Some((what, _)) => what.into(),
+            None => format!("{} times", self.time_sampling.unwrap_or_default()),
+        }
     }
 
     /// The steps a sample grid or live MNIST-FID of this run samples with: a distilled

@@ -495,6 +495,13 @@ fn a_run_draws_its_training_times_as_its_models_time_sampling_says() {
     };
     let err = Trainer::new(gpu(), skipping).map(drop).unwrap_err().to_string();
     assert!(err.contains("skip training draws its times"), "{err}");
+    // the startup line names where the times come from
+    assert_eq!(trainer.state.config.times_description(), "logit-normal:0,1 times");
+    let skipping = TrainConfig {
+        skip_training: Some(SkipTraining::Uniform),
+        ..tiny_config("times-skip-said", 1)
+    };
+    assert_eq!(skipping.times_description(), "times per skipped level");
     let err = TimeSampling::LOGIT_NORMAL
         .draw(&Process::ve(), &mut rng(), 4)
         .unwrap_err()
