@@ -83,7 +83,10 @@ impl TimeSampling {
         };
         self.check()?;
         self.check_process(process)?;
-        let steps = process.marginals()?.discrete_times();
+        // check_process admits VP processes only, whose step count the variant holds
+        let &Process::Vp { steps, .. } = process else {
+            unreachable!("check_process admitted {}", process.name())
+        };
         let (mean, std) = (mean as f64, std as f64);
         Ok((0..batch)
             .map(|_| {

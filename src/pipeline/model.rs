@@ -5,7 +5,7 @@ use super::run::sample_net;
 use super::SampleRequest;
 use crate::checkpoint::compressed::stored_quantized;
 use crate::checkpoint::Checkpoint;
-use crate::diffusion::{Denoiser, NetDenoiser, OnStep, Process};
+use crate::diffusion::{Denoiser, NetDenoiser, OnStep, Output, Process};
 use crate::models::summary::WeightRole;
 use crate::models::{DiffusionNet, ModelConfig, SkipType};
 use crate::nn::Weight;
@@ -23,9 +23,17 @@ pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
 /// Images of [`Sampling::check_output_scale`]'s network call.
 const PROBE_IMAGES: usize = 2;
 
-/// The largest noise-prediction RMS from pure noise a loaded model may have (the shipped
-/// models': 1.00-1.02; the shipped U-Net's weights doubled: 4.5, and its samples black).
-const MAX_NOISE_RMS: f64 = 3.0;
+/// The largest RMS a loaded model's output may have from pure noise, in the units it was
+/// trained to predict: noise (eps, or a score times its std) has RMS 1; data lie in [-1, 1], and
+/// so does v, which at pure noise is minus the data. Measured from pure noise: the shipped v
+/// U-Net 0.83, with its weights doubled 1.78 (its samples noise); the eps U-Net shipped until
+/// 2026-12-07 1.01, doubled 3.47 (its samples black).
+fn max_output_rms(output: Output) -> f64 {
+    match output {
+        Output::Eps | Output::Score => 3.0,
+        Output::V | Output::X0 => 1.5,
+    }
+}
 
 /// A network to sample from with the configuration and process it was trained with.
 #[derive(Clone, Copy)]
@@ -37,9 +45,10 @@ pub struct Sampling<'a> {
 
 impl Sampling<'_> {
     /// Errors, naming `origin`, when the network's weights are finite but blown up (a diverged
-    /// run's checkpoint): from pure noise a trained network predicts noise of RMS about 1 and
-    /// an untrained one less, whatever it was trained to output; a diverged one predicts far
-    /// more, and its samples come out black. One network call on two images.
+    /// run's checkpoint): from pure noise a trained network predicts its target (noise, v or
+    /// data) with RMS about 1 or less ([`max_output_rms`]), an untrained one less; a diverged
+    /// one predicts more, and its samples come out black or noise. One network call on two
+    /// images.
     pub async fn check_output_scale(&self, gpu: &Gpu, origin: &str) -> Result<()> {
         crate::without_grad(self.output_scale_check(gpu, origin)).await
     }
@@ -55,11 +64,21 @@ impl Sampling<'_> {
             Some(null) => NetDenoiser::conditional(self.net, vec![null as u32; PROBE_IMAGES]),
             None => NetDenoiser::new(self.net),
         };
+        // Judged in the units of what the network was trained to output: at pure noise, eps
+        // from v or x0 is about x whatever the network says, so converting would hide a
+        // diverged v or x0 network. A score is judged as the noise it implies (std times it).
+        let output = marginals.output();
         // A probe of 2 images is not worth timing kernel candidates for.
-        let eps = crate::gpu::without_measuring(|| marginals.eps(&denoiser.predict(&x, t, 0)?, &x, level))?;
-        let eps = eps.to_vec_async().await?;
-        let rms = (eps.iter().map(|&e| e as f64 * e as f64).sum::<f64>() / eps.len() as f64).sqrt();
-        if rms.is_finite() && rms <= MAX_NOISE_RMS {
+        let judged = crate::gpu::without_measuring(|| {
+            let raw = denoiser.predict(&x, t, 0)?;
+            match output {
+                Output::Score => marginals.eps(&raw, &x, level),
+                Output::Eps | Output::V | Output::X0 => Ok(raw),
+            }
+        })?;
+        let judged = judged.to_vec_async().await?;
+        let rms = (judged.iter().map(|&e| e as f64 * e as f64).sum::<f64>() / judged.len() as f64).sqrt();
+        if rms.is_finite() && rms <= max_output_rms(output) {
             return Ok(());
         }
         let mut largest = (String::new(), 0f32);
@@ -72,10 +91,19 @@ impl Sampling<'_> {
         Err(Error::Checkpoint {
             path: origin.into(),
             msg: format!(
-                "its network predicts noise of RMS {} from pure noise, where a trained one predicts \
-                 about 1: the weights are those of a diverged run (largest weight: |w| = {:.3} in {}), and its samples would be black. \
+                "its network predicts {} of RMS {} from pure noise, where a trained one's is {}: \
+                 the weights are those of a diverged run (largest weight: |w| = {:.3} in {}), and its samples would be black or noise. \
                  Sample an earlier checkpoint of the run, or train again with a lower --lr",
+                match output {
+                    Output::Eps | Output::Score => "noise",
+                    Output::V => "v",
+                    Output::X0 => "data",
+                },
                 if rms < 1e4 { format!("{rms:.2}") } else { format!("{rms:.2e}") },
+                match output {
+                    Output::Eps | Output::Score => "about 1",
+                    Output::V | Output::X0 => "at most 1 (data lie in [-1, 1])",
+                },
                 largest.1,
                 largest.0
             ),
