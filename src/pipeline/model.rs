@@ -23,15 +23,18 @@ pub const DEFAULT_CHECKPOINT: &str = "assets/models/mnist-small.safetensors";
 /// Images of [`Sampling::check_output_scale`]'s network call.
 const PROBE_IMAGES: usize = 2;
 
-/// The largest RMS a loaded model's output may have from pure noise, in the units it was
-/// trained to predict: noise (eps, or a score times its std) has RMS 1; data lie in [-1, 1], and
-/// so does v, which at pure noise is minus the data. Measured from pure noise: the shipped v
-/// U-Net 0.83, with its weights doubled 1.78 (its samples noise); the eps U-Net shipped until
-/// 2026-12-07 1.01, doubled 3.47 (its samples black).
-fn max_output_rms(output: Output) -> f64 {
+/// How [`Sampling::check_output_scale`] judges a loaded model's output from pure noise, in the
+/// units it was trained to predict: what that is, the largest RMS accepted, and a trained
+/// one's. Noise (eps, or a score times its std) has RMS 1; data lie in [-1, 1], and so does v,
+/// which at pure noise is minus the data. Measured from pure noise: the shipped v U-Net 0.83,
+/// with its weights doubled 1.78 (its samples noise); the eps U-Net shipped until 2026-12-07
+/// 1.01, doubled 3.47 (its samples black).
+fn output_judgement(output: Output) -> (&'static str, f64, &'static str) {
+    const DATA: &str = "at most 1 (data lie in [-1, 1])";
     match output {
-        Output::Eps | Output::Score => 3.0,
-        Output::V | Output::X0 => 1.5,
+        Output::Eps | Output::Score => ("noise", 3.0, "about 1"),
+        Output::V => ("v", 1.5, DATA),
+        Output::X0 => ("data", 1.5, DATA),
     }
 }
 
@@ -46,7 +49,7 @@ pub struct Sampling<'a> {
 impl Sampling<'_> {
     /// Errors, naming `origin`, when the network's weights are finite but blown up (a diverged
     /// run's checkpoint): from pure noise a trained network predicts its target (noise, v or
-    /// data) with RMS about 1 or less ([`max_output_rms`]), an untrained one less; a diverged
+    /// data) with RMS about 1 or less ([`output_judgement`]), an untrained one less; a diverged
     /// one predicts more, and its samples come out black or noise. One network call on two
     /// images.
     pub async fn check_output_scale(&self, gpu: &Gpu, origin: &str) -> Result<()> {
@@ -78,7 +81,8 @@ impl Sampling<'_> {
         })?;
         let judged = judged.to_vec_async().await?;
         let rms = (judged.iter().map(|&e| e as f64 * e as f64).sum::<f64>() / judged.len() as f64).sqrt();
-        if rms.is_finite() && rms <= max_output_rms(output) {
+        let (predicts, limit, trained) = output_judgement(output);
+        if rms.is_finite() && rms <= limit {
             return Ok(());
         }
         let mut largest = (String::new(), 0f32);
@@ -94,16 +98,9 @@ impl Sampling<'_> {
                 "its network predicts {} of RMS {} from pure noise, where a trained one's is {}: \
                  the weights are those of a diverged run (largest weight: |w| = {:.3} in {}), and its samples would be black or noise. \
                  Sample an earlier checkpoint of the run, or train again with a lower --lr",
-                match output {
-                    Output::Eps | Output::Score => "noise",
-                    Output::V => "v",
-                    Output::X0 => "data",
-                },
+                predicts,
                 if rms < 1e4 { format!("{rms:.2}") } else { format!("{rms:.2e}") },
-                match output {
-                    Output::Eps | Output::Score => "about 1",
-                    Output::V | Output::X0 => "at most 1 (data lie in [-1, 1])",
-                },
+                trained,
                 largest.1,
                 largest.0
             ),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wgdiff::checkpoint::Checkpoint;
 use wgdiff::data::{grid_png, mnist, save_grid, GridLayout, Split, DEFAULT_MNIST_DIR};
-use wgdiff::diffusion::SkipSchedule;
+use wgdiff::diffusion::{Objective, SkipSchedule};
 use wgdiff::pipeline::DEFAULT_CHECKPOINT;
 use wgdiff::train::{ResumeChanges, TrainConfig, Trainer};
 
@@ -159,6 +159,50 @@ fn blown_up_finite_weights_are_refused_at_load_instead_of_sampling_black_images(
         );
         assert!(!out.exists());
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An eps network is judged by the noise it predicts (the shipped U-Net above, a v network, by
+/// its v): a one-step `tiny` eps run with its EMA weights times 10 is refused naming noise.
+#[test]
+fn blown_up_eps_weights_are_judged_as_noise() {
+    let dir = fresh_dir("blown-up-eps");
+    let config = TrainConfig {
+        preset: "tiny".into(),
+        steps: 1,
+        batch: 4,
+        objective: Some(Objective::Eps),
+        out: dir.clone(),
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(gpu(), config).unwrap();
+    block_on(trainer.step()).unwrap();
+    let mut ckpt = block_on(trainer.capture()).unwrap();
+    for (_, t) in ckpt
+        .tensors
+        .iter_mut()
+        .filter(|(name, _)| name.starts_with("ema."))
+    {
+        t.data.iter_mut().for_each(|v| *v *= 10.0);
+    }
+    let model = dir.join("x10.safetensors");
+    ckpt.save(&model).unwrap();
+    let out = dir.join("samples.png");
+    let stderr = refused(
+        &[
+            "sample",
+            "--checkpoint",
+            model.to_str().unwrap(),
+            "--count",
+            "2",
+            "--steps",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "diverged run",
+    );
+    assert!(stderr.contains("predicts noise of RMS"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
