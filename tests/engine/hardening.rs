@@ -116,15 +116,30 @@ fn non_finite_samples_are_never_written_as_an_image() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The shipped EMA export with every weight multiplied by `factor`, written to `path`.
-fn scaled_export(path: &Path, factor: f32) {
-    let mut ckpt = Checkpoint::load(Path::new(DEFAULT_CHECKPOINT)).unwrap();
+/// `ckpt` with every EMA weight multiplied by `factor`, written to `path`.
+fn save_scaled(mut ckpt: Checkpoint, factor: f32, path: &Path) {
     for (name, t) in ckpt.tensors.iter_mut() {
         if name.starts_with("ema.") {
             t.data.iter_mut().for_each(|v| *v *= factor);
         }
     }
     ckpt.save(path).unwrap();
+}
+
+/// `wgdiff sample` of `model` (2 images, 2 steps, to `out`), refused as a diverged run: its stderr.
+fn sampling_refused_as_diverged(model: &Path, out: &Path) -> String {
+    let args = [
+        "sample",
+        "--checkpoint",
+        model.to_str().unwrap(),
+        "--count",
+        "2",
+        "--steps",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    refused(&args, "diverged run")
 }
 
 #[test]
@@ -137,20 +152,12 @@ fn blown_up_finite_weights_are_refused_at_load_instead_of_sampling_black_images(
     // doubled weights passed)
     for factor in [2.0, 10.0] {
         let model = dir.join(format!("x{factor}.safetensors"));
-        scaled_export(&model, factor);
-        let args = [
-            "sample",
-            "--checkpoint",
-            model.to_str().unwrap(),
-            "--count",
-            "2",
-            "--steps",
-            "2",
-        ];
-        let stderr = refused(
-            &[&args[..], &["--out", out.to_str().unwrap()]].concat(),
-            "diverged run",
+        save_scaled(
+            Checkpoint::load(Path::new(DEFAULT_CHECKPOINT)).unwrap(),
+            factor,
+            &model,
         );
+        let stderr = sampling_refused_as_diverged(&model, &out);
         assert!(
             stderr.contains(model.to_str().unwrap())
                 && stderr.contains("predicts v of RMS")
@@ -177,31 +184,9 @@ fn blown_up_eps_weights_are_judged_as_noise() {
     };
     let mut trainer = Trainer::new(gpu(), config).unwrap();
     block_on(trainer.step()).unwrap();
-    let mut ckpt = block_on(trainer.capture()).unwrap();
-    for (_, t) in ckpt
-        .tensors
-        .iter_mut()
-        .filter(|(name, _)| name.starts_with("ema."))
-    {
-        t.data.iter_mut().for_each(|v| *v *= 10.0);
-    }
     let model = dir.join("x10.safetensors");
-    ckpt.save(&model).unwrap();
-    let out = dir.join("samples.png");
-    let stderr = refused(
-        &[
-            "sample",
-            "--checkpoint",
-            model.to_str().unwrap(),
-            "--count",
-            "2",
-            "--steps",
-            "2",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        "diverged run",
-    );
+    save_scaled(block_on(trainer.capture()).unwrap(), 10.0, &model);
+    let stderr = sampling_refused_as_diverged(&model, &dir.join("samples.png"));
     assert!(stderr.contains("predicts noise of RMS"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
